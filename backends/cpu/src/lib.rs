@@ -1,0 +1,1 @@
+//! Opal's CPU backend.

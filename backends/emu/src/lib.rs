@@ -1,0 +1,1 @@
+//! An example out-of-tree accelerator for Opal, registered under PrivateUse1.

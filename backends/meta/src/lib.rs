@@ -1,0 +1,1 @@
+//! Opal's Meta (shape-only) backend.

@@ -1,0 +1,3 @@
+//! Opal's benchmark harness.
+
+fn main() {}

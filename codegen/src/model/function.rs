@@ -1,0 +1,83 @@
+//! Native functions: a schema plus the YAML metadata that says how it is dispatched.
+
+use std::collections::BTreeMap;
+
+use super::{FunctionSchema, Loc, OperatorName};
+
+/// `variants:`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Variants {
+    pub function: bool,
+    pub method: bool,
+}
+
+/// `device_check:`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum DeviceCheck {
+    #[default]
+    ExactSame,
+    NoCheck,
+}
+
+/// One `dispatch:` entry after `CPU, CUDA: kernel` shared keys are split apart.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BackendKernel {
+    /// The kernel function name as written.
+    pub kernel: String,
+    /// Whether this entry comes from the implicit CompositeImplicitAutograd rule.
+    pub implicit: bool,
+    /// Where the dispatch key was written (synthetic for implicit entries).
+    pub loc: Loc,
+}
+
+/// Where a native function came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// Written as an entry of the YAML.
+    Declared,
+    /// Produced by the `autogen:` list of the named function.
+    Autogen { from: OperatorName },
+}
+
+/// One native function: a declared YAML entry, or one produced by `autogen:`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeFunction {
+    pub func: FunctionSchema,
+    pub origin: Origin,
+    /// Location of the entry (the `- func:` item).
+    pub loc: Loc,
+    /// Location of every key written in the entry, by key name.
+    pub key_locs: BTreeMap<String, Loc>,
+    pub variants: Variants,
+    /// Resolved dispatch table: dispatch key name -> kernel (including the implicit
+    /// CompositeImplicitAutograd default). Ordered by key name for determinism.
+    pub dispatch: BTreeMap<String, BackendKernel>,
+    pub structured: bool,
+    pub structured_delegate: Option<OperatorName>,
+    pub structured_inherits: Option<String>,
+    pub precomputed: Vec<String>,
+    pub autogen: Vec<OperatorName>,
+    /// Tags as written, sorted and deduplicated.
+    pub tags: Vec<String>,
+    pub device_check: DeviceCheck,
+    pub device_guard: bool,
+    pub manual_cpp_binding: bool,
+    pub manual_kernel_registration: bool,
+    pub python_module: Option<String>,
+    pub category_override: Option<String>,
+    pub cpp_no_default_args: Vec<String>,
+    /// `ufunc_inner_loop:` key -> value, as written.
+    pub ufunc_inner_loop: BTreeMap<String, String>,
+    pub is_abstract: bool,
+    pub has_composite_implicit_autograd_kernel: bool,
+    pub has_composite_explicit_autograd_kernel: bool,
+}
+
+/// A loaded and validated `native_functions.yaml` (autogen functions included, in
+/// the order torchgen lists them).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NativeFunctions {
+    pub functions: Vec<NativeFunction>,
+    /// Tags known from `tags.yaml` (empty when none was given).
+    pub known_tags: Vec<String>,
+}

@@ -1,0 +1,3 @@
+//! Opal's main demo.
+
+fn main() {}

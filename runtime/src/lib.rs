@@ -1,0 +1,1 @@
+//! Opal runtime: tensors, dispatch keys, the dispatcher and generated ops.
