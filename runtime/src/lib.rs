@@ -1,1 +1,3 @@
 //! Opal runtime: tensors, dispatch keys, the dispatcher and generated ops.
+
+pub mod ops;
