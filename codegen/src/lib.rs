@@ -7,4 +7,6 @@
 //! - `validate`: torchgen's implicit rules and the checks PyTorch (and Rust) need.
 //! - `emit`: Rust code from the model.
 
+pub mod diagnostics;
 pub mod model;
+pub mod parse;

@@ -7,12 +7,15 @@
 //! generation. Parsing lives in `crate::parse`, checking in `crate::validate`, Rust
 //! naming in `crate::ident`, emission in `crate::emit`.
 
+mod display;
 mod function;
 mod loc;
+mod query;
 mod schema;
 mod types;
 
 pub use function::*;
 pub use loc::*;
+pub use query::*;
 pub use schema::*;
 pub use types::*;

@@ -1,0 +1,230 @@
+//! Tokens of the `func:` schema language, each with its [`Loc`] in the YAML file.
+//!
+//! Owns: splitting a schema string into tokens and mapping string offsets to file
+//! locations. Must not: know the grammar (that is `parse::schema`).
+
+use crate::diagnostics::Diagnostic;
+use crate::model::Loc;
+
+/// Kind of a schema token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tok {
+    /// `[A-Za-z_][A-Za-z0-9_]*`
+    Ident,
+    /// `12`, `1.5`, `1e-05` (sign is a separate [`Tok::Minus`]).
+    Number,
+    /// `"..."` or `'...'` with backslash escapes, quotes included.
+    Str,
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    Comma,
+    Star,
+    Question,
+    Bang,
+    Pipe,
+    Dot,
+    Eq,
+    /// `->`
+    Arrow,
+    Minus,
+    /// `::`
+    ColonColon,
+    /// End of input (zero-length, at the end).
+    Eof,
+}
+
+impl Tok {
+    /// How the token kind is named in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Tok::Ident => "a name",
+            Tok::Number => "a number",
+            Tok::Str => "a string",
+            Tok::LParen => "`(`",
+            Tok::RParen => "`)`",
+            Tok::LBracket => "`[`",
+            Tok::RBracket => "`]`",
+            Tok::Comma => "`,`",
+            Tok::Star => "`*`",
+            Tok::Question => "`?`",
+            Tok::Bang => "`!`",
+            Tok::Pipe => "`|`",
+            Tok::Dot => "`.`",
+            Tok::Eq => "`=`",
+            Tok::Arrow => "`->`",
+            Tok::Minus => "`-`",
+            Tok::ColonColon => "`::`",
+            Tok::Eof => "the end of the schema",
+        }
+    }
+}
+
+/// One token: its kind, byte range in the schema string, and file location.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub kind: Tok,
+    /// Byte offset of the first byte in the schema string.
+    pub start: usize,
+    /// Byte offset one past the last byte in the schema string.
+    pub end: usize,
+    /// Where the token is in the file (schema string offset shifted by the base).
+    pub loc: Loc,
+}
+
+/// Maps byte offsets in a schema string to file locations, given where the string
+/// starts. Schema strings are single-line in practice; columns count characters.
+#[derive(Clone, Copy, Debug)]
+pub struct LocMap<'a> {
+    src: &'a str,
+    base: Loc,
+    ascii: bool,
+}
+
+impl<'a> LocMap<'a> {
+    /// A map for `src` whose first byte is at `base` in the file.
+    pub fn new(src: &'a str, base: Loc) -> Self {
+        LocMap {
+            src,
+            base,
+            ascii: src.is_ascii(),
+        }
+    }
+
+    /// The location of bytes `start..end` of the string.
+    pub fn at(&self, start: usize, end: usize) -> Loc {
+        let col_off = if self.ascii {
+            start
+        } else {
+            self.src.get(..start).map_or(start, |s| s.chars().count())
+        };
+        Loc {
+            offset: self.base.offset + start,
+            len: end.saturating_sub(start),
+            line: self.base.line.max(1),
+            col: self.base.col.max(1) + col_off as u32,
+        }
+    }
+}
+
+fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+
+fn is_ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Splits `src` into tokens (ending with [`Tok::Eof`]); `base` is where `src` starts
+/// in its file.
+pub fn lex(src: &str, base: Loc) -> Result<Vec<Token>, Diagnostic> {
+    let map = LocMap::new(src, base);
+    let b = src.as_bytes();
+    let mut toks = Vec::with_capacity(b.len() / 3 + 2);
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let start = i;
+        let kind = match c {
+            b' ' | b'\t' => {
+                i += 1;
+                continue;
+            }
+            b'(' => Tok::LParen,
+            b')' => Tok::RParen,
+            b'[' => Tok::LBracket,
+            b']' => Tok::RBracket,
+            b',' => Tok::Comma,
+            b'*' => Tok::Star,
+            b'?' => Tok::Question,
+            b'!' => Tok::Bang,
+            b'|' => Tok::Pipe,
+            b'.' => Tok::Dot,
+            b'=' => Tok::Eq,
+            b'-' if b.get(i + 1) == Some(&b'>') => {
+                i += 1;
+                Tok::Arrow
+            }
+            b'-' => Tok::Minus,
+            b':' if b.get(i + 1) == Some(&b':') => {
+                i += 1;
+                Tok::ColonColon
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => {
+                            return Err(Diagnostic::new(
+                                "opal::schema_syntax",
+                                map.at(start, b.len()),
+                                "unterminated string literal",
+                            )
+                            .label("string starts here")
+                            .hint(format!("close the string with {}", c as char)));
+                        }
+                        Some(b'\\') => i += 2,
+                        Some(&q) if q == c => break,
+                        Some(_) => i += 1,
+                    }
+                }
+                Tok::Str
+            }
+            c if c.is_ascii_digit() => {
+                while i + 1 < b.len() && b[i + 1].is_ascii_digit() {
+                    i += 1;
+                }
+                if b.get(i + 1) == Some(&b'.') && b.get(i + 2).is_some_and(u8::is_ascii_digit) {
+                    i += 2;
+                    while i + 1 < b.len() && b[i + 1].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+                if matches!(b.get(i + 1), Some(b'e' | b'E')) {
+                    let mut j = i + 2;
+                    if matches!(b.get(j), Some(b'+' | b'-')) {
+                        j += 1;
+                    }
+                    if b.get(j).is_some_and(u8::is_ascii_digit) {
+                        i = j;
+                        while i + 1 < b.len() && b[i + 1].is_ascii_digit() {
+                            i += 1;
+                        }
+                    }
+                }
+                Tok::Number
+            }
+            c if is_ident_start(c) => {
+                while i + 1 < b.len() && is_ident_char(b[i + 1]) {
+                    i += 1;
+                }
+                Tok::Ident
+            }
+            _ => {
+                let ch = src[start..].chars().next().unwrap_or('?');
+                return Err(Diagnostic::new(
+                    "opal::schema_syntax",
+                    map.at(start, start + ch.len_utf8()),
+                    format!("unexpected character `{}` in schema", ch.escape_debug()),
+                )
+                .label("not part of the schema language")
+                .hint("names may only contain ASCII letters, digits and `_`"));
+            }
+        };
+        i += 1;
+        toks.push(Token {
+            kind,
+            start,
+            end: i,
+            loc: map.at(start, i),
+        });
+    }
+    toks.push(Token {
+        kind: Tok::Eof,
+        start: b.len(),
+        end: b.len(),
+        loc: map.at(b.len(), b.len()),
+    });
+    Ok(toks)
+}
