@@ -1,0 +1,29 @@
+//! Dispatch: keys, key sets, TLS/global key state, the dispatcher, kernels, typed and
+//! boxed calling, libraries.
+//!
+//! Submodules: `key` (the keys and their order), `keyset` (bit sets), `tls`
+//! (include/exclude guards, global set, [`dispatch_keyset`]), `opdef` (static op
+//! definitions), `kernel` (kernel representations), `table` (per-op tables and
+//! precedence), `dispatcher` (registry, boxed calls), `typed` (the lock-free typed
+//! path), `library` (grouped registrations).
+//!
+//! Must not: know tensor internals beyond `Tensor::key_set`.
+
+mod dispatcher;
+mod kernel;
+pub mod key;
+mod keyset;
+mod library;
+mod opdef;
+mod table;
+pub mod tls;
+mod typed;
+
+pub use dispatcher::{Dispatcher, OperatorHandle, RegistrationHandle};
+pub use kernel::{BoxedKernelFn, Kernel, KernelFunction};
+pub use key::DispatchKey;
+pub use keyset::DispatchKeySet;
+pub use library::Library;
+pub use opdef::{ArgDef, OpDef};
+pub use tls::{dispatch_keyset, ExcludeGuard, IncludeGuard};
+pub use typed::{OpSlot, TypedOperatorHandle};

@@ -1,0 +1,218 @@
+//! Per-operator state: registrations, and the dispatch table computed from them —
+//! one published entry pointer per runtime key plus a mask of non-fallthrough keys.
+//!
+//! Owns: the precedence rules and lock-free publication. Must not: know about typed
+//! signatures beyond `TypeId`s, or about TLS.
+//!
+//! # Precedence (per runtime key `k`)
+//!
+//! 1. a kernel registered for `k` itself;
+//! 2. for backend keys: `CompositeExplicitAutogradNonFunctional`, then
+//!    `CompositeExplicitAutograd`;
+//! 3. `CompositeImplicitAutogradNestedTensor` (nested keys), then
+//!    `CompositeImplicitAutograd` (backend keys, and autograd keys whose backends
+//!    have no kernel of their own: a backend kernel means autograd must not decompose);
+//! 4. for autograd keys: the `Autograd` alias;
+//! 5. the backend fallback for `k` (possibly a fallthrough);
+//! 6. missing (an error naming the op, key, device and registered keys).
+//!
+//! Several registrations for the same (op, key): the latest wins and dropping it
+//! restores the previous one (a stack, like PyTorch's override-with-warning policy,
+//! without the warning).
+//!
+//! # Publication
+//!
+//! Entries are leaked, immutable [`KernelEntry`]s. A recompute (under the op's mutex)
+//! stores each slot, then the mask. Readers load the mask, pick the highest key, load
+//! that slot: they see an old or a new entry, both valid forever; a fallthrough seen
+//! through a stale mask is skipped. No reader ever takes a lock or waits.
+
+use super::kernel::{EntryKind, KernelEntry, MISSING};
+use super::key::DispatchKey;
+use super::keyset::DispatchKeySet;
+use super::opdef::OpDef;
+use crate::error::{ErrorKind, OpalError};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// One registration: (key it was registered for, id, entry).
+pub(crate) type Reg = (DispatchKey, u64, &'static KernelEntry);
+
+pub(crate) struct OpState {
+    /// In registration order; the last one per key wins.
+    pub(crate) regs: Vec<Reg>,
+}
+
+pub(crate) struct OperatorEntry {
+    pub(crate) name: &'static str,
+    pub(crate) def: OnceLock<&'static OpDef>,
+    /// Rust type name of the signature, once a typed handle or kernel matched it.
+    pub(crate) sig_name: OnceLock<&'static str>,
+    pub(crate) mask: AtomicU64,
+    pub(crate) slots: [AtomicPtr<KernelEntry>; 64],
+    pub(crate) state: Mutex<OpState>,
+}
+
+#[inline]
+pub(crate) fn entry_ptr(e: &'static KernelEntry) -> *mut KernelEntry {
+    // Never written through: entries are immutable once leaked.
+    e as *const KernelEntry as *mut KernelEntry
+}
+
+impl OperatorEntry {
+    pub(crate) fn new(name: &str) -> &'static OperatorEntry {
+        Box::leak(Box::new(OperatorEntry {
+            name: Box::leak(name.to_string().into_boxed_str()),
+            def: OnceLock::new(),
+            sig_name: OnceLock::new(),
+            mask: AtomicU64::new(0),
+            slots: [const { AtomicPtr::new(std::ptr::null_mut()) }; 64],
+            state: Mutex::new(OpState { regs: Vec::new() }),
+        }))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, OpState> {
+        // Registration code does not panic while holding the lock; if something did,
+        // the state is still a consistent list, so keep going.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The entry for the runtime key at `bit` (MISSING before the first recompute).
+    #[inline(always)]
+    pub(crate) fn slot(&self, bit: u32) -> &'static KernelEntry {
+        let p = self.slots[bit as usize].load(Ordering::Acquire);
+        if p.is_null() {
+            &MISSING
+        } else {
+            // SAFETY: non-null slots hold leaked entries, valid forever.
+            unsafe { &*p }
+        }
+    }
+
+    /// Recomputes every slot and the mask from `st` and the backend `fallbacks`.
+    pub(crate) fn recompute(&self, st: &OpState, fallbacks: &[AtomicPtr<KernelEntry>; 64]) {
+        let latest = |k: DispatchKey| st.regs.iter().rev().find(|r| r.0 == k).map(|r| r.2);
+        let direct_keys = st
+            .regs
+            .iter()
+            .filter(|r| r.0.is_runtime())
+            .fold(DispatchKeySet::empty(), |s, r| s.add(r.0));
+        let ceanf = latest(DispatchKey::CompositeExplicitAutogradNonFunctional);
+        let cea = latest(DispatchKey::CompositeExplicitAutograd);
+        let cia = latest(DispatchKey::CompositeImplicitAutograd);
+        let cia_nested = latest(DispatchKey::CompositeImplicitAutogradNestedTensor);
+        let autograd = latest(DispatchKey::Autograd);
+        let ceanf_keys = DispatchKey::CompositeExplicitAutogradNonFunctional.alias_expansion();
+        let cia_nested_keys = DispatchKey::CompositeImplicitAutogradNestedTensor.alias_expansion();
+        let mut mask = 0u64;
+        for &k in DispatchKey::RUNTIME {
+            let e = latest(k)
+                .or(if k.is_backend() && ceanf_keys.has(k) {
+                    ceanf
+                } else {
+                    None
+                })
+                .or(if k.is_backend() { cea } else { None })
+                .or(if cia_nested_keys.has(k) {
+                    cia_nested
+                } else {
+                    None
+                })
+                .or(
+                    if k.is_backend()
+                        || (k.is_autograd() && (k.backends_of_autograd() & direct_keys).is_empty())
+                    {
+                        cia
+                    } else {
+                        None
+                    },
+                )
+                .or(if k.is_autograd() { autograd } else { None })
+                .or_else(|| {
+                    let p = fallbacks[k as usize].load(Ordering::Acquire);
+                    // SAFETY: non-null fallback slots hold leaked entries.
+                    (!p.is_null()).then(|| unsafe { &*p })
+                })
+                .unwrap_or(&MISSING);
+            self.slots[k as usize].store(entry_ptr(e), Ordering::Release);
+            if e.kind != EntryKind::Fallthrough {
+                mask |= 1u64 << (k as u32);
+            }
+        }
+        self.mask.store(mask, Ordering::Release);
+    }
+
+    /// Keys (runtime and alias) with a kernel registered for this op, in key order.
+    pub(crate) fn registered_keys(&self) -> Vec<DispatchKey> {
+        let st = self.lock();
+        let mut ks: Vec<DispatchKey> = st
+            .regs
+            .iter()
+            .filter(|r| r.2.kind == EntryKind::Kernel)
+            .map(|r| r.0)
+            .collect();
+        ks.sort();
+        ks.dedup();
+        ks
+    }
+
+    /// The error for a call with key set `ks` that found no kernel at `key`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn no_kernel(&self, key: Option<DispatchKey>, ks: DispatchKeySet) -> OpalError {
+        let key = key.or(ks.highest()).unwrap_or(DispatchKey::Undefined);
+        let dev = key
+            .device_type()
+            .or_else(|| ks.backends().highest().and_then(DispatchKey::device_type));
+        ErrorKind::NoKernel {
+            op: self.name.to_string(),
+            key,
+            device: dev.map_or_else(|| "unknown".to_string(), |d| d.name().to_string()),
+            available: self
+                .registered_keys()
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect(),
+        }
+        .into()
+    }
+
+    /// Finds the entry a call with `ks` runs: highest non-fallthrough key. Returns
+    /// the key and entry, or the error.
+    #[inline(always)]
+    pub(crate) fn resolve(
+        &self,
+        ks: DispatchKeySet,
+    ) -> Result<(u32, &'static KernelEntry), OpalError> {
+        let mut m = ks.bits() & self.mask.load(Ordering::Acquire);
+        loop {
+            if m == 0 {
+                return Err(self.no_kernel(None, ks));
+            }
+            let bit = 63 - m.leading_zeros();
+            let e = self.slot(bit);
+            match e.kind {
+                EntryKind::Kernel => return Ok((bit, e)),
+                // A stale mask can show a key that became a fallthrough: skip it.
+                EntryKind::Fallthrough => m &= !(1u64 << bit),
+                EntryKind::Missing => return Err(self.no_kernel(DispatchKey::from_bit(bit), ks)),
+            }
+        }
+    }
+
+    /// A human-readable table: one line per runtime key with a non-missing entry.
+    pub(crate) fn dump(&self) -> String {
+        let mut out = String::new();
+        for &k in DispatchKey::RUNTIME {
+            let e = self.slot(k as u32);
+            let what = match e.kind {
+                EntryKind::Missing => continue,
+                EntryKind::Fallthrough => "fallthrough".to_string(),
+                EntryKind::Kernel if e.has_typed => format!("typed {}", e.type_name),
+                EntryKind::Kernel => "boxed".to_string(),
+            };
+            out.push_str(&format!("{k}: {what}\n"));
+        }
+        out
+    }
+}

@@ -1,0 +1,112 @@
+//! Thread-local include/exclude key sets with RAII guards, the process-global key
+//! set, and [`dispatch_keyset`], which combines them with a call's argument keys.
+//!
+//! Owns: the TLS and global key-set state. Must not: know about operators; the
+//! dispatcher reads these sets through [`dispatch_keyset`] only.
+//!
+//! The key set of a call is `(argument keys ∪ TLS include ∪ global) − TLS exclude`.
+//! The global set always contains `BackendSelect`, so a factory op (no tensor
+//! arguments) dispatches to its `BackendSelect` kernel (factory ops without one error,
+//! because `BackendSelect`'s default fallback is a fallthrough). Guards restore the previous state on drop, so they
+//! nest; they are `!Send` (they restore the TLS of the thread that made them).
+
+use super::key::DispatchKey;
+use super::keyset::DispatchKeySet;
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+thread_local! {
+    static INCLUDED: Cell<u64> = const { Cell::new(0) };
+    static EXCLUDED: Cell<u64> = const { Cell::new(0) };
+}
+
+static GLOBAL: AtomicU64 =
+    AtomicU64::new(DispatchKeySet::from_key(DispatchKey::BackendSelect).bits());
+
+/// `(arg_keys ∪ TLS include ∪ global) − TLS exclude`. An empty `arg_keys` means a
+/// factory op: `BackendSelect` is always in the global set.
+#[inline]
+pub fn dispatch_keyset(arg_keys: DispatchKeySet) -> DispatchKeySet {
+    let inc = INCLUDED.with(Cell::get);
+    let exc = EXCLUDED.with(Cell::get);
+    let g = GLOBAL.load(Ordering::Relaxed);
+    DispatchKeySet::from_bits_retain((arg_keys.bits() | inc | g) & !exc)
+}
+
+/// This thread's included keys.
+pub fn tls_included() -> DispatchKeySet {
+    DispatchKeySet::from_bits_retain(INCLUDED.with(Cell::get))
+}
+
+/// This thread's excluded keys.
+pub fn tls_excluded() -> DispatchKeySet {
+    DispatchKeySet::from_bits_retain(EXCLUDED.with(Cell::get))
+}
+
+/// The process-global key set (always holds `BackendSelect`).
+pub fn global_keyset() -> DispatchKeySet {
+    DispatchKeySet::from_bits_retain(GLOBAL.load(Ordering::Relaxed))
+}
+
+/// Adds keys to the global set (e.g. a mode that applies to every thread).
+pub fn global_include(ks: DispatchKeySet) {
+    GLOBAL.fetch_or(ks.bits(), Ordering::Relaxed);
+}
+
+/// Removes keys from the global set; `BackendSelect` always stays.
+pub fn global_remove(ks: DispatchKeySet) {
+    let keep = DispatchKeySet::from_key(DispatchKey::BackendSelect).bits();
+    GLOBAL.fetch_and(!(ks.bits() & !keep), Ordering::Relaxed);
+}
+
+/// While alive, adds keys to this thread's include set. Restores on drop.
+#[must_use = "the keys are included only while the guard lives"]
+pub struct IncludeGuard {
+    prev: u64,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl IncludeGuard {
+    /// Includes `ks` on this thread until the guard drops.
+    pub fn new(ks: impl Into<DispatchKeySet>) -> Self {
+        let ks = ks.into();
+        let prev = INCLUDED.with(|c| c.replace(c.get() | ks.bits()));
+        IncludeGuard {
+            prev,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Drop for IncludeGuard {
+    fn drop(&mut self) {
+        INCLUDED.with(|c| c.set(self.prev));
+    }
+}
+
+/// While alive, adds keys to this thread's exclude set (e.g. an autograd kernel
+/// excluding autograd keys below itself). Restores on drop.
+#[must_use = "the keys are excluded only while the guard lives"]
+pub struct ExcludeGuard {
+    prev: u64,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl ExcludeGuard {
+    /// Excludes `ks` on this thread until the guard drops.
+    pub fn new(ks: impl Into<DispatchKeySet>) -> Self {
+        let ks = ks.into();
+        let prev = EXCLUDED.with(|c| c.replace(c.get() | ks.bits()));
+        ExcludeGuard {
+            prev,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Drop for ExcludeGuard {
+    fn drop(&mut self) {
+        EXCLUDED.with(|c| c.set(self.prev));
+    }
+}

@@ -1,0 +1,109 @@
+//! The typed (unboxed) fast path: [`OpSlot`] (a static cache of one op's typed
+//! handle) and [`TypedOperatorHandle::lookup`].
+//!
+//! Owns: the lock-free lookup. Must not: allocate, lock or touch the registry on the
+//! hot path (only `OpSlot::get`'s first call does).
+//!
+//! A lookup is: one acquire load of the op's non-fallthrough mask, `and` with the
+//! call's key set, a leading-zero count, one acquire load of that key's slot, and a
+//! read of the entry's fn pointer.
+
+use super::dispatcher::{Dispatcher, OperatorHandle};
+use super::kernel::Kernel;
+use super::keyset::DispatchKeySet;
+use super::opdef::OpDef;
+use crate::error::Result;
+use std::marker::PhantomData;
+use std::sync::OnceLock;
+
+/// A typed handle to one op whose typed kernels have the fn-pointer type `F`.
+/// Only constructible when `F` matches the op's signature.
+pub struct TypedOperatorHandle<F> {
+    op: OperatorHandle,
+    _sig: PhantomData<fn() -> F>,
+}
+
+impl<F> Clone for TypedOperatorHandle<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<F> Copy for TypedOperatorHandle<F> {}
+
+impl<F: Copy + 'static> TypedOperatorHandle<F> {
+    /// Callers guarantee `F` is the op's signature type (see `OperatorHandle::typed`).
+    pub(crate) fn new(op: OperatorHandle) -> Self {
+        TypedOperatorHandle {
+            op,
+            _sig: PhantomData,
+        }
+    }
+
+    /// The untyped handle (for boxed calls and introspection).
+    #[inline]
+    pub fn handle(&self) -> &OperatorHandle {
+        &self.op
+    }
+
+    /// The kernel for a call dispatched with `ks` (highest non-fallthrough key). The
+    /// error names the op, the key, its device and the keys that have kernels.
+    #[inline(always)]
+    pub fn lookup(&self, ks: DispatchKeySet) -> Result<Kernel<'static, F>> {
+        let (_, e) = self.op.entry.resolve(ks)?;
+        if e.has_typed {
+            // SAFETY: typed entries in this op's table were checked at registration to
+            // have the op's signature TypeId (or the def was refused), and this handle
+            // exists only for F with that TypeId (`OperatorHandle::typed`).
+            Ok(Kernel::Typed(unsafe { e.typed::<F>() }))
+        } else {
+            match &e.boxed {
+                Some(b) => Ok(Kernel::Boxed(&**b)),
+                None => Err(self.op.entry.no_kernel(None, ks)),
+            }
+        }
+    }
+}
+
+/// Typed access to one op, resolved once and cached in a `static`:
+///
+/// ```ignore
+/// static OP: OpSlot<Sig> = OpSlot::new(&DEF);
+/// let op = OP.get()?;               // defines the op on first use; checks the TypeId
+/// match op.lookup(ks)? { Kernel::Typed(f) => f(ks, a, b), Kernel::Boxed(k) => ... }
+/// ```
+pub struct OpSlot<F> {
+    def: &'static OpDef,
+    cell: OnceLock<TypedOperatorHandle<F>>,
+}
+
+impl<F: Copy + 'static> OpSlot<F> {
+    /// A slot for `def` (usable in a `static`).
+    pub const fn new(def: &'static OpDef) -> Self {
+        OpSlot {
+            def,
+            cell: OnceLock::new(),
+        }
+    }
+
+    /// The typed handle; the first call defines the op in the global dispatcher and
+    /// checks that `F` is its signature. Failures are not cached (a later call retries).
+    #[inline(always)]
+    pub fn get(&self) -> Result<&TypedOperatorHandle<F>> {
+        match self.cell.get() {
+            Some(h) => Ok(h),
+            None => self.init(),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn init(&self) -> Result<&TypedOperatorHandle<F>> {
+        let h = Dispatcher::global().def(self.def)?.typed::<F>()?;
+        Ok(self.cell.get_or_init(|| h))
+    }
+
+    /// The definition.
+    pub fn def(&self) -> &'static OpDef {
+        self.def
+    }
+}

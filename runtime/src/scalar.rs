@@ -1,0 +1,146 @@
+//! [`Scalar`]: a number that is not a tensor (schema type `Scalar`).
+//!
+//! Owns: the scalar value type, its conversions and printing. Must not: know about
+//! tensors or dispatch.
+
+use crate::dtype::DType;
+use std::fmt;
+
+/// A Python-style number: bool, int, float or complex. `Copy`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Scalar {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A complex number `(re, im)`.
+    Complex(f64, f64),
+}
+
+impl Scalar {
+    /// The dtype this scalar has on its own: `Bool`, `I64`, `F64` or `C128`
+    /// (like a PyTorch `Scalar`'s `type()`).
+    pub const fn dtype(&self) -> DType {
+        match self {
+            Scalar::Bool(_) => DType::Bool,
+            Scalar::Int(_) => DType::I64,
+            Scalar::Float(_) => DType::F64,
+            Scalar::Complex(..) => DType::C128,
+        }
+    }
+
+    /// As `f64` (complex: the real part).
+    pub fn to_f64(&self) -> f64 {
+        match *self {
+            Scalar::Bool(b) => b as i64 as f64,
+            Scalar::Int(i) => i as f64,
+            Scalar::Float(f) => f,
+            Scalar::Complex(r, _) => r,
+        }
+    }
+
+    /// As `i64` (floats truncate toward zero, saturating).
+    pub fn to_i64(&self) -> i64 {
+        match *self {
+            Scalar::Bool(b) => b as i64,
+            Scalar::Int(i) => i,
+            Scalar::Float(f) => f as i64,
+            Scalar::Complex(r, _) => r as i64,
+        }
+    }
+
+    /// As `bool` (non-zero is true).
+    pub fn to_bool(&self) -> bool {
+        match *self {
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i != 0,
+            Scalar::Float(f) => f != 0.0,
+            Scalar::Complex(r, i) => r != 0.0 || i != 0.0,
+        }
+    }
+
+    /// As `(re, im)`.
+    pub fn to_complex(&self) -> (f64, f64) {
+        match *self {
+            Scalar::Complex(r, i) => (r, i),
+            _ => (self.to_f64(), 0.0),
+        }
+    }
+
+    /// True for `Float`.
+    pub const fn is_floating_point(&self) -> bool {
+        matches!(self, Scalar::Float(_))
+    }
+    /// True for `Int` (not `Bool`).
+    pub const fn is_integral(&self) -> bool {
+        matches!(self, Scalar::Int(_))
+    }
+    /// True for `Complex`.
+    pub const fn is_complex(&self) -> bool {
+        matches!(self, Scalar::Complex(..))
+    }
+    /// True for `Bool`.
+    pub const fn is_bool(&self) -> bool {
+        matches!(self, Scalar::Bool(_))
+    }
+}
+
+impl Default for Scalar {
+    fn default() -> Self {
+        Scalar::Int(0)
+    }
+}
+
+impl fmt::Display for Scalar {
+    /// Prints like Python: `True`, `3`, `2.5`, `(1+2j)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Scalar::Bool(b) => f.write_str(if b { "True" } else { "False" }),
+            Scalar::Int(i) => write!(f, "{i}"),
+            Scalar::Float(x) => {
+                if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 {
+                    write!(f, "{x:.1}")
+                } else {
+                    write!(f, "{x}")
+                }
+            }
+            Scalar::Complex(r, i) => write!(f, "({r}{i:+}j)"),
+        }
+    }
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident as $c:ty),*) => {$(
+        impl From<$t> for Scalar { fn from(x: $t) -> Self { Scalar::$v(x as $c) } }
+    )*};
+}
+scalar_from!(i8 => Int as i64, i16 => Int as i64, i32 => Int as i64, i64 => Int as i64,
+    u8 => Int as i64, u16 => Int as i64, u32 => Int as i64, f32 => Float as f64, f64 => Float as f64);
+
+impl From<bool> for Scalar {
+    fn from(b: bool) -> Self {
+        Scalar::Bool(b)
+    }
+}
+impl From<half::f16> for Scalar {
+    fn from(x: half::f16) -> Self {
+        Scalar::Float(x.to_f64())
+    }
+}
+impl From<half::bf16> for Scalar {
+    fn from(x: half::bf16) -> Self {
+        Scalar::Float(x.to_f64())
+    }
+}
+impl From<crate::dtype::Complex<f32>> for Scalar {
+    fn from(c: crate::dtype::Complex<f32>) -> Self {
+        Scalar::Complex(c.re as f64, c.im as f64)
+    }
+}
+impl From<crate::dtype::Complex<f64>> for Scalar {
+    fn from(c: crate::dtype::Complex<f64>) -> Self {
+        Scalar::Complex(c.re, c.im)
+    }
+}

@@ -1,0 +1,370 @@
+//! Safe, race-free data access: typed read/write guards for one tensor and
+//! [`KernelAccess`], which borrows every storage a kernel touches at once.
+//!
+//! Owns: acquiring/releasing storage borrows around data access. Must not: compute
+//! anything (kernels do) or allocate on the common path.
+
+use super::meta::{Meta, StridedOffsets};
+use super::storage::{borrow_error, release, try_acquire, StorageBorrow, StorageImpl};
+use super::Tensor;
+use crate::dtype::{Complex, DType, Element};
+use crate::error::{ErrorKind, OpalError, Result};
+use std::marker::PhantomData;
+
+/// Element types for which every bit pattern is a valid value, so storage bytes may
+/// be viewed as `&[T]` (all elements except `bool`, whose bytes must be 0 or 1).
+pub trait Pod: Element {}
+impl Pod for u8 {}
+impl Pod for i8 {}
+impl Pod for i16 {}
+impl Pod for i32 {}
+impl Pod for i64 {}
+impl Pod for half::f16 {}
+impl Pod for half::bf16 {}
+impl Pod for f32 {}
+impl Pod for f64 {}
+impl Pod for Complex<f32> {}
+impl Pod for Complex<f64> {}
+
+/// Loads an element. `bool` is read as a byte and compared with 0, so a stray byte
+/// value written by a kernel cannot produce an invalid `bool`.
+///
+/// # Safety
+/// `p` is valid for reading `size_of::<T>()` bytes and aligned for `T`.
+#[inline]
+pub(crate) unsafe fn load<T: Element>(p: *const T) -> T {
+    if T::DTYPE == DType::Bool {
+        // SAFETY: bool has size 1; the caller guarantees p is readable. The read
+        // byte is converted through a Scalar, which is valid for any byte value.
+        let b = unsafe { p.cast::<u8>().read() };
+        T::from_scalar(&crate::Scalar::Bool(b != 0))
+    } else {
+        // SAFETY: the caller guarantees validity; T is plain data (not bool).
+        unsafe { p.read() }
+    }
+}
+
+fn check_access<T: Element>(t: &Tensor) -> Result<()> {
+    if T::DTYPE != t.dtype() {
+        return Err(ErrorKind::DTypeMismatch {
+            expected: T::DTYPE,
+            actual: t.dtype(),
+        }
+        .into());
+    }
+    if !t.storage().is_host_accessible() {
+        return Err(OpalError::device(format!(
+            "tensors on device '{}' have no host-accessible data",
+            t.device()
+        )));
+    }
+    Ok(())
+}
+
+fn flat_offset(meta: &Meta, index: &[i64]) -> Option<i64> {
+    if index.len() != meta.sizes().len() {
+        return None;
+    }
+    let mut off = 0;
+    for ((&i, &s), &st) in index.iter().zip(meta.sizes()).zip(meta.strides()) {
+        let i = if i < 0 { i + s } else { i };
+        if i < 0 || i >= s {
+            return None;
+        }
+        off += i * st;
+    }
+    Some(off)
+}
+
+/// Shared (read) access to one tensor's elements of type `T`; holds a shared borrow
+/// of the storage until dropped. Made by [`Tensor::read`].
+pub struct TensorRead<'a, T: Element> {
+    meta: &'a Meta,
+    ptr: *const T,
+    _borrow: StorageBorrow<'a>,
+}
+
+/// Exclusive (write) access to one tensor's elements of type `T`; holds an exclusive
+/// borrow of the storage until dropped. Made by [`Tensor::write`].
+pub struct TensorWrite<'a, T: Element> {
+    meta: &'a Meta,
+    ptr: *mut T,
+    _borrow: StorageBorrow<'a>,
+}
+
+macro_rules! shared_reads {
+    () => {
+        /// Sizes of the viewed tensor.
+        pub fn sizes(&self) -> &[i64] {
+            self.meta.sizes()
+        }
+
+        /// Number of elements.
+        pub fn numel(&self) -> usize {
+            self.meta.numel as usize
+        }
+
+        /// The elements as a slice, when the tensor is contiguous.
+        pub fn as_slice(&self) -> Option<&[T]>
+        where
+            T: Pod,
+        {
+            if !self.meta.contiguous {
+                return None;
+            }
+            // SAFETY: contiguous => elements 0..numel are in bounds of the storage
+            // (checked at creation), T is Pod, and the borrow we hold excludes writers
+            // (or, for TensorWrite, this &self excludes our own &mut use).
+            Some(unsafe { std::slice::from_raw_parts(self.ptr, self.numel()) })
+        }
+
+        /// The element at `index` (negative indices count from the end).
+        pub fn get(&self, index: &[i64]) -> Option<T> {
+            let off = flat_offset(self.meta, index)?;
+            // SAFETY: off is a valid element offset (bounds checked); borrow held.
+            Some(unsafe { load(self.ptr.offset(off as isize)) })
+        }
+
+        /// The elements in logical (row-major) order.
+        pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+            let p = self.ptr;
+            StridedOffsets::new(self.meta.sizes(), self.meta.strides(), self.meta.numel)
+                // SAFETY: every yielded offset is a valid element; borrow held.
+                .map(move |o| unsafe { load(p.offset(o as isize)) })
+        }
+
+        /// The elements in logical order, copied.
+        pub fn to_vec(&self) -> Vec<T> {
+            self.iter().collect()
+        }
+    };
+}
+
+impl<T: Element> TensorRead<'_, T> {
+    shared_reads!();
+}
+
+impl<T: Element> TensorWrite<'_, T> {
+    shared_reads!();
+
+    /// The elements as a mutable slice, when the tensor is contiguous.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [T]>
+    where
+        T: Pod,
+    {
+        if !self.meta.contiguous {
+            return None;
+        }
+        // SAFETY: in bounds (checked at creation), T is Pod, and we hold the exclusive
+        // borrow; `&mut self` prevents overlapping slices from this guard.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.numel()) })
+    }
+
+    /// Sets the element at `index`; false when out of bounds.
+    pub fn set(&mut self, index: &[i64], v: T) -> bool {
+        match flat_offset(self.meta, index) {
+            Some(off) => {
+                // SAFETY: valid element offset; exclusive borrow held.
+                unsafe { self.ptr.offset(off as isize).write(v) };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Writes `v` to every element.
+    pub fn fill(&mut self, v: T) {
+        let p = self.ptr;
+        for o in StridedOffsets::new(self.meta.sizes(), self.meta.strides(), self.meta.numel) {
+            // SAFETY: valid element offset; exclusive borrow held.
+            unsafe { p.offset(o as isize).write(v) };
+        }
+    }
+
+    /// Copies `src` into the elements in logical order; `src.len()` must be `numel`.
+    pub fn copy_from(&mut self, src: &[T]) -> Result<()> {
+        if src.len() != self.numel() {
+            return Err(OpalError::shape(format!(
+                "copy_from: {} values for {} elements",
+                src.len(),
+                self.numel()
+            )));
+        }
+        let p = self.ptr;
+        let offs = StridedOffsets::new(self.meta.sizes(), self.meta.strides(), self.meta.numel);
+        for (o, v) in offs.zip(src) {
+            // SAFETY: valid element offset; exclusive borrow held.
+            unsafe { p.offset(o as isize).write(*v) };
+        }
+        Ok(())
+    }
+}
+
+impl Tensor {
+    /// Shared access to the elements as `T` (dtype checked). Fails with a borrow
+    /// conflict while another handle writes this storage.
+    pub fn read<T: Element>(&self) -> Result<TensorRead<'_, T>> {
+        check_access::<T>(self)?;
+        let borrow = StorageBorrow::acquire(&self.storage().inner, false)?;
+        Ok(TensorRead {
+            meta: self.meta(),
+            ptr: self.raw_data_ptr()?.cast(),
+            _borrow: borrow,
+        })
+    }
+
+    /// Exclusive access to the elements as `T` (dtype checked). Fails with a borrow
+    /// conflict while any other handle reads or writes this storage.
+    pub fn write<T: Element>(&self) -> Result<TensorWrite<'_, T>> {
+        check_access::<T>(self)?;
+        let borrow = StorageBorrow::acquire(&self.storage().inner, true)?;
+        Ok(TensorWrite {
+            meta: self.meta(),
+            ptr: self.raw_data_ptr()?.cast(),
+            _borrow: borrow,
+        })
+    }
+}
+
+const INLINE_HELD: usize = 6;
+
+/// Borrows of all storages a kernel touches, deduplicated: each distinct storage is
+/// borrowed once, exclusively when any of its tensors is written. Released on drop.
+///
+/// ```
+/// use opal::{Tensor, tensor::KernelAccess};
+/// let a = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+/// let out = Tensor::from_slice(&[0.0f32, 0.0], &[2]).unwrap();
+/// {
+///     let acc = KernelAccess::new(&[&a], &[&out]).unwrap();
+///     let (pa, po) = (acc.read_ptr::<f32>(&a).unwrap(), acc.write_ptr::<f32>(&out).unwrap());
+///     // SAFETY: both storages are borrowed by `acc`; 2 contiguous elements each.
+///     unsafe { for i in 0..2 { *po.add(i) = *pa.add(i) * 2.0; } }
+/// }
+/// assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
+/// ```
+pub struct KernelAccess<'a> {
+    inline: [(*const StorageImpl, bool); INLINE_HELD],
+    len: usize,
+    spill: Vec<(*const StorageImpl, bool)>,
+    _life: PhantomData<&'a Tensor>,
+}
+
+impl<'a> KernelAccess<'a> {
+    /// Borrows the storages of `reads` (shared) and `writes` (exclusive). An input
+    /// sharing storage with an output is borrowed once, exclusively. Never blocks:
+    /// on a conflict, releases what it took and returns a borrow-conflict error.
+    #[inline]
+    pub fn new(reads: &[&'a Tensor], writes: &[&'a Tensor]) -> Result<Self> {
+        let mut acc = KernelAccess {
+            inline: [(std::ptr::null(), false); INLINE_HELD],
+            len: 0,
+            spill: Vec::new(),
+            _life: PhantomData,
+        };
+        // Writes first, so a storage that is both read and written is marked exclusive.
+        for t in writes {
+            acc.note(&t.storage().inner, true);
+        }
+        for t in reads {
+            acc.note(&t.storage().inner, false);
+        }
+        for i in 0..acc.count() {
+            let (s, excl) = acc.entry(i);
+            // SAFETY: the pointer comes from a `&'a Tensor`'s storage, alive for 'a.
+            if !try_acquire(unsafe { &*s }, excl) {
+                for j in 0..i {
+                    let (s2, e2) = acc.entry(j);
+                    // SAFETY: as above; j < i were acquired successfully.
+                    release(unsafe { &*s2 }, e2);
+                }
+                acc.len = 0;
+                acc.spill.clear();
+                return Err(borrow_error(excl));
+            }
+        }
+        Ok(acc)
+    }
+
+    #[inline]
+    fn count(&self) -> usize {
+        self.len + self.spill.len()
+    }
+
+    #[inline]
+    fn entry(&self, i: usize) -> (*const StorageImpl, bool) {
+        if i < self.len {
+            self.inline[i]
+        } else {
+            self.spill[i - self.len]
+        }
+    }
+
+    #[inline]
+    fn note(&mut self, s: &StorageImpl, exclusive: bool) {
+        let p = s as *const StorageImpl;
+        for e in self.inline[..self.len]
+            .iter_mut()
+            .chain(self.spill.iter_mut())
+        {
+            if e.0 == p {
+                e.1 |= exclusive;
+                return;
+            }
+        }
+        if self.len < INLINE_HELD {
+            self.inline[self.len] = (p, exclusive);
+            self.len += 1;
+        } else {
+            self.spill.push((p, exclusive));
+        }
+    }
+
+    fn held(&self, t: &Tensor) -> Option<bool> {
+        let p = &*t.storage().inner as *const StorageImpl;
+        (0..self.count())
+            .map(|i| self.entry(i))
+            .find(|e| e.0 == p)
+            .map(|e| e.1)
+    }
+
+    /// Pointer to `t`'s first element for reading; `t`'s storage must be held.
+    #[inline]
+    pub fn read_ptr<T: Element>(&self, t: &Tensor) -> Result<*const T> {
+        match self.held(t) {
+            Some(_) => Ok(t.data_ptr::<T>()?.cast_const()),
+            None => Err(OpalError::msg(
+                "KernelAccess::read_ptr: tensor's storage is not borrowed by this access",
+            )),
+        }
+    }
+
+    /// Pointer to `t`'s first element for writing; `t`'s storage must be held
+    /// exclusively.
+    #[inline]
+    pub fn write_ptr<T: Element>(&self, t: &Tensor) -> Result<*mut T> {
+        match self.held(t) {
+            Some(true) => t.data_ptr::<T>(),
+            _ => Err(OpalError::msg(
+                "KernelAccess::write_ptr: tensor's storage is not borrowed for writing by this access",
+            )),
+        }
+    }
+}
+
+impl Drop for KernelAccess<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        for i in 0..self.count() {
+            let (s, excl) = self.entry(i);
+            // SAFETY: every entry was acquired in `new` and its storage outlives 'a.
+            release(unsafe { &*s }, excl);
+        }
+    }
+}
+
+// SAFETY: the raw pointers are borrowed storages (Sync); releasing from another
+// thread is fine because the borrow state is a plain atomic counter.
+unsafe impl Send for KernelAccess<'_> {}
+// SAFETY: shared access only reads the entry list.
+unsafe impl Sync for KernelAccess<'_> {}

@@ -1,0 +1,158 @@
+//! Tensors from Rust data and data back out: `from_slice`, `from_vec`, `from_bytes`,
+//! `scalar_tensor`, `to_vec`, `to_bytes`, `item`.
+//!
+//! Owns: host <-> tensor copies. Must not: dispatch (these are runtime helpers, not
+//! ops; they work on host-accessible devices).
+
+use super::meta::{Meta, StridedOffsets};
+use super::storage::StorageBorrow;
+use super::Tensor;
+use crate::device::Device;
+use crate::dtype::{scalar_from_bytes, scalar_to_bytes, DType, Element};
+use crate::error::{OpalError, Result};
+use crate::scalar::Scalar;
+
+fn check_len(len: usize, shape: &[i64]) -> Result<()> {
+    let meta = Meta::contiguous(shape, 0)?;
+    if meta.numel as usize != len {
+        return Err(OpalError::shape(format!(
+            "{len} values do not fill shape {shape:?} ({} elements)",
+            meta.numel
+        )));
+    }
+    Ok(())
+}
+
+impl Tensor {
+    /// A CPU tensor of `shape` holding a copy of `data` (row-major).
+    pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<Tensor> {
+        check_len(data.len(), shape)?;
+        let t = Tensor::empty(shape, T::DTYPE, Device::cpu())?;
+        {
+            let p = t.data_ptr::<T>()?;
+            // SAFETY: `t` is new and unshared (no other handle can borrow it), contiguous
+            // with exactly data.len() elements; source and destination are distinct.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
+        }
+        Ok(t)
+    }
+
+    /// A CPU tensor of `shape` holding `data` (row-major).
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[i64]) -> Result<Tensor> {
+        Tensor::from_slice(&data, shape)
+    }
+
+    /// A CPU tensor of `shape` and `dtype` from raw native-endian bytes. `Bool` bytes
+    /// must be 0 or 1.
+    pub fn from_bytes(bytes: &[u8], shape: &[i64], dtype: DType) -> Result<Tensor> {
+        if bytes.len() % dtype.size() != 0 {
+            return Err(OpalError::shape(format!(
+                "{} bytes are not a whole number of {dtype} elements",
+                bytes.len()
+            )));
+        }
+        check_len(bytes.len() / dtype.size(), shape)?;
+        if dtype == DType::Bool && bytes.iter().any(|b| *b > 1) {
+            return Err(OpalError::msg("bool tensor bytes must be 0 or 1"));
+        }
+        let t = Tensor::empty(shape, dtype, Device::cpu())?;
+        let p = t.raw_data_ptr()?;
+        // SAFETY: `t` is new and unshared, with exactly bytes.len() bytes of storage.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
+        Ok(t)
+    }
+
+    /// A zero-dim tensor holding `s` converted to `dtype`, on `device` (host-accessible
+    /// devices only; meta gives an uninitialised-free empty meta tensor).
+    pub fn scalar_tensor(s: &Scalar, dtype: DType, device: Device) -> Result<Tensor> {
+        let t = Tensor::empty(&[], dtype, device)?;
+        if t.storage().is_host_accessible() {
+            let p = t.raw_data_ptr()?;
+            // SAFETY: `t` is new and unshared with dtype.size() bytes of storage.
+            let out = unsafe { std::slice::from_raw_parts_mut(p, dtype.size()) };
+            scalar_to_bytes(s, dtype, out)?;
+        }
+        Ok(t)
+    }
+
+    /// A zero-dim CPU tensor of the scalar's own dtype (`Int -> I64`, `Float -> F64`,
+    /// ...).
+    pub fn from_scalar(s: impl Into<Scalar>) -> Result<Tensor> {
+        let s = s.into();
+        Tensor::scalar_tensor(&s, s.dtype(), Device::cpu())
+    }
+
+    /// A "wrapped number": a zero-dim CPU tensor for a Python-style number passed
+    /// where a tensor is expected; it takes part in type promotion like a scalar.
+    pub fn wrapped_number(s: &Scalar) -> Result<Tensor> {
+        let t = Tensor::scalar_tensor(s, s.dtype(), Device::cpu())?;
+        let storage = t.storage().clone();
+        Ok(Tensor::from_parts(
+            storage,
+            Meta::contiguous(&[], 0)?,
+            s.dtype(),
+            true,
+        ))
+    }
+
+    /// The elements as a `Vec<T>` in logical order (`T` must match the dtype).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        Ok(self.read::<T>()?.to_vec())
+    }
+
+    /// The elements' raw native-endian bytes in logical order.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let base = self.raw_data_ptr()?;
+        let _b = StorageBorrow::acquire(&self.storage().inner, false)?;
+        let es = self.element_size();
+        let mut out = Vec::with_capacity(self.numel() as usize * es);
+        for o in StridedOffsets::new(self.sizes(), self.strides(), self.numel()) {
+            // SAFETY: each offset is a valid element of this view (checked at view
+            // creation) and the shared borrow excludes writers.
+            let src =
+                unsafe { std::slice::from_raw_parts(base.offset(o as isize * es as isize), es) };
+            out.extend_from_slice(src);
+        }
+        Ok(out)
+    }
+
+    /// The value of a one-element tensor as a [`Scalar`].
+    pub fn item(&self) -> Result<Scalar> {
+        if self.numel() != 1 {
+            return Err(OpalError::msg(format!(
+                "a Tensor with {} elements cannot be converted to Scalar",
+                self.numel()
+            )));
+        }
+        let bytes = self.to_bytes()?;
+        scalar_from_bytes(self.dtype(), &bytes)
+    }
+
+    /// The element at `index` as a [`Scalar`] (negative indices count from the end).
+    pub fn get(&self, index: &[i64]) -> Result<Scalar> {
+        let bad = || {
+            OpalError::shape(format!(
+                "index {index:?} is out of bounds for size {:?}",
+                self.sizes()
+            ))
+        };
+        if index.len() != self.dim() {
+            return Err(bad());
+        }
+        let mut off = 0i64;
+        for ((&i, &s), &st) in index.iter().zip(self.sizes()).zip(self.strides()) {
+            let i = if i < 0 { i + s } else { i };
+            if i < 0 || i >= s {
+                return Err(bad());
+            }
+            off += i * st;
+        }
+        let es = self.element_size();
+        let base = self.raw_data_ptr()?;
+        let _b = StorageBorrow::acquire(&self.storage().inner, false)?;
+        // SAFETY: `off` is a valid element offset of this view; shared borrow held.
+        let src =
+            unsafe { std::slice::from_raw_parts(base.offset(off as isize * es as isize), es) };
+        scalar_from_bytes(self.dtype(), src)
+    }
+}

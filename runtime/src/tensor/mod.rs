@@ -1,0 +1,370 @@
+//! [`Tensor`]: a refcounted handle to sizes/strides/offset over a shared [`Storage`],
+//! with a dtype, a device and a dispatch key set computed once at creation.
+//!
+//! Owns: tensor metadata, construction, views, resizing, data access and printing
+//! (submodules `storage`, `meta`, `create`, `access`, `display`). Must not: dispatch
+//! (ops live in `ops` and backends) or know kernels.
+//!
+//! # Aliasing and thread-safety model
+//!
+//! `Tensor` is `Send + Sync` and `Clone` is a refcount bump; views share a storage.
+//! Kernels mutate through shared handles (`&Tensor` for in-place and `out=`), so Rust's
+//! `&mut` cannot express who may write. Instead every storage carries an atomic
+//! **borrow state** (free / `n` readers / one writer), and all safe data access goes
+//! through guards that acquire it:
+//!
+//! * [`Tensor::read`] / [`Tensor::write`] give typed slices and element access while
+//!   holding a shared / exclusive borrow of the tensor's storage;
+//! * [`KernelAccess::new`]`(reads, writes)` borrows the storages of all a kernel's
+//!   inputs and outputs at once, **deduplicated by storage** (an input that shares
+//!   storage with an output is borrowed once, exclusively), and hands out raw pointers
+//!   — dereferencing them is `unsafe` and the kernel handles the aliasing it asked for;
+//! * `to_vec`, `item` and printing take a shared borrow internally.
+//!
+//! Borrowing never blocks: a conflicting borrow (another thread writing a storage this
+//! call reads, or reading/writing one this call writes) fails with
+//! [`ErrorKind::BorrowConflict`](crate::ErrorKind::BorrowConflict) instead of racing. Two
+//! calls that only read a tensor run concurrently. A borrow costs one uncontended
+//! atomic compare-exchange per distinct storage and one store/`fetch_sub` to release.
+//!
+//! Metadata (sizes, strides, offset) only changes through [`Tensor::resize_`]: it
+//! publishes a new metadata block atomically and keeps superseded blocks alive until
+//! the tensor is dropped, so `&[i64]` from [`Tensor::sizes`] stays valid while its
+//! `&Tensor` lives. Growing the storage needs the exclusive borrow.
+//!
+//! [`Tensor::data_ptr`] returns a raw pointer without borrowing; only dereference it
+//! while holding a guard.
+
+mod access;
+mod create;
+mod display;
+mod meta;
+pub mod storage;
+
+pub use access::{KernelAccess, TensorRead, TensorWrite};
+pub use storage::{allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage};
+
+use crate::device::Device;
+use crate::dispatch::{DispatchKey, DispatchKeySet};
+use crate::dtype::DType;
+use crate::error::{OpalError, Result};
+use crate::types::Layout;
+use meta::Meta;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub(crate) struct TensorImpl {
+    storage: Storage,
+    /// Metadata at creation.
+    meta: Meta,
+    /// Null, or a leaked `Box<Meta>` published by `resize_` that replaces `meta`.
+    meta_override: AtomicPtr<Meta>,
+    /// Superseded override blocks, freed with the tensor (readers may still use them).
+    retired: Mutex<Vec<*mut Meta>>,
+    dtype: DType,
+    device: Device,
+    key_set: DispatchKeySet,
+    wrapped_number: bool,
+}
+
+// SAFETY: the raw pointers in `meta_override`/`retired` are owned boxes only freed in
+// `Drop` (exclusive access); everything else is Send + Sync.
+unsafe impl Send for TensorImpl {}
+// SAFETY: see `Send`; shared access only reads the boxes through atomics.
+unsafe impl Sync for TensorImpl {}
+
+impl Drop for TensorImpl {
+    fn drop(&mut self) {
+        let cur = *self.meta_override.get_mut();
+        let retired = std::mem::take(self.retired.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for p in retired.into_iter().chain((!cur.is_null()).then_some(cur)) {
+            // SAFETY: each pointer came from `Box::into_raw` in `resize_`, is freed once
+            // (current and retired lists are disjoint), and no reader remains (`&mut self`).
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+/// A tensor handle. `Clone` is a refcount bump (shares metadata and data); views
+/// made with [`Tensor::as_strided`] share the storage. `Send + Sync`; see the module
+/// docs for the aliasing model.
+#[derive(Clone)]
+pub struct Tensor {
+    inner: Arc<TensorImpl>,
+}
+
+/// The key set of a tensor on `device`: its backend key, that backend's autograd key
+/// and `ADInplaceOrView` (both fall through unless something is registered there).
+#[inline]
+pub(crate) fn keys_for_device(device: Device) -> DispatchKeySet {
+    let b = device.backend_key();
+    let ks = DispatchKeySet::from_key(b).add(DispatchKey::ADInplaceOrView);
+    match b.autograd_key() {
+        Some(a) => ks.add(a),
+        None => ks,
+    }
+}
+
+impl Tensor {
+    #[inline]
+    fn from_parts(storage: Storage, meta: Meta, dtype: DType, wrapped_number: bool) -> Tensor {
+        let device = storage.device();
+        Tensor {
+            inner: Arc::new(TensorImpl {
+                storage,
+                meta,
+                meta_override: AtomicPtr::new(std::ptr::null_mut()),
+                retired: Mutex::new(Vec::new()),
+                dtype,
+                device,
+                key_set: keys_for_device(device),
+                wrapped_number,
+            }),
+        }
+    }
+
+    #[inline]
+    fn meta(&self) -> &Meta {
+        let p = self.inner.meta_override.load(Ordering::Acquire);
+        if p.is_null() {
+            &self.inner.meta
+        } else {
+            // SAFETY: non-null overrides are boxes from `resize_` that are only freed
+            // when the TensorImpl drops, which cannot happen while `&self` is alive.
+            unsafe { &*p }
+        }
+    }
+
+    /// A new contiguous tensor of `sizes` (zero-filled on host devices).
+    #[inline]
+    pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
+        let meta = Meta::contiguous(sizes, 0)?;
+        let nbytes = meta.required_bytes(dtype)?;
+        let storage = Storage::new(nbytes, device)?;
+        Ok(Tensor::from_parts(storage, meta, dtype, false))
+    }
+
+    /// A new tensor with explicit strides (non-negative), backed by just enough storage.
+    pub fn empty_strided(
+        sizes: &[i64],
+        strides: &[i64],
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
+        let meta = Meta::strided(sizes, strides, 0)?;
+        let nbytes = meta.required_bytes(dtype)?;
+        let storage = Storage::new(nbytes, device)?;
+        Ok(Tensor::from_parts(storage, meta, dtype, false))
+    }
+
+    /// A tensor over an existing storage (checked to be large enough).
+    pub fn from_storage(
+        storage: Storage,
+        sizes: &[i64],
+        strides: &[i64],
+        offset: i64,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let meta = Meta::strided(sizes, strides, offset)?;
+        meta.check_fits(dtype, storage.nbytes())?;
+        Ok(Tensor::from_parts(storage, meta, dtype, false))
+    }
+
+    /// A view of the same storage with new sizes, strides and storage offset.
+    pub fn as_strided(&self, sizes: &[i64], strides: &[i64], offset: i64) -> Result<Tensor> {
+        let meta = Meta::strided(sizes, strides, offset)?;
+        meta.check_fits(self.dtype(), self.inner.storage.nbytes())?;
+        Ok(Tensor::from_parts(
+            self.inner.storage.clone(),
+            meta,
+            self.dtype(),
+            false,
+        ))
+    }
+
+    /// Resizes in place to `sizes` with contiguous strides (the `out=` rule): same
+    /// sizes is a no-op; the storage grows (in place, seen by all views) when too
+    /// small, which needs it unborrowed.
+    pub fn resize_(&self, sizes: &[i64]) -> Result<()> {
+        if self.sizes() == sizes && self.is_contiguous() {
+            return Ok(());
+        }
+        let meta = Meta::contiguous(sizes, self.storage_offset())?;
+        let need = meta.required_bytes(self.dtype())?;
+        self.inner.storage.grow(need)?;
+        let new = Box::into_raw(Box::new(meta));
+        let mut retired = self.inner.retired.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.inner.meta_override.swap(new, Ordering::AcqRel);
+        if !old.is_null() {
+            // Readers may still hold `&Meta` into `old`: keep it until drop.
+            retired.push(old);
+        }
+        Ok(())
+    }
+
+    /// Sizes, one per dimension.
+    #[inline]
+    pub fn sizes(&self) -> &[i64] {
+        self.meta().sizes()
+    }
+
+    /// Strides in elements, one per dimension.
+    #[inline]
+    pub fn strides(&self) -> &[i64] {
+        self.meta().strides()
+    }
+
+    /// Offset of the first element in the storage, in elements.
+    #[inline]
+    pub fn storage_offset(&self) -> i64 {
+        self.meta().offset
+    }
+
+    /// Number of dimensions.
+    #[inline]
+    pub fn dim(&self) -> usize {
+        self.meta().sizes().len()
+    }
+
+    /// Number of elements.
+    #[inline]
+    pub fn numel(&self) -> i64 {
+        self.meta().numel
+    }
+
+    /// Element type.
+    #[inline]
+    pub fn dtype(&self) -> DType {
+        self.inner.dtype
+    }
+
+    /// Device.
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.inner.device
+    }
+
+    /// Layout (always `Strided` for now).
+    #[inline]
+    pub fn layout(&self) -> Layout {
+        Layout::Strided
+    }
+
+    /// True when the elements are dense in row-major order.
+    #[inline]
+    pub fn is_contiguous(&self) -> bool {
+        self.meta().contiguous
+    }
+
+    /// The dispatch keys of this tensor (computed once at creation).
+    #[inline]
+    pub fn key_set(&self) -> DispatchKeySet {
+        self.inner.key_set
+    }
+
+    /// The storage (shared with views).
+    #[inline]
+    pub fn storage(&self) -> &Storage {
+        &self.inner.storage
+    }
+
+    /// Bytes per element.
+    #[inline]
+    pub fn element_size(&self) -> usize {
+        self.dtype().size()
+    }
+
+    /// True for a zero-dim tensor made from a Python-style number (takes part in
+    /// `result_type` like a scalar; see [`Tensor::wrapped_number`]).
+    #[inline]
+    pub fn is_wrapped_number(&self) -> bool {
+        self.inner.wrapped_number
+    }
+
+    /// True when both handles are the same tensor (not just the same storage).
+    #[inline]
+    pub fn is_same(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// True when both tensors share a storage (e.g. one is a view of the other).
+    #[inline]
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        self.inner.storage.ptr_eq(&other.inner.storage)
+    }
+
+    /// Raw pointer to the first element (after the offset), checking `T`'s dtype and
+    /// that the device has host-visible data (meta has none). Dereferencing it is
+    /// `unsafe`; hold a [`KernelAccess`] (or `read`/`write` guard) meanwhile.
+    #[inline]
+    pub fn data_ptr<T: crate::Element>(&self) -> Result<*mut T> {
+        if T::DTYPE != self.dtype() {
+            return Err(crate::ErrorKind::DTypeMismatch {
+                expected: T::DTYPE,
+                actual: self.dtype(),
+            }
+            .into());
+        }
+        Ok(self.raw_data_ptr()?.cast())
+    }
+
+    /// Raw byte pointer to the first element (after the offset); unchecked dtype.
+    /// Errors on devices without host-visible data.
+    #[inline]
+    pub fn raw_data_ptr(&self) -> Result<*mut u8> {
+        if !self.inner.storage.is_host_accessible() {
+            return Err(OpalError::device(format!(
+                "tensors on device '{}' have no host-accessible data",
+                self.device()
+            )));
+        }
+        let off = self.storage_offset() as usize * self.element_size();
+        Ok(self.inner.storage.data_ptr().wrapping_add(off))
+    }
+}
+
+impl PartialEq for Tensor {
+    /// Identity (same tensor handle), like PyTorch's `is`; compare values with
+    /// `to_vec`.
+    fn eq(&self, other: &Self) -> bool {
+        self.is_same(other)
+    }
+}
+
+/// Values that may contain tensors and contribute their dispatch keys to a call.
+pub trait TensorKeys {
+    /// The union of the key sets of all contained tensors.
+    fn tensor_keys(&self) -> DispatchKeySet;
+}
+
+impl TensorKeys for Tensor {
+    #[inline]
+    fn tensor_keys(&self) -> DispatchKeySet {
+        self.key_set()
+    }
+}
+impl TensorKeys for Option<&Tensor> {
+    #[inline]
+    fn tensor_keys(&self) -> DispatchKeySet {
+        self.map_or(DispatchKeySet::empty(), Tensor::key_set)
+    }
+}
+impl TensorKeys for Option<Tensor> {
+    #[inline]
+    fn tensor_keys(&self) -> DispatchKeySet {
+        self.as_ref()
+            .map_or(DispatchKeySet::empty(), Tensor::key_set)
+    }
+}
+impl TensorKeys for [Tensor] {
+    #[inline]
+    fn tensor_keys(&self) -> DispatchKeySet {
+        DispatchKeySet::empty().with_tensors(self)
+    }
+}
+impl TensorKeys for [Option<Tensor>] {
+    #[inline]
+    fn tensor_keys(&self) -> DispatchKeySet {
+        DispatchKeySet::empty().with_opt_tensors(self)
+    }
+}

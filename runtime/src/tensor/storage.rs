@@ -1,0 +1,366 @@
+//! [`Storage`] (a refcounted byte buffer on one device), the [`Allocator`] trait and
+//! the per-device allocator registry, and the per-storage borrow state that makes
+//! kernel data access race-free (see the `tensor` module docs).
+//!
+//! Owns: memory ownership and the borrow flag. Must not: know about sizes/strides or
+//! dtypes (that is `Tensor`), or about dispatch.
+
+use crate::device::{Device, DeviceType};
+use crate::error::{ErrorKind, OpalError, Result};
+use std::alloc::Layout;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Allocates the memory of tensors on one device type. Register one per device type
+/// with [`register_allocator`]; CPU and meta have built-in allocators.
+///
+/// # Safety
+///
+/// Implementors promise that `allocate(device, n)` returns a pointer valid for reads
+/// and writes of `n` bytes, aligned to `min(64, largest power of two <= n)` (and
+/// non-null and so aligned even for `n == 0`), that stays valid until it is passed to
+/// `deallocate` with the same `device` and `n`; and, when [`Allocator::host_accessible`]
+/// is true, that those bytes are initialized (e.g. zeroed), because safe Opal code
+/// reads them through slices.
+pub unsafe trait Allocator: Send + Sync + 'static {
+    /// Allocates `nbytes` for `device`.
+    fn allocate(&self, device: Device, nbytes: usize) -> Result<NonNull<u8>>;
+
+    /// Frees memory from [`Allocator::allocate`].
+    ///
+    /// # Safety
+    /// `ptr` came from `self.allocate(device, nbytes)` and is not used afterwards.
+    unsafe fn deallocate(&self, device: Device, ptr: NonNull<u8>, nbytes: usize);
+
+    /// Whether host code may read and write the memory directly (CPU-addressable).
+    /// When false, safe data access (`to_vec`, `read`, printing) is refused.
+    fn host_accessible(&self) -> bool {
+        true
+    }
+}
+
+/// The dangling, 64-aligned pointer used for zero-byte allocations.
+fn dangling64() -> NonNull<u8> {
+    // 64 is non-zero, so `NonNull::new` cannot fail; fall back to `dangling()` anyway
+    // rather than panicking.
+    NonNull::new(std::ptr::without_provenance_mut(64)).unwrap_or(NonNull::dangling())
+}
+
+/// Layout for a CPU block of `nbytes` (> 0): 64-aligned for large blocks; small blocks
+/// use the largest power of two `<= nbytes` (capped at 16) so the system allocator
+/// takes its fast `malloc` path, while every element stays aligned (element sizes are
+/// powers of two dividing `nbytes`).
+fn cpu_layout(nbytes: usize) -> Result<Layout> {
+    let align = if nbytes >= 64 {
+        64
+    } else {
+        (1usize << (usize::BITS - 1 - nbytes.leading_zeros())).min(16)
+    };
+    Layout::from_size_align(nbytes, align).map_err(|_| {
+        ErrorKind::Alloc {
+            nbytes,
+            device: "cpu".into(),
+        }
+        .into()
+    })
+}
+
+/// The built-in host allocator (zero-initialized memory).
+pub struct CpuAllocator;
+
+// SAFETY: memory comes from the global allocator with `cpu_layout`, which meets the
+// alignment promise; it is zeroed before being returned; zero-size requests get a
+// 64-aligned dangling pointer that is never freed.
+unsafe impl Allocator for CpuAllocator {
+    fn allocate(&self, device: Device, nbytes: usize) -> Result<NonNull<u8>> {
+        if nbytes == 0 {
+            return Ok(dangling64());
+        }
+        let layout = cpu_layout(nbytes)?;
+        // Small blocks: malloc + memset is faster than calloc; large blocks: calloc
+        // gets pre-zeroed pages from the OS.
+        let p = if nbytes < 4096 {
+            // SAFETY: layout has non-zero size.
+            let p = unsafe { std::alloc::alloc(layout) };
+            if !p.is_null() {
+                // SAFETY: p is valid for nbytes writes (just allocated).
+                unsafe { std::ptr::write_bytes(p, 0, nbytes) };
+            }
+            p
+        } else {
+            // SAFETY: layout has non-zero size.
+            unsafe { std::alloc::alloc_zeroed(layout) }
+        };
+        NonNull::new(p).ok_or_else(|| {
+            ErrorKind::Alloc {
+                nbytes,
+                device: device.to_string(),
+            }
+            .into()
+        })
+    }
+
+    unsafe fn deallocate(&self, _device: Device, ptr: NonNull<u8>, nbytes: usize) {
+        if nbytes == 0 {
+            return;
+        }
+        if let Ok(layout) = cpu_layout(nbytes) {
+            // SAFETY: the caller passes a pointer from `allocate(nbytes)`, which used
+            // exactly this layout.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) }
+        }
+    }
+}
+
+/// The built-in meta allocator: no memory at all (meta tensors have no data).
+pub struct MetaAllocator;
+
+// SAFETY: `host_accessible` is false, so nothing ever reads or writes through the
+// returned dangling pointer; it is aligned and non-null as promised.
+unsafe impl Allocator for MetaAllocator {
+    fn allocate(&self, _device: Device, _nbytes: usize) -> Result<NonNull<u8>> {
+        Ok(dangling64())
+    }
+    unsafe fn deallocate(&self, _device: Device, _ptr: NonNull<u8>, _nbytes: usize) {}
+    fn host_accessible(&self) -> bool {
+        false
+    }
+}
+
+static CPU_ALLOCATOR: CpuAllocator = CpuAllocator;
+static META_ALLOCATOR: MetaAllocator = MetaAllocator;
+
+/// Registered allocators: a leaked `Box<&'static dyn Allocator>` per device type, or
+/// null for the built-in default. Entries are never freed, so readers need no lock.
+static ALLOCATORS: [AtomicPtr<&'static dyn Allocator>; DeviceType::COUNT] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; DeviceType::COUNT];
+
+/// Makes `alloc` the allocator of new tensors on `device` (e.g. an out-of-tree
+/// backend's device memory for `DeviceType::PrivateUse1`). Existing storages keep the
+/// allocator they came from. Replacing an allocator is allowed (latest wins).
+pub fn register_allocator(device: DeviceType, alloc: &'static dyn Allocator) {
+    let boxed = Box::into_raw(Box::new(alloc));
+    // The previous box is leaked on purpose: a concurrent reader may still hold it.
+    ALLOCATORS[device as usize].store(boxed, Ordering::Release);
+}
+
+/// The allocator for new tensors on `device`.
+#[inline]
+pub fn allocator(device: DeviceType) -> Result<&'static dyn Allocator> {
+    let p = ALLOCATORS[device as usize].load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: non-null entries are leaked boxes from `register_allocator`, never freed.
+        return Ok(unsafe { *p });
+    }
+    match device {
+        DeviceType::Cpu => Ok(&CPU_ALLOCATOR),
+        DeviceType::Meta => Ok(&META_ALLOCATOR),
+        d => Err(OpalError::device(format!(
+            "no allocator registered for device type '{d}' (register one with opal::tensor::register_allocator)"
+        ))),
+    }
+}
+
+/// Borrow-state value meaning "exclusively borrowed".
+const WRITER: u32 = u32::MAX;
+
+pub(crate) struct StorageImpl {
+    /// Start of the buffer. Atomic because a (rare, exclusively borrowed) resize
+    /// replaces it while other threads may read it.
+    data: AtomicPtr<u8>,
+    nbytes: AtomicUsize,
+    device: Device,
+    allocator: &'static dyn Allocator,
+    /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
+    borrow: AtomicU32,
+}
+
+impl Drop for StorageImpl {
+    fn drop(&mut self) {
+        if let Some(p) = NonNull::new(*self.data.get_mut()) {
+            // SAFETY: `data`/`nbytes` always describe the live allocation made by
+            // `self.allocator` for `self.device`; nothing uses it after drop.
+            unsafe {
+                self.allocator
+                    .deallocate(self.device, p, *self.nbytes.get_mut())
+            }
+        }
+    }
+}
+
+/// A refcounted byte buffer on one device (schema type `Storage`); `Clone` shares it.
+/// Views of a tensor share one storage.
+#[derive(Clone)]
+pub struct Storage {
+    pub(crate) inner: Arc<StorageImpl>,
+}
+
+impl Storage {
+    /// Allocates `nbytes` on `device` with the device's registered allocator.
+    #[inline]
+    pub fn new(nbytes: usize, device: Device) -> Result<Storage> {
+        let allocator = allocator(device.device_type())?;
+        Storage::with_allocator(nbytes, device, allocator)
+    }
+
+    /// Allocates `nbytes` on `device` with a specific allocator.
+    pub fn with_allocator(
+        nbytes: usize,
+        device: Device,
+        allocator: &'static dyn Allocator,
+    ) -> Result<Storage> {
+        let p = allocator.allocate(device, nbytes)?;
+        Ok(Storage {
+            inner: Arc::new(StorageImpl {
+                data: AtomicPtr::new(p.as_ptr()),
+                nbytes: AtomicUsize::new(nbytes),
+                device,
+                allocator,
+                borrow: AtomicU32::new(0),
+            }),
+        })
+    }
+
+    /// Size in bytes.
+    #[inline]
+    pub fn nbytes(&self) -> usize {
+        self.inner.nbytes.load(Ordering::Acquire)
+    }
+
+    /// The device.
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.inner.device
+    }
+
+    /// Whether host code may access the bytes (false for meta and true device memory).
+    #[inline]
+    pub fn is_host_accessible(&self) -> bool {
+        self.inner.allocator.host_accessible()
+    }
+
+    /// Start of the buffer. Dereferencing it is `unsafe`: hold a borrow (tensor
+    /// `read`/`write` guards or [`crate::tensor::KernelAccess`]) while doing so.
+    #[inline]
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.inner.data.load(Ordering::Acquire)
+    }
+
+    /// True when both handles share one buffer.
+    #[inline]
+    pub fn ptr_eq(&self, other: &Storage) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Number of handles (storages and tensors' storages) sharing this buffer.
+    pub fn use_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
+    /// Grows the buffer to at least `nbytes` (keeping the bytes, zeroing the rest),
+    /// in place so every view sees it. Needs the storage to be unborrowed.
+    pub fn grow(&self, nbytes: usize) -> Result<()> {
+        let old = self.nbytes();
+        if nbytes <= old {
+            return Ok(());
+        }
+        let _guard = StorageBorrow::acquire(&self.inner, true)?;
+        let s = &self.inner;
+        let new = s.allocator.allocate(s.device, nbytes)?;
+        let old_ptr = s.data.load(Ordering::Acquire);
+        if s.allocator.host_accessible() && old > 0 {
+            // SAFETY: both buffers are valid for `old` bytes (old: live allocation of
+            // `old` bytes; new: `nbytes > old`), distinct, and we hold the exclusive
+            // borrow so nobody else accesses them.
+            unsafe { std::ptr::copy_nonoverlapping(old_ptr, new.as_ptr(), old) };
+        }
+        s.data.store(new.as_ptr(), Ordering::Release);
+        s.nbytes.store(nbytes, Ordering::Release);
+        if let Some(p) = NonNull::new(old_ptr) {
+            // SAFETY: old_ptr/old described the previous allocation of this allocator;
+            // it is unreachable now (replaced above) and no borrow is outstanding.
+            unsafe { s.allocator.deallocate(s.device, p, old) };
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Storage(nbytes={}, device='{}')",
+            self.nbytes(),
+            self.device()
+        )
+    }
+}
+
+/// An acquired borrow of one storage, released on drop.
+pub(crate) struct StorageBorrow<'a> {
+    s: &'a StorageImpl,
+    exclusive: bool,
+}
+
+impl<'a> StorageBorrow<'a> {
+    /// Tries to borrow `s` shared or exclusively; never blocks.
+    #[inline]
+    pub(crate) fn acquire(s: &'a StorageImpl, exclusive: bool) -> Result<Self> {
+        if try_acquire(s, exclusive) {
+            Ok(StorageBorrow { s, exclusive })
+        } else {
+            Err(borrow_error(exclusive))
+        }
+    }
+}
+
+impl Drop for StorageBorrow<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        release(self.s, self.exclusive)
+    }
+}
+
+#[inline]
+pub(crate) fn try_acquire(s: &StorageImpl, exclusive: bool) -> bool {
+    if exclusive {
+        s.borrow
+            .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    } else {
+        let mut cur = s.borrow.load(Ordering::Relaxed);
+        loop {
+            if cur >= WRITER - 1 {
+                return false; // written, or the reader count would overflow
+            }
+            match s
+                .borrow
+                .compare_exchange_weak(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(c) => cur = c,
+            }
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn release(s: &StorageImpl, exclusive: bool) {
+    if exclusive {
+        s.borrow.store(0, Ordering::Release);
+    } else {
+        s.borrow.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[cold]
+pub(crate) fn borrow_error(exclusive: bool) -> OpalError {
+    ErrorKind::BorrowConflict(if exclusive {
+        "cannot write a tensor whose storage is being read or written elsewhere".into()
+    } else {
+        "cannot read a tensor whose storage is being written elsewhere".into()
+    })
+    .into()
+}
