@@ -1,0 +1,505 @@
+//! Loading a backend YAML into a [`BackendSpec`]: every key checked (unknown keys are
+//! typos, with a suggestion), every value typed, every problem located
+//! (`path:line:col`, snippet, hint) and all of them reported in one run.
+//!
+//! Owns: backend YAML keys and their meaning. Must not: know the native YAML's
+//! contents (matching ops is `plan`), or parse `func:` strings itself (it calls
+//! `crate::parse`).
+
+use std::sync::Arc;
+
+use crate::diagnostics::Diagnostic;
+use crate::model::{Loc, OperatorName};
+use crate::parse::{edit_distance, parse_schema_at};
+
+use super::report::{BackendDiagnostic, BackendErrors, SourceFile};
+use super::spec::{BackendKey, BackendSpec, FallbackPolicy, Located, SupportedOp};
+use super::yaml::{self, Node};
+
+/// Every key a backend YAML may have.
+pub const KEYS: [&str; 6] = [
+    "backend",
+    "dispatch_key",
+    "device",
+    "namespace",
+    "fallback",
+    "supported",
+];
+
+/// Loads and checks a backend YAML given its bytes. `path` is used in messages only.
+pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<BackendSpec, BackendErrors> {
+    let text: Arc<str> = String::from_utf8_lossy(bytes).into();
+    let file = SourceFile {
+        path: path.to_string(),
+        text: Arc::clone(&text),
+    };
+    let fail = |items: Vec<BackendDiagnostic>| BackendErrors {
+        backend: file.clone(),
+        native: None,
+        items,
+        native_errors: None,
+    };
+    if std::str::from_utf8(bytes).is_err() {
+        let at = std::str::from_utf8(bytes)
+            .err()
+            .map_or(0, |e| e.valid_up_to());
+        return Err(fail(vec![Diagnostic::new(
+            "opal::backend::not_utf8",
+            loc_of_offset(&text, at.min(text.len())),
+            "the backend YAML is not valid UTF-8",
+        )
+        .label("invalid byte here")
+        .hint("save the file as UTF-8")
+        .into()]));
+    }
+    let root = yaml::parse(&text).map_err(|d| fail(vec![d.into()]))?;
+    let mut errs = Vec::new();
+    let spec = from_node(&root, &mut errs);
+    match spec {
+        Some(s) if errs.is_empty() => Ok(s),
+        _ => Err(fail(errs.into_iter().map(Into::into).collect())),
+    }
+}
+
+/// Reads and loads a backend YAML file.
+pub fn load_file(path: &std::path::Path) -> Result<BackendSpec, BackendErrors> {
+    let shown = path.display().to_string();
+    match std::fs::read(path) {
+        Ok(bytes) => load_bytes(&shown, &bytes),
+        Err(e) => Err(BackendErrors {
+            backend: SourceFile {
+                path: shown,
+                text: Arc::from(""),
+            },
+            native: None,
+            items: vec![Diagnostic::new(
+                "opal::backend::io",
+                Loc::SYNTHETIC,
+                format!("cannot read the backend YAML: {e}"),
+            )
+            .into()],
+            native_errors: None,
+        }),
+    }
+}
+
+fn loc_of_offset(text: &str, offset: usize) -> Loc {
+    let before = &text[..offset];
+    let line = before.matches('\n').count() as u32 + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+    Loc {
+        offset,
+        len: 1,
+        line,
+        col,
+    }
+}
+
+fn suggest(word: &str, candidates: &[&str]) -> Option<String> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
+        .min()
+        .map(|(_, c)| c.to_string())
+}
+
+/// A scalar value or an error saying a scalar was expected.
+fn scalar<'a>(key: &str, node: &'a Node, errs: &mut Vec<Diagnostic>) -> Option<(&'a str, Loc)> {
+    match node {
+        Node::Scalar { text, loc, .. } => Some((text.as_str(), *loc)),
+        other => {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_value",
+                    other.loc(),
+                    format!(
+                        "`{key}:` must be a single value, found {}",
+                        other.describe()
+                    ),
+                )
+                .label("expected a value"),
+            );
+            None
+        }
+    }
+}
+
+fn is_ident(s: &str) -> bool {
+    crate::ident::is_identifier(s)
+}
+
+fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
+    let Node::Map { entries, loc } = root else {
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::not_a_mapping",
+                root.loc(),
+                format!(
+                    "a backend YAML is a mapping of keys, found {}",
+                    root.describe()
+                ),
+            )
+            .label("expected `backend:`, `dispatch_key:`, `supported:` ...")
+            .hint("start with `backend: MyBackend`, `dispatch_key: PrivateUse1`, `device: mydev`, `supported: [...]`"),
+        );
+        return None;
+    };
+    let mut backend = None;
+    let mut dispatch_key = None;
+    let mut device = None;
+    let mut namespace = None;
+    let mut fallback = None;
+    let mut supported = None;
+    let mut seen: Vec<(&str, Loc)> = Vec::new();
+    // Required keys an unknown key was taken for (no second "missing" error).
+    let mut suggested: Vec<String> = Vec::new();
+    for e in entries {
+        let key = e.key.as_str();
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::duplicate_key",
+                    e.key_loc,
+                    format!("`{key}:` is given twice"),
+                )
+                .label("again here")
+                .hint(format!("keep one (the first is at line {})", first.line)),
+            );
+            continue;
+        }
+        seen.push((key, e.key_loc));
+        match key {
+            "backend" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    if is_ident(v) && v.starts_with(|c: char| c.is_ascii_uppercase()) {
+                        backend = Some(Located::new(v.to_string(), l));
+                    } else {
+                        errs.push(
+                            Diagnostic::new(
+                                "opal::backend::bad_backend_name",
+                                l,
+                                format!("backend name `{v}` is not a CamelCase Rust identifier"),
+                            )
+                            .label("names the generated trait `<backend>Kernels`")
+                            .hint("use letters, digits and `_`, starting with an uppercase letter, e.g. `Emu`"),
+                        );
+                    }
+                }
+            }
+            "dispatch_key" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    match BackendKey::from_name(v) {
+                        Some(k) => dispatch_key = Some(Located::new(k, l)),
+                        None => {
+                            let names: Vec<&str> =
+                                BackendKey::ALL.iter().map(|k| k.as_str()).collect();
+                            let hint = match suggest(v, &names) {
+                                Some(s) => format!("did you mean `{s}`?"),
+                                None => format!(
+                                    "an external backend registers under one of: {}",
+                                    names.join(", ")
+                                ),
+                            };
+                            errs.push(
+                                Diagnostic::new(
+                                    "opal::backend::bad_dispatch_key",
+                                    l,
+                                    format!("`{v}` is not a dispatch key a backend can use"),
+                                )
+                                .label("unknown dispatch key")
+                                .hint(hint),
+                            );
+                        }
+                    }
+                }
+            }
+            "device" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    let ok = v.starts_with(|c: char| c.is_ascii_lowercase())
+                        && v.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                    if ok {
+                        device = Some(Located::new(v.to_string(), l));
+                    } else {
+                        errs.push(
+                            Diagnostic::new(
+                                "opal::backend::bad_device",
+                                l,
+                                format!("device name `{v}` is not a lowercase identifier"),
+                            )
+                            .label("users write this in device strings (`emu`, `emu:1`)")
+                            .hint("use lowercase letters, digits and `_`, starting with a letter; the index (`:1`) is not part of the name"),
+                        );
+                    }
+                }
+            }
+            "namespace" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    if is_ident(v) {
+                        namespace = Some(Located::new(v.to_string(), l));
+                    } else {
+                        errs.push(
+                            Diagnostic::new(
+                                "opal::backend::bad_namespace",
+                                l,
+                                format!("namespace `{v}` is not an identifier"),
+                            )
+                            .label("operators are named `<namespace>::<op>`")
+                            .hint("the default is `aten`"),
+                        );
+                    }
+                }
+            }
+            "fallback" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    match v {
+                        "cpu" => fallback = Some(Located::new(FallbackPolicy::Cpu, l)),
+                        "none" => fallback = Some(Located::new(FallbackPolicy::None, l)),
+                        _ => errs.push(
+                            Diagnostic::new(
+                                "opal::backend::bad_fallback",
+                                l,
+                                format!("`{v}` is not a fallback"),
+                            )
+                            .label("expected `cpu` or `none`")
+                            .hint("`cpu` runs unsupported ops (and argument values a pinned kernel predates) on the CPU with copies; `none` makes them errors"),
+                        ),
+                    }
+                }
+            }
+            "supported" => supported = Some(supported_list(&e.value, errs)),
+            other => {
+                let hint = match suggest(other, &KEYS) {
+                    Some(s) => {
+                        let h = format!("did you mean `{s}`?");
+                        suggested.push(s);
+                        h
+                    }
+                    None => format!("a backend YAML has the keys {}", KEYS.join(", ")),
+                };
+                errs.push(
+                    Diagnostic::new(
+                        "opal::backend::unknown_key",
+                        e.key_loc,
+                        format!("unknown key `{other}`"),
+                    )
+                    .label("not a backend YAML key")
+                    .hint(hint),
+                );
+            }
+        }
+    }
+    let missing = |what: &str, hint: &str, errs: &mut Vec<Diagnostic>| {
+        if suggested.iter().any(|s| s == what) {
+            return;
+        }
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::missing_key",
+                Loc { len: 0, ..*loc },
+                format!("the backend YAML has no `{what}:`"),
+            )
+            .label(format!("`{what}:` is required"))
+            .hint(hint.to_string()),
+        );
+    };
+    if backend.is_none() && !seen.iter().any(|(k, _)| *k == "backend") {
+        missing(
+            "backend",
+            "add `backend: MyBackend` (names the generated trait)",
+            errs,
+        );
+    }
+    if dispatch_key.is_none() && !seen.iter().any(|(k, _)| *k == "dispatch_key") {
+        missing(
+            "dispatch_key",
+            "add `dispatch_key: PrivateUse1` (or CPU, Meta, PrivateUse2, PrivateUse3)",
+            errs,
+        );
+    }
+    if supported.is_none() && !seen.iter().any(|(k, _)| *k == "supported") {
+        missing(
+            "supported",
+            "add `supported:` listing the ops with native kernels (it may be empty: `supported: []`)",
+            errs,
+        );
+    }
+    let dispatch_key = dispatch_key?;
+    // The device name: required for PrivateUse keys, fixed for CPU and Meta.
+    let device = match (dispatch_key.value.builtin_device(), device) {
+        (None, Some(d)) => d,
+        (None, None) => {
+            if !seen.iter().any(|(k, _)| *k == "device") {
+                errs.push(
+                    Diagnostic::new(
+                        "opal::backend::missing_key",
+                        dispatch_key.loc,
+                        format!(
+                            "`dispatch_key: {}` needs a `device:` name",
+                            dispatch_key.value.as_str()
+                        ),
+                    )
+                    .label("PrivateUse keys are renamed to their device")
+                    .hint("add `device: <name>`: the name users write, as in \"emu\" or \"emu:1\""),
+                );
+            }
+            return None;
+        }
+        (Some(fixed), Some(d)) if d.value != fixed => {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_device",
+                    d.loc,
+                    format!(
+                        "the device of dispatch key {} is `{fixed}`, not `{}`",
+                        dispatch_key.value.as_str(),
+                        d.value
+                    ),
+                )
+                .label("fixed by the dispatch key")
+                .hint(format!("write `device: {fixed}` or leave `device:` out")),
+            );
+            return None;
+        }
+        (Some(_), Some(d)) => d,
+        (Some(fixed), None) => Located::new(fixed.to_string(), Loc::SYNTHETIC),
+    };
+    let fallback = fallback.unwrap_or(Located::new(FallbackPolicy::None, Loc::SYNTHETIC));
+    if fallback.value == FallbackPolicy::Cpu && dispatch_key.value == BackendKey::Cpu {
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::bad_fallback",
+                fallback.loc,
+                "the CPU backend cannot fall back to itself",
+            )
+            .label("`fallback: cpu` on dispatch key CPU")
+            .hint("use `fallback: none` for the CPU backend"),
+        );
+        return None;
+    }
+    Some(BackendSpec {
+        backend: backend?,
+        dispatch_key,
+        device,
+        namespace: namespace.unwrap_or(Located::new("aten".to_string(), Loc::SYNTHETIC)),
+        fallback,
+        supported: supported?,
+    })
+}
+
+fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
+    let items: &[Node] = match node {
+        Node::Seq { items, .. } => items,
+        Node::Null { .. } => &[],
+        other => {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_value",
+                    other.loc(),
+                    format!("`supported:` must be a list, found {}", other.describe()),
+                )
+                .label("expected a list of ops")
+                .hint("write one op per line: `  - add.Tensor` or `  - func: add.Tensor(...) -> Tensor`"),
+            );
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            Node::Scalar { text, loc, .. } => {
+                if let Some(name) = op_name(text, *loc, errs) {
+                    out.push(SupportedOp::Current { name, loc: *loc });
+                }
+            }
+            Node::Map { entries, loc } => {
+                let mut func = None;
+                for e in entries {
+                    if e.key == "func" {
+                        func = Some(e);
+                    } else {
+                        errs.push(
+                            Diagnostic::new(
+                                "opal::backend::unknown_key",
+                                e.key_loc,
+                                format!("unknown key `{}` in a `supported:` entry", e.key),
+                            )
+                            .label("not a key of a supported op")
+                            .hint("an entry is `- name.overload` or `- func: <schema the kernel was written against>`"),
+                        );
+                    }
+                }
+                let Some(f) = func else {
+                    if entries.iter().any(|e| e.key != "func") {
+                        continue; // already reported as unknown keys
+                    }
+                    errs.push(
+                        Diagnostic::new(
+                            "opal::backend::missing_key",
+                            *loc,
+                            "this `supported:` entry has no `func:`",
+                        )
+                        .label("expected `func: <schema>`")
+                        .hint("pin a kernel with `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor`"),
+                    );
+                    continue;
+                };
+                let Some((src, sloc)) = scalar("func", &f.value, errs) else {
+                    continue;
+                };
+                match parse_schema_at(src, sloc) {
+                    Ok(schema) => out.push(SupportedOp::Pinned { schema, loc: *loc }),
+                    Err(d) => errs.push(d),
+                }
+            }
+            other => errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_value",
+                    other.loc(),
+                    format!(
+                        "a `supported:` entry must be an op name or `func:`, found {}",
+                        other.describe()
+                    ),
+                )
+                .label("expected `name.overload` or `func: <schema>`"),
+            ),
+        }
+    }
+    out
+}
+
+/// Parses `name.overload` with the schema grammar's name rules.
+fn op_name(text: &str, loc: Loc, errs: &mut Vec<Diagnostic>) -> Option<OperatorName> {
+    let ok = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !ok {
+        let hint = if text.contains('(') {
+            "to pin the schema a kernel was written against, write `- func: <schema>`"
+        } else {
+            "write the operator as in the native YAML: `name.overload` (`add.Tensor`, `relu`)"
+        };
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::bad_op_name",
+                loc,
+                format!("`{text}` is not an operator name"),
+            )
+            .label("expected `name.overload`")
+            .hint(hint),
+        );
+        return None;
+    }
+    // The schema grammar owns the name rules; give it a schema around the name so
+    // its locations still point at the name.
+    match parse_schema_at(&format!("{text}() -> ()"), loc) {
+        Ok(s) => Some(s.name),
+        Err(mut d) => {
+            d.loc.len = d.loc.len.min(text.len());
+            errs.push(d);
+            None
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Resolution of a backend against a native YAML: each `supported:` entry is matched
+//! to its native function and classified (identical / adapter / incompatible), and
+//! the functional and in-place variants a supported out= kernel provides through
+//! `structured_delegate` are derived.
+//!
+//! Owns: the resolved [`Plan`] and its errors. Must not: read files, emit code.
+
+use std::collections::HashMap;
+
+use crate::diagnostics::Diagnostic;
+use crate::model::{FunctionSchema, Loc, NativeFunction, NativeFunctions};
+use crate::parse::edit_distance;
+
+use super::compat::{classify, Compat};
+use super::report::{BackendDiagnostic, Note};
+use super::spec::{BackendSpec, SupportedOp};
+
+/// One supported op, resolved.
+#[derive(Clone, Debug)]
+pub struct PlannedOp<'n> {
+    /// The native function the kernel implements (its current schema).
+    pub func: &'n NativeFunction,
+    /// The schema the kernel was written against, when pinned.
+    pub pinned: Option<&'n FunctionSchema>,
+    pub compat: Compat,
+    /// Where the `supported:` entry is.
+    pub loc: Loc,
+}
+
+impl PlannedOp<'_> {
+    /// The schema the kernel's Rust signature follows.
+    pub fn kernel_schema(&self) -> &FunctionSchema {
+        self.pinned.unwrap_or(&self.func.func)
+    }
+}
+
+/// An op registered for free because a supported out= kernel is its
+/// `structured_delegate`.
+#[derive(Clone, Debug)]
+pub struct DerivedOp<'n> {
+    pub func: &'n NativeFunction,
+    /// Index into [`Plan::ops`] of the out= kernel it is derived from.
+    pub from: usize,
+}
+
+/// A backend resolved against a native YAML.
+#[derive(Clone, Debug)]
+pub struct Plan<'n> {
+    /// Supported ops that resolved cleanly, in `supported:` order.
+    pub ops: Vec<PlannedOp<'n>>,
+    /// Derived structured-delegate ops, in native YAML order.
+    pub derived: Vec<DerivedOp<'n>>,
+    /// Supported entries that failed (unknown op, incompatible pin), by entry index,
+    /// with a one-line reason, for the coverage report.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Resolves `spec` against `natives`; problems are returned alongside the partial
+/// plan (an empty problem list means the plan is complete).
+pub fn resolve<'n>(
+    spec: &'n BackendSpec,
+    natives: &'n NativeFunctions,
+) -> (Plan<'n>, Vec<BackendDiagnostic>) {
+    let by_name: HashMap<String, &NativeFunction> = natives
+        .functions
+        .iter()
+        .map(|f| (f.func.name.to_string(), f))
+        .collect();
+    let mut errors = Vec::new();
+    let mut ops: Vec<PlannedOp<'n>> = Vec::new();
+    let mut failed = Vec::new();
+    let mut seen: HashMap<String, Loc> = HashMap::new();
+    for entry in &spec.supported {
+        let name = entry.name().to_string();
+        if let Some(first) = seen.get(&name) {
+            errors.push(
+                Diagnostic::new(
+                    "opal::backend::duplicate_op",
+                    entry.loc(),
+                    format!("'{name}' is listed twice in `supported:`"),
+                )
+                .label("listed again here")
+                .hint(format!(
+                    "remove one of the entries (the first is at line {})",
+                    first.line
+                ))
+                .into(),
+            );
+            continue;
+        }
+        seen.insert(name.clone(), entry.loc());
+        let Some(func) = by_name.get(&name).copied() else {
+            let mut d = Diagnostic::new(
+                "opal::backend::unknown_op",
+                match entry {
+                    SupportedOp::Pinned { schema, .. } => schema.loc,
+                    SupportedOp::Current { loc, .. } => *loc,
+                },
+                format!("'{name}' is not an operator of the native YAML"),
+            )
+            .label("unknown operator");
+            d = match closest(&name, by_name.keys()) {
+                Some(s) => d.hint(format!("did you mean '{s}'?")),
+                None => d.hint("list operators as `name.overload`, as in the native YAML"),
+            };
+            errors.push(d.into());
+            failed.push((name, "not in the native YAML".to_string()));
+            continue;
+        };
+        let (pinned, compat) = match entry {
+            SupportedOp::Current { .. } => (None, Compat::Identical),
+            SupportedOp::Pinned { schema, .. } => match classify(schema, &func.func) {
+                Ok(c) => (Some(schema), c),
+                Err(inc) => {
+                    errors.push(BackendDiagnostic {
+                        diag: Diagnostic::new(
+                            "opal::backend::incompatible_pin",
+                            inc.pinned_loc,
+                            inc.message.clone(),
+                        )
+                        .label("the kernel was written against this")
+                        .hint(inc.hint),
+                        note: Some(Note {
+                            loc: if inc.current_loc.is_synthetic() {
+                                func.func.loc
+                            } else {
+                                inc.current_loc
+                            },
+                            label: format!("current schema of '{name}'"),
+                        }),
+                    });
+                    failed.push((name, format!("incompatible pin: {}", inc.message)));
+                    continue;
+                }
+            },
+        };
+        ops.push(PlannedOp {
+            func,
+            pinned,
+            compat,
+            loc: entry.loc(),
+        });
+    }
+    let supported_idx: HashMap<String, usize> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.func.func.name.to_string(), i))
+        .collect();
+    let derived = natives
+        .functions
+        .iter()
+        .filter(|f| !supported_idx.contains_key(&f.func.name.to_string()))
+        .filter_map(|f| {
+            let d = f.structured_delegate.as_ref()?;
+            let from = *supported_idx.get(&d.to_string())?;
+            Some(DerivedOp { func: f, from })
+        })
+        .collect();
+    (
+        Plan {
+            ops,
+            derived,
+            failed,
+        },
+        errors,
+    )
+}
+
+/// The candidate closest to `name` by edit distance, if close enough to suggest.
+fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a String>) -> Option<&'a String> {
+    let limit = (name.len() / 3).max(2);
+    candidates
+        .map(|c| (edit_distance(name, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, c)| c)
+}
