@@ -1,0 +1,394 @@
+//! Size and stride arithmetic shared by every shape rule: dimension wrapping,
+//! broadcasting, contiguous / channels-last / dense stride layouts, `-1` inference
+//! and the "can this be a view" stride computation.
+//!
+//! Owns: pure functions over `&[i64]` sizes and strides. Must not: touch tensors,
+//! dtypes or devices (callers pass plain slices so CPU and structured kernels can
+//! reuse these without a meta tensor).
+
+use super::fail;
+use opal::Result;
+
+/// Wraps a possibly negative `dim` into `0..ndim`. A zero-dim tensor accepts `0` and
+/// `-1`, as PyTorch treats scalars as one-dimensional for dim arguments.
+pub fn wrap_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
+    let n = ndim.max(1) as i64;
+    if dim < -n || dim >= n {
+        return Err(fail(
+            op,
+            format!(
+                "dimension out of range (expected to be in range of [{}, {}], but got {dim})",
+                -n,
+                n - 1
+            ),
+        ));
+    }
+    Ok(if dim < 0 { dim + n } else { dim } as usize)
+}
+
+/// Like [`wrap_dim`] for an insertion position (`unsqueeze`, `stack`): the valid range
+/// is one wider than the tensor's rank.
+pub fn wrap_insert_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
+    wrap_dim(op, dim, ndim + 1)
+}
+
+/// Turns a dim list into a per-dimension mask; repeated dims are an error.
+/// An empty list selects nothing (callers decide whether that means "all").
+pub fn dim_mask(op: &str, dims: &[i64], ndim: usize) -> Result<Vec<bool>> {
+    let mut mask = vec![false; ndim.max(1)];
+    for &d in dims {
+        let w = wrap_dim(op, d, ndim)?;
+        if mask[w] {
+            return Err(fail(
+                op,
+                format!("dim {w} appears multiple times in the list of dims"),
+            ));
+        }
+        mask[w] = true;
+    }
+    mask.truncate(ndim);
+    Ok(mask)
+}
+
+/// Number of elements of a shape (sizes are already validated as non-negative).
+pub fn numel(sizes: &[i64]) -> i64 {
+    sizes.iter().product()
+}
+
+/// Rejects negative sizes (factory functions and `empty_strided` inputs).
+pub fn check_sizes(op: &str, sizes: &[i64]) -> Result<()> {
+    match sizes.iter().find(|&&s| s < 0) {
+        Some(s) => Err(fail(
+            op,
+            format!("negative dimension {s} in size {sizes:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Row-major strides. Size-0 and size-1 dims count as 1 so strides stay positive,
+/// which is what PyTorch allocates.
+pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
+    let mut strides = vec![0; sizes.len()];
+    let mut acc = 1i64;
+    for i in (0..sizes.len()).rev() {
+        strides[i] = acc;
+        acc = acc.saturating_mul(sizes[i].max(1));
+    }
+    strides
+}
+
+/// Channels-last strides for a 4-d (`N, C, H, W`) or 5-d shape: channels vary
+/// fastest, then the spatial dims, then the batch.
+pub fn channels_last_strides(sizes: &[i64]) -> Option<Vec<i64>> {
+    if sizes.len() != 4 && sizes.len() != 5 {
+        return None;
+    }
+    // Memory order from fastest to slowest: C, last spatial .. first spatial, N.
+    let mut order = vec![1];
+    order.extend((2..sizes.len()).rev());
+    order.push(0);
+    Some(strides_for_order(sizes, &order))
+}
+
+/// Channels-last strides when `channels_last` is asked for and the rank allows it,
+/// else contiguous ones.
+pub fn format_strides(sizes: &[i64], channels_last: bool) -> Vec<i64> {
+    match channels_last_strides(sizes) {
+        Some(s) if channels_last => s,
+        _ => contiguous_strides(sizes),
+    }
+}
+
+/// Whether `sizes`/`strides` are channels-last and not also plainly contiguous
+/// (what makes PyTorch suggest the channels-last format).
+pub fn prefers_channels_last(sizes: &[i64], strides: &[i64]) -> bool {
+    !is_contiguous(sizes, strides) && is_channels_last(sizes, strides)
+}
+
+/// Dense strides laying dimensions out in `order` (fastest first).
+pub fn strides_for_order(sizes: &[i64], order: &[usize]) -> Vec<i64> {
+    let mut strides = vec![0; sizes.len()];
+    let mut acc = 1i64;
+    for &d in order {
+        strides[d] = acc;
+        acc = acc.saturating_mul(sizes[d].max(1));
+    }
+    strides
+}
+
+/// PyTorch's `is_contiguous`: strides of size-1 dims do not matter; empty tensors
+/// are contiguous.
+pub fn is_contiguous(sizes: &[i64], strides: &[i64]) -> bool {
+    if sizes.contains(&0) {
+        return true;
+    }
+    let mut expected = 1i64;
+    for i in (0..sizes.len()).rev() {
+        if sizes[i] != 1 {
+            if strides[i] != expected {
+                return false;
+            }
+            expected *= sizes[i];
+        }
+    }
+    true
+}
+
+/// Channels-last contiguity for 4-d / 5-d shapes (size-1 dims ignored).
+pub fn is_channels_last(sizes: &[i64], strides: &[i64]) -> bool {
+    match channels_last_strides(sizes) {
+        None => false,
+        Some(cl) => {
+            if sizes.contains(&0) {
+                return false;
+            }
+            sizes
+                .iter()
+                .zip(strides.iter().zip(cl.iter()))
+                .all(|(&s, (&a, &b))| s == 1 || a == b)
+        }
+    }
+}
+
+/// Whether the elements occupy exactly `numel` consecutive slots with no overlap,
+/// in some dimension order.
+pub fn is_non_overlapping_and_dense(sizes: &[i64], strides: &[i64]) -> bool {
+    if sizes.contains(&0) {
+        return true;
+    }
+    let mut dims: Vec<usize> = (0..sizes.len()).filter(|&d| sizes[d] != 1).collect();
+    dims.sort_by_key(|&d| strides[d]);
+    let mut expected = 1i64;
+    for d in dims {
+        if strides[d] != expected {
+            return false;
+        }
+        expected *= sizes[d];
+    }
+    true
+}
+
+/// PyTorch's `suggest_memory_format`, reduced to the choice that matters for
+/// allocation: channels-last strides when the input is channels-last and not
+/// plainly contiguous, else contiguous.
+pub fn suggested_strides(sizes: &[i64], strides: &[i64]) -> Vec<i64> {
+    format_strides(sizes, prefers_channels_last(sizes, strides))
+}
+
+/// Strides of `empty_like(x, memory_format=preserve)`: a dense, non-overlapping input
+/// keeps its strides; anything else gets dense strides in the input's dim order.
+pub fn preserve_strides(sizes: &[i64], strides: &[i64]) -> Vec<i64> {
+    if is_non_overlapping_and_dense(sizes, strides) {
+        return strides.to_vec();
+    }
+    super::elementwise::dense_strides_like(sizes, &[strides])
+}
+
+/// Broadcasts two shapes right-aligned (numpy rules).
+pub fn broadcast_shapes(op: &str, a: &[i64], b: &[i64]) -> Result<Vec<i64>> {
+    let n = a.len().max(b.len());
+    let mut out = vec![0; n];
+    for i in 0..n {
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
+        out[i] = if da == db || db == 1 {
+            da
+        } else if da == 1 {
+            db
+        } else {
+            return Err(fail(
+                op,
+                format!(
+                    "the size of tensor a ({da}) must match the size of tensor b ({db}) at non-singleton dimension {i}"
+                ),
+            ));
+        };
+    }
+    Ok(out)
+}
+
+/// Broadcasts any number of shapes.
+pub fn broadcast_all(op: &str, shapes: &[&[i64]]) -> Result<Vec<i64>> {
+    let mut out: Vec<i64> = Vec::new();
+    for s in shapes {
+        out = broadcast_shapes(op, &out, s)?;
+    }
+    Ok(out)
+}
+
+/// Checks that `from` can be expanded to `to` (in-place ops, `expand`, `masked_fill_`).
+pub fn check_expandable(op: &str, from: &[i64], to: &[i64]) -> Result<()> {
+    let ok = from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1);
+    if ok {
+        Ok(())
+    } else {
+        Err(fail(
+            op,
+            format!("shape {from:?} cannot be broadcast to {to:?}"),
+        ))
+    }
+}
+
+/// Resolves one `-1` in a requested shape against `numel` (`view`, `reshape`).
+pub fn infer_size(op: &str, shape: &[i64], numel: i64) -> Result<Vec<i64>> {
+    let mut known = 1i64;
+    let mut infer = None;
+    for (i, &s) in shape.iter().enumerate() {
+        if s == -1 {
+            if infer.is_some() {
+                return Err(fail(op, "only one dimension can be inferred"));
+            }
+            infer = Some(i);
+        } else if s < 0 {
+            return Err(fail(op, format!("invalid shape dimension {s}")));
+        } else {
+            known = known.saturating_mul(s);
+        }
+    }
+    let mut out = shape.to_vec();
+    let invalid = || {
+        fail(
+            op,
+            format!("shape '{shape:?}' is invalid for input of size {numel}"),
+        )
+    };
+    match infer {
+        Some(i) => {
+            // With a zero among the known sizes the inferred size is ambiguous.
+            if known == 0 || numel % known != 0 {
+                return Err(invalid());
+            }
+            out[i] = numel / known;
+        }
+        None if known != numel => return Err(invalid()),
+        None => {}
+    }
+    Ok(out)
+}
+
+/// Strides that let a tensor of `old_sizes`/`old_strides` be viewed as `new_sizes`
+/// without copying, or `None` when the memory layout does not allow it.
+///
+/// Old dims are grouped into runs that are contiguous with each other; every new dim
+/// must fall inside one run, taking its stride from the run's innermost stride.
+pub fn view_strides(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -> Option<Vec<i64>> {
+    if old_sizes.is_empty() {
+        // A scalar is one element: any all-ones shape views it.
+        return Some(vec![1; new_sizes.len()]);
+    }
+    if numel(old_sizes) == 0 {
+        return Some(if old_sizes == new_sizes {
+            old_strides.to_vec()
+        } else {
+            contiguous_strides(new_sizes)
+        });
+    }
+    let mut new_strides = vec![0i64; new_sizes.len()];
+    let mut view_d = new_sizes.len() as isize - 1;
+    let mut base_stride = *old_strides.last()?;
+    let mut run_numel = 1i64;
+    let mut view_numel = 1i64;
+    for d in (0..old_sizes.len()).rev() {
+        run_numel *= old_sizes[d];
+        // A run ends at the first dim or where the next-outer dim does not continue it.
+        let run_ends =
+            d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != run_numel * base_stride);
+        if run_ends {
+            while view_d >= 0 && (view_numel < run_numel || new_sizes[view_d as usize] == 1) {
+                new_strides[view_d as usize] = view_numel * base_stride;
+                view_numel *= new_sizes[view_d as usize];
+                view_d -= 1;
+            }
+            if view_numel != run_numel {
+                return None;
+            }
+            if d > 0 {
+                base_stride = old_strides[d - 1];
+                run_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if view_d != -1 {
+        return None;
+    }
+    Some(new_strides)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_dims_and_rejects_out_of_range() {
+        assert_eq!(wrap_dim("t", -1, 3).unwrap(), 2);
+        assert_eq!(wrap_dim("t", 0, 0).unwrap(), 0);
+        assert_eq!(wrap_dim("t", -1, 0).unwrap(), 0);
+        let e = wrap_dim("sum", 3, 3).unwrap_err().to_string();
+        assert!(e.contains("sum") && e.contains("[-3, 2]"), "{e}");
+    }
+
+    #[test]
+    fn broadcasting_follows_numpy() {
+        assert_eq!(
+            broadcast_shapes("t", &[3, 1, 5], &[4, 1]).unwrap(),
+            vec![3, 4, 5]
+        );
+        assert_eq!(broadcast_shapes("t", &[], &[2]).unwrap(), vec![2]);
+        assert_eq!(broadcast_shapes("t", &[0], &[1]).unwrap(), vec![0]);
+        assert!(broadcast_shapes("add", &[3], &[4]).is_err());
+    }
+
+    #[test]
+    fn infers_minus_one() {
+        assert_eq!(infer_size("view", &[2, -1], 12).unwrap(), vec![2, 6]);
+        assert!(infer_size("view", &[5, -1], 12).is_err());
+        assert!(infer_size("view", &[-1, -1], 12).is_err());
+        assert!(infer_size("view", &[0, -1], 0).is_err());
+    }
+
+    #[test]
+    fn view_strides_match_memory_runs() {
+        // Contiguous: any regrouping works.
+        assert_eq!(
+            view_strides(&[2, 3, 4], &[12, 4, 1], &[6, 4]),
+            Some(vec![4, 1])
+        );
+        // Transposed 2x3 (strides 1,2): flattening is not a view.
+        assert_eq!(view_strides(&[3, 2], &[1, 3], &[6]), None);
+        // Splitting a dim of a transposed tensor is a view.
+        assert_eq!(
+            view_strides(&[4, 2], &[1, 4], &[2, 2, 2]),
+            Some(vec![2, 1, 4])
+        );
+        // Size-1 dims can be inserted anywhere.
+        assert_eq!(view_strides(&[3], &[2], &[1, 3, 1]), Some(vec![6, 2, 2]));
+    }
+
+    #[test]
+    fn dense_and_contiguous_checks() {
+        assert!(is_contiguous(&[2, 1, 3], &[3, 99, 1]));
+        assert!(!is_contiguous(&[3, 2], &[1, 3]));
+        assert!(is_non_overlapping_and_dense(&[3, 2], &[1, 3]));
+        assert!(!is_non_overlapping_and_dense(&[3, 2], &[4, 1]));
+        assert_eq!(
+            channels_last_strides(&[2, 3, 4, 5]).unwrap(),
+            vec![60, 1, 15, 3]
+        );
+        assert!(is_channels_last(&[2, 3, 4, 5], &[60, 1, 15, 3]));
+    }
+}
