@@ -22,6 +22,7 @@ pub mod device;
 pub mod dispatch;
 pub mod dtype;
 pub mod error;
+pub mod fallback;
 pub mod generator;
 pub mod ivalue;
 pub mod ops;
