@@ -3,10 +3,18 @@
 //!
 //! Pipeline (one module per stage):
 //! - [`model`]: plain immutable data (schemas, native functions, locations).
-//! - `parse`: the `func:` grammar and YAML loading into the model.
-//! - `validate`: torchgen's implicit rules and the checks PyTorch (and Rust) need.
+//! - [`parse`]: the `func:` grammar and YAML loading into the model.
+//! - [`validate`]: torchgen's implicit rules and the checks PyTorch (and Rust) need.
+//! - [`diagnostics`]: located errors rendered with miette.
 //! - `emit`: Rust code from the model.
+//!
+//! Entry points: [`load`], [`load_with_tags`], [`load_str`], [`load_bytes`] and
+//! [`parse::parse_schema`].
 
 pub mod diagnostics;
+mod load;
 pub mod model;
 pub mod parse;
+pub mod validate;
+
+pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};

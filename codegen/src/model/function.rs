@@ -42,6 +42,8 @@ pub enum Origin {
 /// One native function: a declared YAML entry, or one produced by `autogen:`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NativeFunction {
+    /// Operator namespace: the `ns::` prefix of `func:`, `aten` when absent.
+    pub namespace: String,
     pub func: FunctionSchema,
     pub origin: Origin,
     /// Location of the entry (the `- func:` item).
@@ -63,6 +65,8 @@ pub struct NativeFunction {
     pub device_guard: bool,
     pub manual_cpp_binding: bool,
     pub manual_kernel_registration: bool,
+    /// `use_const_ref_for_mutable_tensors:` (C++ binding detail, kept for fidelity).
+    pub use_const_ref_for_mutable_tensors: bool,
     pub python_module: Option<String>,
     pub category_override: Option<String>,
     pub cpp_no_default_args: Vec<String>,

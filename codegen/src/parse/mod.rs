@@ -4,7 +4,13 @@
 //! Owns: text -> model. Must not: apply torchgen's implicit rules or cross-entry
 //! checks (that is `crate::validate`), or know about Rust naming/emission.
 
+mod entry;
 pub mod lexer;
+pub mod outline;
 mod schema;
+mod yaml;
 
-pub use schema::{parse_schema, parse_schema_at, split_namespace};
+pub use entry::KNOWN_KEYS;
+pub(crate) use schema::edit_distance;
+pub use schema::{parse_operator_name_at, parse_schema, parse_schema_at, split_namespace};
+pub use yaml::{decode, parse_native_yaml, parse_tags, Parsed};

@@ -47,6 +47,25 @@ pub fn parse_schema_at(src: &str, base: Loc) -> Result<FunctionSchema, Diagnosti
     p.schema()
 }
 
+/// Parses an operator name such as `add.out` (for `structured_delegate:` and
+/// `autogen:` values) located at `base`.
+pub fn parse_operator_name_at(src: &str, base: Loc) -> Result<OperatorName, Diagnostic> {
+    let toks = lex(src, base)?;
+    let mut p = Parser {
+        src,
+        toks,
+        pos: 0,
+        base,
+    };
+    let name = p.operator_name()?;
+    if p.peek().kind != Tok::Eof {
+        return Err(p
+            .unexpected("the end of the operator name")
+            .hint("operator names are written `name` or `name.overload`"));
+    }
+    Ok(name)
+}
+
 /// The namespace prefix of a `func:` string (`aten` when absent) and the rest.
 pub fn split_namespace(func: &str) -> (&str, &str) {
     let head = func.split('(').next().unwrap_or("");

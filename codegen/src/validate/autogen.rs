@@ -1,0 +1,408 @@
+//! The functions torchgen adds to a file: an out= variant (and, when a group then
+//! has one, a functional variant) for every group of same-signature functions whose
+//! `autogen:` asks for it. Generated functions must be exactly the ones the group's
+//! `autogen:` lists name.
+//!
+//! Owns: signature grouping and the schema transformations (in-place/mutable/
+//! functional -> out=, any -> functional). Must not: parse text.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::diagnostics::Diagnostic;
+use crate::model::{
+    Annotation, Argument, Arguments, BackendKernel, BaseOperatorName, DeviceCheck, FunctionSchema,
+    NativeFunction, OperatorName, Origin, Return, SchemaKind, Type, Variants,
+};
+
+fn strip(a: &Argument) -> Argument {
+    Argument {
+        annotation: None,
+        ..a.clone()
+    }
+}
+
+/// Arguments without annotations, tensor options and out arguments.
+fn arguments_signature(f: &FunctionSchema) -> Arguments {
+    let opts = f.tensor_options_range();
+    Arguments {
+        positional: f.arguments.positional.iter().map(strip).collect(),
+        kwarg_only: f
+            .arguments
+            .kwarg_only
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !opts.as_ref().is_some_and(|r| r.contains(i)))
+            .map(|(_, a)| strip(a))
+            .collect(),
+        out: Vec::new(),
+    }
+}
+
+/// torchgen's `FunctionSchema.signature()`: what in-place, out=, mutable and
+/// functional variants of one operator have in common. Written arguments that no
+/// return aliases become extra returns (named `<arg>_out` when `keep_return_names`).
+pub fn signature(f: &FunctionSchema, keep_return_names: bool) -> FunctionSchema {
+    let mut returns: Vec<Return> = f
+        .returns
+        .iter()
+        .map(|r| Return {
+            name: if keep_return_names {
+                r.name.clone()
+            } else {
+                None
+            },
+            annotation: None,
+            ..r.clone()
+        })
+        .collect();
+    let self_arg = f.self_arg().into_iter();
+    for a in self_arg
+        .chain(&f.arguments.out)
+        .chain(f.post_self_positional())
+    {
+        let written = a.annotation.as_ref().filter(|an| an.is_write);
+        if let Some(an) = written {
+            if !f.returns.iter().any(|r| r.annotation.as_ref() == Some(an)) {
+                returns.push(Return {
+                    name: keep_return_names.then(|| format!("{}_out", a.name)),
+                    ty: a.ty.clone(),
+                    annotation: None,
+                    loc: a.loc,
+                });
+            }
+        }
+    }
+    let mut arguments = arguments_signature(f);
+    // bernoulli.p spells its default differently from its in-place sibling; torchgen
+    // patches it so the two group together.
+    if f.name.to_string() == "bernoulli.p" {
+        for a in arguments.positional.iter_mut().filter(|a| a.name == "p") {
+            a.default.get_or_insert_with(|| "0.5".into());
+        }
+    }
+    FunctionSchema {
+        name: OperatorName {
+            name: BaseOperatorName {
+                base: f.name.name.base.clone(),
+                inplace: false,
+                dunder_method: f.name.name.dunder_method,
+                functional_overload: false,
+            },
+            overload_name: String::new(),
+        },
+        arguments,
+        returns,
+        loc: f.loc,
+    }
+}
+
+fn out_overload(f: &FunctionSchema) -> String {
+    if f.name.overload_name.is_empty() {
+        "out".into()
+    } else {
+        format!("{}_out", f.name.overload_name)
+    }
+}
+
+fn without_inplace(f: &FunctionSchema, overload: String) -> OperatorName {
+    OperatorName {
+        name: BaseOperatorName {
+            inplace: false,
+            ..f.name.name.clone()
+        },
+        overload_name: overload,
+    }
+}
+
+/// New out arguments for the tensor-like returns of `f`, with fresh alias sets.
+fn out_args_from_returns(f: &FunctionSchema) -> (Vec<Return>, Vec<Argument>) {
+    let used: Vec<&String> = f
+        .arguments
+        .all()
+        .filter_map(|a| a.annotation.as_ref())
+        .flat_map(|a| a.alias_set.iter())
+        .collect();
+    let free: Vec<String> = ('a'..='z')
+        .map(String::from)
+        .filter(|c| !used.contains(&c))
+        .collect();
+    let all_plain = f
+        .returns
+        .iter()
+        .all(|r| r.ty == Type::Base(crate::model::BaseTy::Tensor));
+    let mut rets = Vec::new();
+    let mut outs = Vec::new();
+    for (i, r) in f.returns.iter().enumerate() {
+        if r.ty.is_tensor_like() {
+            let annotation = Annotation {
+                alias_set: vec![free.get(i).cloned().unwrap_or_else(|| format!("o{i}"))],
+                is_write: true,
+                alias_set_after: Vec::new(),
+            };
+            let name = if f.returns.len() == 1 {
+                "out".to_string()
+            } else {
+                format!("out{i}")
+            };
+            if all_plain {
+                rets.push(Return {
+                    name: None,
+                    ty: r.ty.clone(),
+                    annotation: Some(annotation.clone()),
+                    loc: r.loc,
+                });
+            }
+            outs.push(Argument {
+                name,
+                ty: r.ty.clone(),
+                default: None,
+                annotation: Some(annotation),
+                loc: r.loc,
+            });
+        } else {
+            rets.push(r.clone());
+        }
+    }
+    (rets, outs)
+}
+
+/// The out= schema torchgen derives from an in-place, mutable or functional schema.
+pub fn to_out(f: &FunctionSchema) -> FunctionSchema {
+    let name = without_inplace(f, out_overload(f));
+    match f.kind() {
+        SchemaKind::Inplace => {
+            let mut arguments = f.arguments.clone();
+            let mut out = None;
+            if let Some(i) = f.self_index() {
+                let s = &mut arguments.positional[i];
+                out = Some(Argument {
+                    name: "out".into(),
+                    default: None,
+                    ..s.clone()
+                });
+                s.annotation = None;
+            }
+            arguments.out.extend(out);
+            FunctionSchema {
+                name,
+                arguments,
+                returns: f.returns.clone(),
+                loc: f.loc,
+            }
+        }
+        SchemaKind::Mutable => {
+            let (returns, outs) = out_args_from_returns(f);
+            let mut arguments = f.arguments.clone();
+            arguments.out = outs;
+            FunctionSchema {
+                name,
+                arguments,
+                returns,
+                loc: f.loc,
+            }
+        }
+        _ => {
+            let (returns, outs) = out_args_from_returns(f);
+            let mut arguments = arguments_signature(f);
+            arguments.out = outs;
+            FunctionSchema {
+                name,
+                arguments,
+                returns,
+                loc: f.loc,
+            }
+        }
+    }
+}
+
+/// The functional schema torchgen derives from an in-place, mutable or out= schema.
+pub fn to_functional(f: &FunctionSchema) -> FunctionSchema {
+    let mut s = signature(f, true);
+    s.name = OperatorName {
+        name: BaseOperatorName {
+            base: s.name.name.base.clone(),
+            inplace: false,
+            dunder_method: f.name.name.dunder_method,
+            functional_overload: f.kind() == SchemaKind::Mutable,
+        },
+        overload_name: f.name.overload_name.clone(),
+    };
+    s
+}
+
+fn is_view_op(f: &NativeFunction) -> bool {
+    let name = f.func.name.to_string();
+    let non_mutating_view = f
+        .func
+        .returns
+        .iter()
+        .any(|r| r.annotation.as_ref().is_some_and(|a| !a.is_write));
+    let inplace_view =
+        f.tags.iter().any(|t| t == "inplace_view") && name != "resize_" && name != "resize_as_";
+    let wildcard = f.func.arguments.all().any(|a| {
+        a.annotation
+            .as_ref()
+            .is_some_and(|an| an.alias_set_after.iter().any(|s| s == "*"))
+    });
+    non_mutating_view || inplace_view || wildcard
+}
+
+/// A generated function built from `base` with schema `func`.
+fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
+    let mut kernel = if func.kind() == SchemaKind::Out {
+        format!("{}_{}", func.name.name, func.name.overload_name)
+    } else {
+        func.name.name.to_string()
+    };
+    if base.func.has_symint() {
+        kernel.push_str("_symint");
+    }
+    let mut tags: Vec<String> = base
+        .tags
+        .iter()
+        .filter(|t| {
+            ["nondeterministic_seeded", "view_copy", "pt2_compliant_tag"].contains(&t.as_str())
+        })
+        .cloned()
+        .collect();
+    tags.push("generated".into());
+    let mut dispatch = BTreeMap::new();
+    dispatch.insert(
+        "CompositeExplicitAutograd".to_string(),
+        BackendKernel {
+            kernel,
+            implicit: false,
+            loc: base.loc,
+        },
+    );
+    NativeFunction {
+        namespace: base.namespace.clone(),
+        func,
+        origin: Origin::Autogen {
+            from: base.func.name.clone(),
+        },
+        loc: base.loc,
+        key_locs: BTreeMap::new(),
+        variants: Variants {
+            function: true,
+            method: false,
+        },
+        dispatch,
+        structured: false,
+        structured_delegate: None,
+        structured_inherits: None,
+        precomputed: Vec::new(),
+        autogen: Vec::new(),
+        tags,
+        device_check: DeviceCheck::NoCheck,
+        device_guard: false,
+        manual_cpp_binding: false,
+        manual_kernel_registration: false,
+        use_const_ref_for_mutable_tensors: base.use_const_ref_for_mutable_tensors,
+        python_module: None,
+        category_override: None,
+        cpp_no_default_args: Vec::new(),
+        ufunc_inner_loop: BTreeMap::new(),
+        is_abstract: base.is_abstract,
+        has_composite_implicit_autograd_kernel: false,
+        has_composite_explicit_autograd_kernel: true,
+    }
+}
+
+/// Generates the functions `autogen:` asks for (appended in torchgen's order) and
+/// reports groups whose `autogen:` names differ from what can be generated.
+pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<NativeFunction> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: HashMap<String, BTreeMap<SchemaKind, usize>> = HashMap::new();
+    for (i, f) in fns.iter().enumerate() {
+        let key = format!("{}::{}", f.namespace, signature(&f.func, false));
+        let g = groups.entry(key.clone()).or_default();
+        if g.is_empty() {
+            order.push(key);
+        }
+        g.insert(f.func.kind(), i);
+    }
+    let mut out = Vec::new();
+    for key in &order {
+        let g = &groups[key];
+        let members: Vec<&NativeFunction> = g.values().map(|&i| &fns[i]).collect();
+        let requested: Vec<(&NativeFunction, &OperatorName)> = members
+            .iter()
+            .flat_map(|f| f.autogen.iter().map(move |n| (*f, n)))
+            .collect();
+        let mut made: Vec<NativeFunction> = Vec::new();
+        let has = |k| g.contains_key(&k);
+        let wants =
+            has(SchemaKind::Mutable) || has(SchemaKind::Inplace) || has(SchemaKind::Functional);
+        let skip = members.iter().all(|f| f.manual_cpp_binding)
+            || members
+                .iter()
+                .any(|f| is_view_op(f) && f.func.name.name.to_string() != "set_")
+            // Composite-implicit ops decompose, so only `core` ones get variants.
+            || (members.iter().all(|f| f.has_composite_implicit_autograd_kernel)
+                && !members.iter().any(|f| f.tags.iter().any(|t| t == "core")))
+            || (has(SchemaKind::Out) && g.len() == 1);
+        if wants && !skip {
+            let base = [
+                SchemaKind::Mutable,
+                SchemaKind::Inplace,
+                SchemaKind::Out,
+                SchemaKind::Functional,
+            ]
+            .iter()
+            .find_map(|k| g.get(k))
+            .map(|&i| &fns[i])
+            .unwrap_or(members[0]);
+            let base_valid = base.func.kind() == SchemaKind::Inplace
+                || base.func.returns.iter().any(|r| r.ty.is_tensor_like());
+            let needs_out = base.autogen.iter().any(|n| n.to_string().contains("out"));
+            let gets_out = !has(SchemaKind::Out) && base_valid && needs_out;
+            if gets_out {
+                made.push(generated(base, to_out(&base.func)));
+            }
+            if !has(SchemaKind::Functional) && (has(SchemaKind::Out) || gets_out) {
+                made.push(generated(base, to_functional(&base.func)));
+            }
+        }
+        let mut want: Vec<String> = requested.iter().map(|(_, n)| n.to_string()).collect();
+        want.sort();
+        want.dedup();
+        let mut got: Vec<String> = made.iter().map(|f| f.func.name.to_string()).collect();
+        got.sort();
+        // torchgen compares the two only for groups that end up with an out=
+        // variant; elsewhere `autogen:` is ignored.
+        let grouped = has(SchemaKind::Out) || made.iter().any(|f| f.func.kind() == SchemaKind::Out);
+        if grouped && want != got {
+            let at = requested.first().map(|(f, _)| *f).unwrap_or(members[0]);
+            let loc = at.key_locs.get("autogen").copied().unwrap_or(at.func.loc);
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            errs.push(
+                Diagnostic::new(
+                    "opal::autogen_mismatch",
+                    loc,
+                    format!(
+                        "`autogen` of `{}` asks for {}, but its variants allow generating {}",
+                        at.func.name,
+                        list(&want),
+                        list(&got)
+                    ),
+                )
+                .label("autogen list")
+                .hint(if got.is_empty() {
+                    "autogen only makes an out= variant (and a functional one when missing) for ops with a tensor return that are not views, composite-implicit or manual bindings".to_string()
+                } else {
+                    format!("write `autogen: {}`", got.join(", "))
+                }),
+            );
+            continue;
+        }
+        out.extend(made);
+    }
+    out
+}

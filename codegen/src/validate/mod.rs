@@ -1,0 +1,171 @@
+//! Semantics and validation: torchgen's implicit rules applied to the parsed
+//! entries, the checks PyTorch makes, and the ones Rust generation needs.
+//!
+//! Owns: turning parsed [`NativeFunction`]s into the final model (implicit
+//! dispatch, flags, tags, autogen functions) and every rule between keys and
+//! between functions. Must not: parse text or read files.
+
+pub mod autogen;
+pub mod keys;
+mod rules;
+
+use std::collections::HashMap;
+
+use crate::diagnostics::Diagnostic;
+use crate::model::{NativeFunction, NativeFunctions};
+
+pub use rules::cpp_name;
+
+/// Validates declared functions (file order) and completes them into the final
+/// model; problems go to `errs`. `known_tags` is `tags.yaml`'s list, `None` when no
+/// tags file was given (tags then go unchecked and none are added).
+pub fn validate(
+    declared: Vec<NativeFunction>,
+    known_tags: Option<&[String]>,
+    errs: &mut Vec<Diagnostic>,
+) -> NativeFunctions {
+    let mut fns = declared;
+    for f in &mut fns {
+        rules::check_schema(f, errs);
+        rules::check_keys(f, known_tags, errs);
+        rules::resolve(f, known_tags, errs);
+    }
+    check_all(&fns, errs);
+    let mut generated = autogen::generate(&fns, errs);
+    for g in &mut generated {
+        rules::auto_tags(g, known_tags);
+    }
+    // Generated names may collide with declared ones only through a wrong autogen.
+    check_duplicates(&fns, &generated, errs);
+    fns.extend(generated);
+    NativeFunctions {
+        functions: fns,
+        known_tags: known_tags.map(<[String]>::to_vec).unwrap_or_default(),
+    }
+}
+
+fn check_duplicates(
+    fns: &[NativeFunction],
+    generated: &[NativeFunction],
+    errs: &mut Vec<Diagnostic>,
+) {
+    let mut seen: HashMap<String, &NativeFunction> = HashMap::new();
+    for f in fns.iter().chain(generated) {
+        let key = format!("{}::{}", f.namespace, f.func.name);
+        if let Some(first) = seen.get(&key) {
+            let (loc, label) = match &f.origin {
+                crate::model::Origin::Declared => (f.func.loc, "declared again here"),
+                crate::model::Origin::Autogen { .. } => (
+                    f.key_locs.get("autogen").copied().unwrap_or(f.loc),
+                    "generated again by this autogen",
+                ),
+            };
+            errs.push(
+                Diagnostic::new(
+                    "opal::duplicate_operator",
+                    loc,
+                    format!("operator `{}` is defined twice", f.func.name),
+                )
+                .label(label)
+                .hint(format!(
+                    "the first definition is at line {}; give this one a different overload name",
+                    first.loc.line
+                )),
+            );
+        } else {
+            seen.insert(key, f);
+        }
+    }
+}
+
+/// Rules between declared functions.
+fn check_all(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) {
+    let by_name: HashMap<String, &NativeFunction> = fns
+        .iter()
+        .map(|f| (format!("{}::{}", f.namespace, f.func.name), f))
+        .collect();
+    let mut base_names: HashMap<String, usize> = HashMap::new();
+    for f in fns {
+        *base_names.entry(f.func.name.name.to_string()).or_default() += 1;
+    }
+    for f in fns {
+        if let Some(d) = &f.structured_delegate {
+            let loc = f
+                .key_locs
+                .get("structured_delegate")
+                .copied()
+                .unwrap_or(f.func.loc);
+            match by_name.get(&format!("{}::{}", f.namespace, d)) {
+                None => errs.push(
+                    Diagnostic::new(
+                        "opal::delegate_missing",
+                        loc,
+                        format!("structured_delegate `{d}` does not exist"),
+                    )
+                    .label("no function with this name")
+                    .hint(format!(
+                        "declare `{d}` with `structured: True`, or fix the name"
+                    )),
+                ),
+                Some(t) if !t.structured => errs.push(
+                    Diagnostic::new(
+                        "opal::delegate_not_structured",
+                        loc,
+                        format!("structured_delegate `{d}` is not structured"),
+                    )
+                    .label("delegate target lacks `structured: True`")
+                    .hint(format!(
+                        "add `structured: True` to `{d}` (line {})",
+                        t.loc.line
+                    )),
+                ),
+                Some(_) => {}
+            }
+        }
+        let name = f.func.name.to_string();
+        let base = &f.func.name.name;
+        if f.tags.iter().any(|t| t == "inplace_view")
+            && name != "resize_"
+            && name != "resize_as_"
+            && base.to_string() != "set_"
+        {
+            let mut out_of_place = base.clone();
+            out_of_place.inplace = false;
+            if !base.inplace || !base_names.contains_key(&out_of_place.to_string()) {
+                errs.push(
+                    Diagnostic::new(
+                        "opal::inplace_view",
+                        f.key_locs.get("tags").copied().unwrap_or(f.func.loc),
+                        format!("`{name}` is tagged inplace_view but has no out-of-place view `{out_of_place}`"),
+                    )
+                    .label("inplace_view tag")
+                    .hint("inplace_view ops end in `_` and have a view op of the same name without it"),
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keys;
+
+    #[test]
+    fn dispatch_keys_compose_functionality_and_backend() {
+        for k in [
+            "CPU",
+            "SparseCsrMeta",
+            "QuantizedCUDA",
+            "NestedTensorHPU",
+            "PrivateUse1",
+            "CompositeImplicitAutograd",
+            "MkldnnCPU",
+            "ZeroTensor",
+        ] {
+            assert!(keys::is_known(k), "{k}");
+        }
+        for k in ["Cpu", "SparseCsr", "", "CPU ", "Foo"] {
+            assert!(!keys::is_known(k), "{k}");
+        }
+    }
+}
