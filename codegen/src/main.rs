@@ -1,6 +1,45 @@
-//! The `opal-codegen` command line.
+//! The `opal-codegen` command line. Each subcommand lives in `cli/<name>.rs`; add
+//! one by writing that module and one line in `commands!` below.
 
-fn main() {
-    eprintln!("opal-codegen: no subcommands yet");
-    std::process::exit(2);
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Declares the subcommand enum and its dispatch from one list.
+macro_rules! commands {
+    ($($(#[$meta:meta])* $name:ident($args:ty),)*) => {
+        #[derive(clap::Subcommand, Debug)]
+        enum Command {
+            $($(#[$meta])* $name($args),)*
+        }
+
+        impl Command {
+            fn run(self) -> ExitCode {
+                match self {
+                    $(Command::$name(a) => cli::Run::run(a),)*
+                }
+            }
+        }
+    };
+}
+
+commands! {
+    /// Check a native_functions.yaml: parse, apply torchgen's rules, report all errors.
+    Check(cli::check::Check),
+    /// Print the canonical schema of each `func:` entry, in file order.
+    Schemas(cli::schemas::Schemas),
+}
+
+/// Opal's operator code generator: reads PyTorch-style native_functions.yaml files.
+#[derive(Parser, Debug)]
+#[command(name = "opal-codegen", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+fn main() -> ExitCode {
+    Cli::parse().command.run()
 }
