@@ -54,7 +54,7 @@ pub struct Incompatibility {
 /// Whether Opal gives both schema types the same Rust type (the argument form of
 /// `crate::ident`, which also fixes the owned form).
 pub fn same_repr(a: &Type, b: &Type) -> bool {
-    let t = Types::new(quote::quote!(::opal));
+    let t = Types;
     a == b || t.arg(a).to_string() == t.arg(b).to_string()
 }
 

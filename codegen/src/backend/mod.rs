@@ -12,16 +12,21 @@
 //! itself (it calls `crate::parse`), name things (it uses `crate::ident`), or
 //! duplicate per-op emission (it uses `crate::emit`).
 
+pub mod builder;
 pub mod compat;
 pub mod coverage;
+pub mod emit;
 pub mod load;
 pub mod plan;
 pub mod report;
+pub mod run;
 pub mod spec;
 pub mod yaml;
 
+pub use builder::BackendBuilder;
 pub use compat::{classify, AddedArg, Compat, Incompatibility};
 pub use coverage::{coverage, Coverage, Format, Status};
+pub use emit::{generate, BackendCode, BackendEmitOptions};
 pub use load::{load_bytes, load_file};
 pub use plan::{resolve, Plan};
 pub use report::{BackendDiagnostic, BackendErrors, Note, SourceFile};

@@ -1,0 +1,126 @@
+//! [`BackendBuilder`]: backend generation from a backend crate's `build.rs`, in the
+//! spirit of prost-build. It writes one file into `OUT_DIR` for `include!`, prints
+//! `cargo:rerun-if-changed` for exactly the YAML files it reads, writes only when the
+//! bytes change, and fails the build with the same `path:line:col` diagnostics as
+//! the CLI.
+//!
+//! ```no_run
+//! // build.rs of a backend crate
+//! fn main() {
+//!     opal_codegen::BackendBuilder::new("backend.yaml")
+//!         .native("../../native_functions.yaml")
+//!         .run_or_exit();
+//! }
+//! // src/lib.rs:
+//! // pub mod generated { include!(concat!(env!("OUT_DIR"), "/backend_emu.rs")); }
+//! ```
+//!
+//! Owns: the build.rs-facing API. Must not: contain generation logic (`run`, `emit`).
+
+use std::path::{Path, PathBuf};
+
+use super::report::BackendErrors;
+use super::run::{generate_code, load_inputs, write_if_changed};
+
+/// Generates a backend module from `build.rs`.
+#[derive(Clone, Debug)]
+pub struct BackendBuilder {
+    backend: PathBuf,
+    native: Option<PathBuf>,
+    out_dir: Option<PathBuf>,
+    file_name: Option<String>,
+    namespace: Option<String>,
+    cargo_output: bool,
+}
+
+impl BackendBuilder {
+    /// A builder for the backend YAML at `backend` (relative paths are relative to
+    /// the crate root, where cargo runs build scripts).
+    pub fn new(backend: impl AsRef<Path>) -> Self {
+        BackendBuilder {
+            backend: backend.as_ref().to_path_buf(),
+            native: None,
+            out_dir: None,
+            file_name: None,
+            namespace: None,
+            cargo_output: true,
+        }
+    }
+
+    /// The native_functions.yaml to generate against (required).
+    pub fn native(mut self, path: impl AsRef<Path>) -> Self {
+        self.native = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Where to write (default: `$OUT_DIR`).
+    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.out_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// The output file name (default: `backend_<device>.rs`).
+    pub fn file_name(mut self, name: impl Into<String>) -> Self {
+        self.file_name = Some(name.into());
+        self
+    }
+
+    /// Overrides the backend YAML's `namespace:` (e.g. to register a modified copy
+    /// of a native YAML beside the real operators).
+    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
+        self.namespace = Some(ns.into());
+        self
+    }
+
+    /// Whether to print `cargo:rerun-if-changed` lines (default: true).
+    pub fn cargo_output(mut self, on: bool) -> Self {
+        self.cargo_output = on;
+        self
+    }
+
+    /// Generates; returns the path written (or left as it was).
+    pub fn run(&self) -> Result<PathBuf, Box<dyn std::error::Error>> {
+        if self.cargo_output {
+            println!("cargo:rerun-if-changed={}", self.backend.display());
+        }
+        let native = self
+            .native
+            .as_ref()
+            .ok_or("BackendBuilder: call .native(<native_functions.yaml>)")?;
+        if self.cargo_output {
+            println!("cargo:rerun-if-changed={}", native.display());
+            let tags = native.with_file_name("tags.yaml");
+            if tags.is_file() {
+                println!("cargo:rerun-if-changed={}", tags.display());
+            }
+        }
+        let inputs = load_inputs(&self.backend, native, self.namespace.as_deref())
+            .map_err(Box::<BackendErrors>::new)?;
+        let code = generate_code(&inputs, false).map_err(Box::<BackendErrors>::new)?;
+        let dir = match &self.out_dir {
+            Some(d) => d.clone(),
+            None => PathBuf::from(
+                std::env::var_os("OUT_DIR").ok_or("BackendBuilder: OUT_DIR is not set")?,
+            ),
+        };
+        let name = self
+            .file_name
+            .clone()
+            .unwrap_or_else(|| format!("backend_{}.rs", inputs.spec.device.value));
+        let path = dir.join(name);
+        write_if_changed(&path, &code.module)?;
+        Ok(path)
+    }
+
+    /// [`BackendBuilder::run`], printing the diagnostics and exiting with status 1 on
+    /// failure (what a build script wants).
+    pub fn run_or_exit(&self) -> PathBuf {
+        match self.run() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! Rust code for one backend: the kernel trait (one associated fn per supported op,
+//! typed, pinned signature where pinned), the fallback helpers, the
+//! defaulted-argument adapters for pinned kernels, the registration function for the
+//! backend's dispatch key, and (on request) a starter implementation.
+//!
+//! The output is self-contained: it carries its own copy of the per-op items
+//! (`Sig`, `DEF`, `kernel`, `structured`, ...) of the ops it registers, emitted by
+//! `crate::emit`, so it compiles against any native YAML and names the runtime only
+//! by absolute paths (`::opal::...`).
+//!
+//! Owns: the backend-specific items. Must not: name things (`crate::ident`), or
+//! re-implement per-op emission (`crate::emit`).
+
+use std::collections::{BTreeSet, HashMap};
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use crate::diagnostics::Diagnostic;
+use crate::emit::defaults::Value;
+use crate::emit::plan::{self as eplan, ArgPlan, OpPlan};
+use crate::emit::signature::{many_args_allow, names, params, ret};
+use crate::emit::{self, Ctx, RuntimePath};
+use crate::model::{NativeFunction, NativeFunctions};
+
+use super::compat::Compat;
+use super::plan::Plan;
+use super::report::BackendDiagnostic;
+use super::spec::{BackendKey, BackendSpec, FallbackPolicy};
+
+/// Trait methods that move data for the CPU fallback (reserved: no op may map to
+/// these names).
+pub const TRANSFER_TO_CPU: &str = "transfer_to_cpu";
+/// See [`TRANSFER_TO_CPU`].
+pub const TRANSFER_FROM_CPU: &str = "transfer_from_cpu";
+
+/// File name of the starter implementation written by `--init-skeleton`.
+pub const SKELETON_FILE: &str = "kernels.rs";
+
+/// What to generate besides the items every backend gets.
+#[derive(Clone, Debug, Default)]
+pub struct BackendEmitOptions {
+    /// Shown in the header (where the backend YAML came from).
+    pub backend_source: String,
+    /// Shown in the header (where the native YAML came from).
+    pub native_source: String,
+    /// Declare `pub mod kernels;` (the starter implementation) in the output.
+    pub with_skeleton_mod: bool,
+}
+
+/// The generated code: `mod.rs` (the whole backend module) and the starter
+/// implementation (written only on request, never over an existing file).
+#[derive(Clone, Debug)]
+pub struct BackendCode {
+    pub module: String,
+    pub skeleton: String,
+}
+
+/// The name of the kernel trait of a backend (`Emu` -> `EmuKernels`).
+pub fn trait_name(backend: &str) -> String {
+    format!("{backend}Kernels")
+}
+
+fn err(loc: crate::model::Loc, code: &'static str, msg: String) -> BackendDiagnostic {
+    Diagnostic::new(code, loc, msg).into()
+}
+
+/// One supported op, ready for emission.
+struct Entry<'p> {
+    /// The current schema's plan (what is registered).
+    cur: &'p OpPlan<'p>,
+    /// The kernel's plan (the pinned schema's when pinned, else `cur`).
+    ker: &'p OpPlan<'p>,
+    compat: &'p Compat,
+}
+
+/// Generates the backend module.
+pub fn generate(
+    spec: &BackendSpec,
+    natives: &NativeFunctions,
+    plan: &Plan<'_>,
+    opts: &BackendEmitOptions,
+) -> Result<BackendCode, Vec<BackendDiagnostic>> {
+    let ns = spec.namespace.value.as_str();
+    let full = eplan::plan(natives, ns).map_err(|es| {
+        es.into_iter()
+            .map(|e| err(spec.backend.loc, "opal::backend::native", e.message))
+            .collect::<Vec<_>>()
+    })?;
+    let by_name: HashMap<&str, usize> = full
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.op_name.as_str(), i))
+        .collect();
+    let by_ident: HashMap<&str, usize> = full
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.ident_str.as_str(), i))
+        .collect();
+    let mut errors = Vec::new();
+
+    // Pinned schemas get plans of their own (names and types of the kernel).
+    let pinned_fns: Vec<NativeFunction> = plan
+        .ops
+        .iter()
+        .filter_map(|o| {
+            o.pinned.map(|p| NativeFunction {
+                func: p.clone(),
+                ..o.func.clone()
+            })
+        })
+        .collect();
+    let pinned_nf = NativeFunctions {
+        functions: pinned_fns,
+        known_tags: Vec::new(),
+    };
+    let pinned_plan = eplan::plan(&pinned_nf, ns).map_err(|es| {
+        es.into_iter()
+            .map(|e| err(e.loc, "opal::backend::pinned", e.message))
+            .collect::<Vec<_>>()
+    })?;
+    for u in &pinned_plan.unsupported {
+        errors.push(err(
+            u.loc,
+            "opal::backend::unsupported_op",
+            format!(
+                "the pinned schema of '{}' cannot be expressed in Rust: {}",
+                u.op, u.reason
+            ),
+        ));
+    }
+    let pinned_by_name: HashMap<&str, &OpPlan> = pinned_plan
+        .ops
+        .iter()
+        .map(|o| (o.op_name.as_str(), o))
+        .collect();
+
+    let mut entries: Vec<Entry> = Vec::new();
+    for o in &plan.ops {
+        let name = o.func.func.name.to_string();
+        let Some(&i) = by_name.get(name.as_str()) else {
+            let why = full
+                .unsupported
+                .iter()
+                .find(|u| u.op == name)
+                .map_or("unknown reason".to_string(), |u| u.reason.clone());
+            errors.push(err(
+                o.loc,
+                "opal::backend::unsupported_op",
+                format!("'{name}' cannot be expressed in Rust: {why}"),
+            ));
+            continue;
+        };
+        let cur = &full.ops[i];
+        if cur.ident_str == TRANSFER_TO_CPU || cur.ident_str == TRANSFER_FROM_CPU {
+            errors.push(err(
+                o.loc,
+                "opal::backend::reserved_name",
+                format!(
+                    "'{name}' maps to the Rust name `{}`, which the kernel trait reserves",
+                    cur.ident_str
+                ),
+            ));
+            continue;
+        }
+        let ker = match o.pinned {
+            Some(_) => match pinned_by_name.get(name.as_str()) {
+                Some(p) => *p,
+                None => continue, // reported as unsupported above
+            },
+            None => cur,
+        };
+        entries.push(Entry {
+            cur,
+            ker,
+            compat: &o.compat,
+        });
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    // Derived structured ops whose derivation the emitter supports, and the ops
+    // their derivation calls.
+    let mut derived: Vec<&OpPlan> = Vec::new();
+    for d in &plan.derived {
+        let name = d.func.func.name.to_string();
+        if let Some(&i) = by_name.get(name.as_str()) {
+            if full.ops[i].structured.is_some() {
+                derived.push(&full.ops[i]);
+            }
+        }
+    }
+    let mut needed: BTreeSet<usize> = BTreeSet::new();
+    for e in &entries {
+        needed.insert(by_name[e.cur.op_name.as_str()]);
+    }
+    for d in &derived {
+        needed.insert(by_name[d.op_name.as_str()]);
+        if let Some(s) = &d.structured {
+            for id in [&s.meta_op, &s.out_op] {
+                let key = id.to_string();
+                if let Some(&i) = by_ident.get(key.trim_start_matches("r#")) {
+                    needed.insert(i);
+                }
+            }
+        }
+    }
+
+    let cx = Ctx::new(&RuntimePath::Opal);
+    let op_items = needed.iter().map(|&i| emit::op_items(&cx, &full.ops[i]));
+    let prelude = emit::support::prelude(&cx);
+    let support = emit::support::support(&cx);
+
+    let b = &spec.backend.value;
+    let key_name = spec.dispatch_key.value.as_str();
+    let key = format_ident!("{}", key_name);
+    let device = &spec.device.value;
+    let trait_id = format_ident!("{}", trait_name(b));
+    let cpu_fallback = spec.fallback.value == FallbackPolicy::Cpu;
+
+    let trait_fns = entries.iter().map(|e| trait_fn(&cx, e, b));
+    let transfer_fns = if cpu_fallback {
+        quote! {
+            /// Copies `src`, a tensor of this backend's device, into a new contiguous CPU
+            /// tensor (used by the CPU fallback).
+            fn transfer_to_cpu(src: &Tensor) -> Result<Tensor>;
+
+            /// Writes the values of the CPU tensor `src` into `dst`, a tensor of this
+            /// backend's device with the same sizes and dtype (used by the CPU fallback).
+            fn transfer_from_cpu(src: &Tensor, dst: &Tensor) -> Result<()>;
+        }
+    } else {
+        quote!()
+    };
+    let trait_doc = emit::doc(&format!(
+        "The kernels of backend `{b}` (dispatch key {key_name}, device `{device}`): one \
+         associated function per op of `supported:` in {}, each with the typed signature of \
+         the schema its kernel was written against.\n\nImplement it on a type of yours and call \
+         [`register`] with that type.",
+        opts.backend_source
+    ));
+
+    let fallback_mod = if cpu_fallback {
+        fallback_module(&entries)
+    } else {
+        quote!()
+    };
+    let adapters = adapters_module(&cx, &entries, spec);
+
+    // Registration.
+    let defs = needed.iter().map(|&i| {
+        let id = full.ops[i].ident();
+        quote!(lib.def(&ops::#id::DEF)?;)
+    });
+    let impls = entries.iter().map(|e| {
+        let id = e.cur.ident();
+        let name = &e.cur.op_name;
+        let f = match e.compat {
+            Compat::Identical => quote!(<K as #trait_id>::#id),
+            Compat::Adapter { .. } => quote!(adapters::#id::<K>),
+        };
+        quote!(lib.impl_(#name, ops::#id::kernel(#f))?;)
+    });
+    let derived_impls = derived.iter().map(|d| {
+        let id = d.ident();
+        let name = &d.op_name;
+        quote!(lib.impl_(#name, ops::#id::kernel(ops::#id::structured))?;)
+    });
+    let rename = if spec.dispatch_key.value.is_private_use() {
+        quote!(::opal::register_privateuse_backend(DISPATCH_KEY, DEVICE)?;)
+    } else {
+        quote!()
+    };
+    let fallback_reg = if cpu_fallback {
+        let ty = device_type(spec.dispatch_key.value);
+        quote! {
+            ::opal::fallback::register_transfer(
+                ::opal::DeviceType::#ty,
+                ::std::boxed::Box::leak(::std::boxed::Box::new(Transfer::<K>(::std::marker::PhantomData))),
+            );
+            lib.fallback(::opal::fallback::kernel())?;
+        }
+    } else {
+        quote!()
+    };
+    let transfer_struct = if cpu_fallback {
+        quote! {
+            /// The CPU fallback's data mover for this backend's device, forwarding to the
+            /// kernel trait.
+            struct Transfer<K>(::std::marker::PhantomData<fn() -> K>);
+
+            impl<K: #trait_id> ::opal::fallback::DeviceTransfer for Transfer<K> {
+                fn to_cpu(&self, src: &Tensor) -> Result<Tensor> {
+                    K::transfer_to_cpu(src)
+                }
+                fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+                    K::transfer_from_cpu(src, dst)
+                }
+            }
+        }
+    } else {
+        quote!()
+    };
+    let n_native = entries.len();
+    let n_derived = derived.len();
+    let reg_doc = emit::doc(&format!(
+        "Registers backend `{b}` for dispatch key {key_name}{}: {n_native} kernel(s) of \
+         `K`{}, {n_derived} op(s) derived from its out= kernels through `structured_delegate`{}.\n\n\
+         Returns the `Library` holding the registrations: dropping it deregisters them, \
+         `.leak()` keeps them for the life of the process. Idempotent per process only \
+         through the caller (registering twice stacks kernels).",
+        if spec.dispatch_key.value.is_private_use() {
+            format!(" (renamed to device `{device}`)")
+        } else {
+            String::new()
+        },
+        if entries.iter().any(|e| matches!(e.compat, Compat::Adapter { .. })) {
+            " (pinned kernels through defaulted-argument adapters)"
+        } else {
+            ""
+        },
+        if cpu_fallback {
+            ", and the CPU fallback for every other op"
+        } else {
+            ""
+        }
+    ));
+    let skeleton_mod = if opts.with_skeleton_mod {
+        quote! {
+            /// The backend's kernels (a starter written once by `--init-skeleton`; edit it).
+            pub mod kernels;
+        }
+    } else {
+        quote!()
+    };
+    let ns_lit = ns;
+    let tokens = quote! {
+        #[allow(unused_imports, reason = "runtime names used by the generated items below")]
+        use self::ops::prelude::*;
+
+        /// The operators this backend registers: their typed signatures (`Sig`),
+        /// definitions (`DEF`), entry points and kernel adapters, generated from the
+        /// native YAML.
+        #[allow(dead_code, unused_imports, non_snake_case, clippy::all, reason = "generated per-op items; not all are used by every backend")]
+        pub mod ops {
+            #prelude
+            use self::prelude::*;
+            #support
+            #(#op_items)*
+        }
+
+        /// The dispatch key this backend registers under.
+        pub const DISPATCH_KEY: ::opal::dispatch::DispatchKey = ::opal::dispatch::DispatchKey::#key;
+        /// The device name users write (`"emu"`, `"emu:1"`).
+        pub const DEVICE: &str = #device;
+        /// The backend's name.
+        pub const BACKEND: &str = #b;
+        /// The operator namespace.
+        pub const NAMESPACE: &str = #ns_lit;
+
+        #trait_doc
+        #[allow(non_snake_case, reason = "kernel names follow operator names (`add__tensor`)")]
+        pub trait #trait_id: 'static {
+            #(#trait_fns)*
+            #transfer_fns
+        }
+
+        #fallback_mod
+        #adapters
+        #transfer_struct
+
+        #reg_doc
+        pub fn register<K: #trait_id>() -> ::opal::Result<::opal::dispatch::Library> {
+            #rename
+            let mut lib = ::opal::dispatch::Library::new(NAMESPACE, DISPATCH_KEY);
+            #(#defs)*
+            #(#impls)*
+            #(#derived_impls)*
+            #fallback_reg
+            ::std::result::Result::Ok(lib)
+        }
+
+        #skeleton_mod
+    };
+    let header = format!(
+        "// @generated by opal-codegen from {} against {} (backend `{b}`, {key_name}, device `{device}`, fallback {}). Do not edit by hand.\n\n",
+        opts.backend_source,
+        opts.native_source,
+        spec.fallback.value.as_str()
+    );
+    let module = emit::format_file(&header, tokens)
+        .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?;
+    let skeleton = skeleton(&cx, spec, &entries, &trait_id)
+        .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?;
+    Ok(BackendCode { module, skeleton })
+}
+
+fn device_type(k: BackendKey) -> proc_macro2::Ident {
+    format_ident!(
+        "{}",
+        match k {
+            BackendKey::Cpu => "Cpu",
+            BackendKey::Meta => "Meta",
+            BackendKey::PrivateUse1 => "PrivateUse1",
+            BackendKey::PrivateUse2 => "PrivateUse2",
+            BackendKey::PrivateUse3 => "PrivateUse3",
+        }
+    )
+}
+
+/// The trait's associated fn for one supported op.
+fn trait_fn(cx: &Ctx, e: &Entry, backend: &str) -> TokenStream {
+    let id = e.cur.ident();
+    let ps = params(cx, e.ker.args.iter());
+    let ret = ret(cx, e.ker);
+    let mut text = format!(
+        "Kernel of `{}` for backend `{backend}`.\n\nSchema: `{}`",
+        e.cur.qualified, e.cur.schema
+    );
+    if let Compat::Adapter { added } = e.compat {
+        let names: Vec<String> = added
+            .iter()
+            .map(|a| format!("`{}={}`", a.name, a.default))
+            .collect();
+        text.push_str(&format!(
+            "\n\nPinned: written against `{}`. Calls that pass the defaults {} run here; \
+             other values go to the backend's fallback (or fail with an error naming them).",
+            e.ker.schema,
+            names.join(", ")
+        ));
+    } else if e.ker.schema != e.cur.schema || !std::ptr::eq(e.ker, e.cur) {
+        text.push_str(&format!("\n\nPinned: `{}`.", e.ker.schema));
+    }
+    let doc = emit::doc(&text);
+    let allow = many_args_allow(ps.len() + 1);
+    let snake = cx.non_snake(e.cur);
+    quote! {
+        #doc
+        #allow
+        #snake
+        fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret;
+    }
+}
+
+/// Pops the returns of a boxed call off `__s` (in a scope with `DEF` and `support`).
+fn unbox_returns(op: &OpPlan) -> TokenStream {
+    let n = op.f.func.returns.len();
+    match n {
+        0 => quote!(::std::result::Result::Ok(())),
+        1 => quote!(support::ret1(__s, &DEF)),
+        _ => {
+            let gets = (0..n).map(|_| quote!(__r.next()?));
+            quote! {{
+                let mut __r = support::Rets::take(__s, &DEF)?;
+                ::std::result::Result::Ok((#(#gets),*))
+            }}
+        }
+    }
+}
+
+/// `fallback`: per supported op, the CPU fallback with the kernel's signature
+/// (added arguments at their defaults), and `fallback::full`: with the current one.
+fn fallback_module(entries: &[Entry]) -> TokenStream {
+    let cx = Ctx::new(&RuntimePath::Opal);
+    let full_fns = entries.iter().map(|e| {
+        let id = e.cur.ident();
+        let ps = params(&cx, e.cur.args.iter());
+        let ns = names(e.cur.args.iter());
+        let ret = ret(&cx, e.cur);
+        let unbox = unbox_returns(e.cur);
+        let allow = many_args_allow(ps.len() + 1);
+        let snake = cx.non_snake(e.cur);
+        let doc = emit::doc(&format!(
+            "Runs `{}` through the CPU fallback with every argument of the current schema.\n\nSchema: `{}`",
+            e.cur.qualified, e.cur.schema
+        ));
+        quote! {
+            #doc
+            #allow
+            #snake
+            pub fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret {
+                use super::super::ops::support;
+                use super::super::ops::#id::{Sig, DEF};
+                static SLOT: OpSlot<Sig> = OpSlot::new(&DEF);
+                let __h = SLOT.get()?.handle();
+                let mut __s: Stack = ::std::vec![#(#ns.into_ivalue()),*];
+                ::opal::fallback::cpu_fallback(__h, ks, &mut __s)?;
+                #unbox
+            }
+        }
+    });
+    let ker_fns = entries.iter().map(|e| {
+        let id = e.cur.ident();
+        let ps = params(&cx, e.ker.args.iter());
+        let ret = ret(&cx, e.ker);
+        let allow = many_args_allow(ps.len() + 1);
+        let snake = cx.non_snake(e.cur);
+        let args = current_args(e);
+        let doc = emit::doc(&format!(
+            "Runs `{}` through the CPU fallback, with the kernel's own signature: for a \
+             kernel to hand over cases it does not handle.\n\nSchema: `{}`",
+            e.cur.qualified, e.ker.schema
+        ));
+        quote! {
+            #doc
+            #allow
+            #snake
+            pub fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret {
+                self::full::#id(ks, #(#args),*)
+            }
+        }
+    });
+    quote! {
+        /// The CPU fallback for the supported ops, callable from kernels (a kernel can
+        /// hand cases it does not handle, such as an unsupported dtype, to the CPU).
+        #[allow(dead_code, non_snake_case, reason = "kernels call the helpers they need; names follow operator names")]
+        pub mod fallback {
+            use super::ops::prelude::*;
+
+            #(#ker_fns)*
+
+            /// The same with the current schema's arguments (what adapters call for
+            /// argument values a pinned kernel predates).
+            pub mod full {
+                use super::super::ops::prelude::*;
+
+                #(#full_fns)*
+            }
+        }
+    }
+}
+
+/// The current schema's arguments, from a scope holding the kernel's parameters:
+/// added arguments at their defaults.
+fn current_args(e: &Entry) -> Vec<TokenStream> {
+    let added: Vec<&str> = match e.compat {
+        Compat::Adapter { added } => added.iter().map(|a| a.name.as_str()).collect(),
+        Compat::Identical => Vec::new(),
+    };
+    e.cur
+        .args
+        .iter()
+        .map(|a| {
+            if added.contains(&a.arg.name.as_str()) {
+                match &a.default {
+                    Some(v) => emit::defaults::arg_expr(a.ty(), v),
+                    None => quote!(::std::compile_error!("added argument without default")),
+                }
+            } else {
+                let id = a.ident();
+                quote!(#id)
+            }
+        })
+        .collect()
+}
+
+/// `x == default` for an added argument, in its borrowed form.
+fn is_default(a: &ArgPlan, v: &Value) -> TokenStream {
+    let id = a.ident();
+    let empty = |v: &Value| match v {
+        Value::IntList(x) => x.is_empty(),
+        Value::FloatList(x) => x.is_empty(),
+        Value::BoolList(x) => x.is_empty(),
+        Value::StrList(x) => x.is_empty(),
+        _ => false,
+    };
+    match v {
+        Value::None => quote!(#id.is_none()),
+        v if empty(v) => {
+            if a.ty().is_optional() {
+                quote!(#id.is_some_and(|__v| __v.is_empty()))
+            } else {
+                quote!(#id.is_empty())
+            }
+        }
+        v => {
+            let e = emit::defaults::arg_expr(a.ty(), v);
+            quote!(#id == #e)
+        }
+    }
+}
+
+/// `adapters`: per pinned op with added defaulted arguments, the current-schema
+/// kernel that runs the old kernel when the defaults are passed.
+fn adapters_module(cx: &Ctx, entries: &[Entry], spec: &BackendSpec) -> TokenStream {
+    let trait_id = format_ident!("{}", trait_name(&spec.backend.value));
+    let b = &spec.backend.value;
+    let cpu = spec.fallback.value == FallbackPolicy::Cpu;
+    let fns: Vec<TokenStream> = entries
+        .iter()
+        .filter_map(|e| {
+            let Compat::Adapter { added } = e.compat else {
+                return None;
+            };
+            let id = e.cur.ident();
+            let ps = params(cx, e.cur.args.iter());
+            let ret = ret(cx, e.cur);
+            let allow = many_args_allow(ps.len() + 1);
+            let snake = cx.non_snake(e.cur);
+            let old_args = names(e.ker.args.iter());
+            let all_args = names(e.cur.args.iter());
+            let added_plans: Vec<(&ArgPlan, &Value)> = added
+                .iter()
+                .filter_map(|ad| {
+                    let a = e.cur.args.iter().find(|a| a.arg.name == ad.name)?;
+                    Some((a, a.default.as_ref()?))
+                })
+                .collect();
+            let checks: Vec<TokenStream> = added_plans.iter().map(|(a, v)| is_default(a, v)).collect();
+            let other = if cpu {
+                quote!(super::fallback::full::#id(ks, #(#all_args),*))
+            } else {
+                // Name the first argument that is not at its default.
+                let arms = added_plans.iter().map(|(a, v)| {
+                    let check = is_default(a, v);
+                    let aid = a.ident();
+                    let msg = format!(
+                        "'{}': argument '{}' = {{:?}} is not supported by backend {b}: its kernel \
+                         was written against `{}`, which predates '{}' (only the default {} runs \
+                         there), and the backend has no fallback",
+                        e.cur.qualified,
+                        a.arg.name,
+                        e.ker.schema,
+                        a.arg.name,
+                        a.arg.default.as_deref().unwrap_or("?")
+                    );
+                    quote! {
+                        if !(#check) {
+                            return ::std::result::Result::Err(::opal::OpalError::msg(::std::format!(#msg, #aid)));
+                        }
+                    }
+                });
+                quote! {{
+                    #(#arms)*
+                    ::std::result::Result::Err(::opal::OpalError::msg("unreachable: adapter without a non-default argument"))
+                }}
+            };
+            let doc = emit::doc(&format!(
+                "Adapter of the pinned kernel of `{}`: current schema `{}`, kernel written \
+                 against `{}`.",
+                e.cur.qualified, e.cur.schema, e.ker.schema
+            ));
+            Some(quote! {
+                #doc
+                #allow
+                #snake
+                #[inline]
+                pub fn #id<K: #trait_id>(ks: DispatchKeySet, #(#ps),*) -> #ret {
+                    if #(#checks)&&* {
+                        K::#id(ks, #(#old_args),*)
+                    } else {
+                        #other
+                    }
+                }
+            })
+        })
+        .collect();
+    if fns.is_empty() {
+        return quote!();
+    }
+    quote! {
+        /// Defaulted-argument adapters: kernels for the current schemas that run the
+        /// pinned kernels when every argument they predate holds its default.
+        #[allow(non_snake_case, reason = "adapter names follow operator names")]
+        pub mod adapters {
+            use super::ops::prelude::*;
+            use super::#trait_id;
+
+            #(#fns)*
+        }
+    }
+}
+
+/// The starter implementation (`kernels.rs`).
+fn skeleton(
+    cx: &Ctx,
+    spec: &BackendSpec,
+    entries: &[Entry],
+    trait_id: &proc_macro2::Ident,
+) -> Result<String, String> {
+    let b = &spec.backend.value;
+    let ty = format_ident!("{}", b);
+    let fns = entries.iter().map(|e| {
+        let id = e.cur.ident();
+        let ps = e.ker.args.iter().map(|a| {
+            let name = format_ident!("_{}", a.ident().to_string().trim_start_matches("r#"));
+            let t = cx.types.arg(a.ty());
+            quote!(#name: #t)
+        });
+        let ret = ret(cx, e.ker);
+        let allow = many_args_allow(e.ker.args.len() + 1);
+        let snake = cx.non_snake(e.cur);
+        let q = &e.cur.qualified;
+        quote! {
+            #allow
+            #snake
+            fn #id(_ks: DispatchKeySet, #(#ps),*) -> #ret {
+                ::std::result::Result::Err(OpalError::not_implemented(#q, #b))
+            }
+        }
+    });
+    let transfer = if spec.fallback.value == FallbackPolicy::Cpu {
+        quote! {
+            fn transfer_to_cpu(_src: &Tensor) -> Result<Tensor> {
+                ::std::result::Result::Err(OpalError::not_implemented("transfer_to_cpu", #b))
+            }
+            fn transfer_from_cpu(_src: &Tensor, _dst: &Tensor) -> Result<()> {
+                ::std::result::Result::Err(OpalError::not_implemented("transfer_from_cpu", #b))
+            }
+        }
+    } else {
+        quote!()
+    };
+    let ty_doc = emit::doc(&format!("The kernels of backend `{b}`."));
+    let tokens = quote! {
+        use super::ops::prelude::*;
+
+        #ty_doc
+        pub struct #ty;
+
+        #[allow(non_snake_case, reason = "kernel names follow operator names")]
+        impl super::#trait_id for #ty {
+            #(#fns)*
+            #transfer
+        }
+
+        /// Registers the backend for the rest of the process.
+        pub fn init() -> Result<()> {
+            super::register::<#ty>()?.leak();
+            ::std::result::Result::Ok(())
+        }
+    };
+    let header = format!(
+        "// Starter kernels for backend `{b}`, written once by `opal-codegen backend --init-skeleton`.\n\
+         // This file is yours: the generator never overwrites it. Each kernel returns a\n\
+         // NotImplemented error until you write it.\n\n"
+    );
+    emit::format_file(&header, tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trait_name;
+
+    #[test]
+    fn names() {
+        assert_eq!(trait_name("Emu"), "EmuKernels");
+    }
+}

@@ -1,0 +1,82 @@
+//! `opal-codegen backend <backend.yaml> --native <native_functions.yaml> --out <dir>
+//! [--init-skeleton] [--namespace ns]`: writes the backend module to `<dir>/mod.rs`
+//! and, with `--init-skeleton`, a starter `<dir>/kernels.rs` (never over an
+//! existing file).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use opal_codegen::backend::emit::SKELETON_FILE;
+use opal_codegen::backend::run::{generate_code, load_inputs, write_if_changed};
+
+use std::io::IsTerminal;
+
+use opal_codegen::backend::BackendErrors;
+
+use super::Run;
+
+/// Generate a backend's kernel trait, adapters and registration from a backend YAML.
+#[derive(clap::Args, Debug)]
+pub struct Backend {
+    /// The backend YAML (backend, dispatch_key, device, supported, fallback).
+    pub backend: PathBuf,
+    /// The native_functions.yaml the backend is generated against.
+    #[arg(long)]
+    pub native: PathBuf,
+    /// Output directory: receives mod.rs (and kernels.rs with --init-skeleton).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Also write a starter implementation (kernels.rs) whose kernels return
+    /// NotImplemented errors; an existing kernels.rs is never overwritten.
+    #[arg(long)]
+    pub init_skeleton: bool,
+    /// Override the backend YAML's `namespace:`.
+    #[arg(long)]
+    pub namespace: Option<String>,
+}
+
+impl Run for Backend {
+    fn run(self) -> ExitCode {
+        let inputs = match load_inputs(&self.backend, &self.native, self.namespace.as_deref()) {
+            Ok(i) => i,
+            Err(e) => return fail_backend(&e),
+        };
+        let skeleton_path = self.out.join(SKELETON_FILE);
+        let skeleton_exists = skeleton_path.exists();
+        let code = match generate_code(&inputs, self.init_skeleton || skeleton_exists) {
+            Ok(c) => c,
+            Err(e) => return fail_backend(&e),
+        };
+        let module = self.out.join("mod.rs");
+        match write_if_changed(&module, &code.module) {
+            Ok(true) => println!("wrote {}", module.display()),
+            Ok(false) => println!("{} is up to date", module.display()),
+            Err(e) => {
+                eprintln!("error: cannot write {}: {e}", module.display());
+                return ExitCode::from(1);
+            }
+        }
+        if self.init_skeleton {
+            if skeleton_exists {
+                println!(
+                    "kept {} (an existing skeleton is never overwritten)",
+                    skeleton_path.display()
+                );
+            } else if let Err(e) = std::fs::write(&skeleton_path, &code.skeleton) {
+                eprintln!("error: cannot write {}: {e}", skeleton_path.display());
+                return ExitCode::from(1);
+            } else {
+                println!("wrote {}", skeleton_path.display());
+            }
+        }
+        ExitCode::SUCCESS
+    }
+}
+
+/// Prints backend diagnostics to stderr (colored on a terminal) and returns exit
+/// code 1.
+pub fn fail_backend(e: &BackendErrors) -> ExitCode {
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    eprint!("{}", e.render(color, 100));
+    ExitCode::from(1)
+}
