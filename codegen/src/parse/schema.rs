@@ -130,6 +130,7 @@ impl<'a> Parser<'a> {
         };
         Diagnostic::new(CODE, t.loc, format!("expected {what}, found {found}"))
             .label(format!("expected {what}"))
+            .hint("schemas read `name.overload(Type arg, *, Type kwarg=default) -> Type`; names are letters, digits and `_`")
     }
 
     fn expect(&mut self, kind: Tok, what: &str) -> Result<Token, Diagnostic> {
@@ -288,7 +289,7 @@ impl<'a> Parser<'a> {
                     self.span(dstart, dend),
                     format!("default `{raw}` cannot be a value of type `{ty}`"),
                 )
-                .label(format!("not a `{ty}`"))
+                .label(format!("does not fit `{ty}`"))
                 .hint(why));
             }
             Some(raw.to_string())
