@@ -211,6 +211,13 @@ pub fn generate(
 
     let cx = Ctx::new(&RuntimePath::Opal);
     let op_items = needed.iter().map(|&i| emit::op_items(&cx, &full.ops[i]));
+    // Definitions and BackendSelect kernels of exactly the ops this output carries.
+    let sub = eplan::Plan {
+        namespace: ns.to_string(),
+        ops: needed.iter().map(|&i| full.ops[i].clone()).collect(),
+        unsupported: Vec::new(),
+    };
+    let def_all = emit::registry::def_all(&cx, &sub);
     let prelude = emit::support::prelude(&cx);
     let support = emit::support::support(&cx);
 
@@ -251,10 +258,6 @@ pub fn generate(
     let adapters = adapters_module(&cx, &entries, spec);
 
     // Registration.
-    let defs = needed.iter().map(|&i| {
-        let id = full.ops[i].ident();
-        quote!(lib.def(&ops::#id::DEF)?;)
-    });
     let impls = entries.iter().map(|e| {
         let id = e.cur.ident();
         let name = &e.cur.op_name;
@@ -349,6 +352,7 @@ pub fn generate(
             #prelude
             use self::prelude::*;
             #support
+            #def_all
             #(#op_items)*
         }
 
@@ -375,8 +379,8 @@ pub fn generate(
         #reg_doc
         pub fn register<K: #trait_id>() -> ::opal::Result<::opal::dispatch::Library> {
             #rename
+            ops::init()?;
             let mut lib = ::opal::dispatch::Library::new(NAMESPACE, DISPATCH_KEY);
-            #(#defs)*
             #(#impls)*
             #(#derived_impls)*
             #fallback_reg
