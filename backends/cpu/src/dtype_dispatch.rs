@@ -1,0 +1,326 @@
+//! Element types and dtype dispatch for CPU kernels.
+//!
+//! Owns: the [`Elem`] trait (conversions every CPU element type supports), the
+//! [`Float`] trait (floating element types and the type they compute in) and the
+//! dispatch macros that turn a runtime [`DType`] into a concrete Rust type.
+//! Must not: contain kernels or know about tensor layout.
+//!
+//! # Using the macros (for kernel authors)
+//!
+//! Every macro takes the dtype, an op name for the error message and a body in
+//! which the chosen Rust type is bound to the identifier you name:
+//!
+//! ```ignore
+//! dispatch_all!(t.dtype(), "sum", |T| { my_kernel::<T>(t) })      // all but complex
+//! dispatch_float!(t.dtype(), "exp", |T, C| { ... })                // f32 f64 f16 bf16; C = compute type
+//! dispatch_int!(t.dtype(), "bitwise_and", |T| { ... })             // u8 i8 i16 i32 i64
+//! dispatch_int_bool!(..), dispatch_numeric!(..)                     // ints+bool; all but bool/complex
+//! ```
+//!
+//! A dtype outside the macro's set makes the macro evaluate to
+//! `Err(OpalError::msg("<op>: unsupported dtype X"))`, so the body must itself be an
+//! `opal::Result<_>`. f16 and bf16 compute in f32 ([`Float::Compute`]); integer and
+//! bool arithmetic stays in the element type (wrapping, as PyTorch does).
+
+use half::{bf16, f16};
+use opal::DType;
+
+/// A CPU element type: plain-old-data, thread-safe, convertible to and from the
+/// widest integer and float so any dtype can be cast to any other.
+pub trait Elem: opal::Element + PartialOrd + Default {
+    /// True for f16, bf16, f32, f64.
+    const IS_FLOAT: bool;
+    /// Value as f64 (exact for every type but i64 beyond 2^53).
+    fn to_f64(self) -> f64;
+    /// Value as i64 (floats truncate toward zero, saturating; NaN gives 0).
+    fn to_i64(self) -> i64;
+    /// From f64 with PyTorch's cast semantics (bool: != 0; ints: truncate).
+    fn from_f64(v: f64) -> Self;
+    /// From i64 (ints wrap like C casts; bool: != 0).
+    fn from_i64(v: i64) -> Self;
+    /// Value as bool (non-zero, NaN counts as true).
+    fn to_bool(self) -> bool;
+    /// Zero of this type.
+    fn zero() -> Self {
+        Self::default()
+    }
+    /// Converts between any two element types with PyTorch's `.to(dtype)` semantics.
+    #[inline(always)]
+    fn cast<U: Elem>(self) -> U {
+        if U::DTYPE == DType::Bool {
+            U::from_i64(self.to_bool() as i64)
+        } else if Self::IS_FLOAT {
+            U::from_f64(self.to_f64())
+        } else {
+            U::from_i64(self.to_i64())
+        }
+    }
+}
+
+macro_rules! int_elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            const IS_FLOAT: bool = false;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                // Through i64 so that e.g. -1.5 -> u8 wraps like C (255), not saturates to 0.
+                (v as i64) as $t
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
+            #[inline(always)]
+            fn to_bool(self) -> bool {
+                self != 0
+            }
+        }
+    };
+}
+int_elem!(u8);
+int_elem!(i8);
+int_elem!(i16);
+int_elem!(i32);
+int_elem!(i64);
+
+impl Elem for bool {
+    const IS_FLOAT: bool = false;
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    #[inline(always)]
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v != 0.0
+    }
+    #[inline(always)]
+    fn from_i64(v: i64) -> Self {
+        v != 0
+    }
+    #[inline(always)]
+    fn to_bool(self) -> bool {
+        self
+    }
+}
+
+macro_rules! float_elem {
+    ($t:ty, $to:expr, $from:expr) => {
+        impl Elem for $t {
+            const IS_FLOAT: bool = true;
+            #[inline(always)]
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+            #[inline(always)]
+            fn to_i64(self) -> i64 {
+                $to(self) as i64
+            }
+            #[inline(always)]
+            fn from_f64(v: f64) -> Self {
+                $from(v)
+            }
+            #[inline(always)]
+            fn from_i64(v: i64) -> Self {
+                $from(v as f64)
+            }
+            #[inline(always)]
+            fn to_bool(self) -> bool {
+                $to(self) != 0.0
+            }
+        }
+    };
+}
+float_elem!(f32, |x: f32| x as f64, |v: f64| v as f32);
+float_elem!(f64, |x: f64| x, |v: f64| v);
+float_elem!(f16, |x: f16| x.to_f64(), f16::from_f64);
+float_elem!(bf16, |x: bf16| x.to_f64(), bf16::from_f64);
+
+/// A floating element type together with the type it computes in: f16 and bf16
+/// widen to f32 (PyTorch's "opmath" type), f32 and f64 compute as themselves.
+pub trait Float: Elem {
+    /// Arithmetic type: f32 or f64.
+    type Compute: num_traits::Float + Elem + Send + Sync + std::iter::Sum;
+    /// Widen to the compute type.
+    fn up(self) -> Self::Compute;
+    /// Narrow from the compute type (round to nearest even).
+    fn down(v: Self::Compute) -> Self;
+}
+
+impl Float for f32 {
+    type Compute = f32;
+    #[inline(always)]
+    fn up(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn down(v: f32) -> Self {
+        v
+    }
+}
+impl Float for f64 {
+    type Compute = f64;
+    #[inline(always)]
+    fn up(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn down(v: f64) -> Self {
+        v
+    }
+}
+impl Float for f16 {
+    type Compute = f32;
+    #[inline(always)]
+    fn up(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    fn down(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+}
+impl Float for bf16 {
+    type Compute = f32;
+    #[inline(always)]
+    fn up(self) -> f32 {
+        self.to_f32()
+    }
+    #[inline(always)]
+    fn down(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+}
+
+/// Error for a dtype a kernel does not support, naming the op.
+#[cold]
+pub fn unsupported(op: &str, dtype: DType) -> opal::OpalError {
+    opal::OpalError::msg(format!("{op}: unsupported dtype {dtype:?}"))
+}
+
+/// Dispatch over f32, f64, f16, bf16; binds the element type and its compute type.
+#[macro_export]
+macro_rules! dispatch_float {
+    ($dt:expr, $op:expr, |$T:ident, $C:ident| $body:expr) => {
+        match $dt {
+            ::opal::DType::F32 => {
+                type $T = f32;
+                #[allow(dead_code)]
+                type $C = f32;
+                $body
+            }
+            ::opal::DType::F64 => {
+                type $T = f64;
+                #[allow(dead_code)]
+                type $C = f64;
+                $body
+            }
+            ::opal::DType::F16 => {
+                type $T = ::half::f16;
+                #[allow(dead_code)]
+                type $C = f32;
+                $body
+            }
+            ::opal::DType::BF16 => {
+                type $T = ::half::bf16;
+                #[allow(dead_code)]
+                type $C = f32;
+                $body
+            }
+            other => Err($crate::dtype_dispatch::unsupported($op, other)),
+        }
+    };
+}
+
+/// Dispatch over the integer types u8, i8, i16, i32, i64.
+#[macro_export]
+macro_rules! dispatch_int {
+    ($dt:expr, $op:expr, |$T:ident| $body:expr) => {
+        $crate::dispatch_int!(@arms $dt, $op, $T, $body, )
+    };
+    (@arms $dt:expr, $op:expr, $T:ident, $body:expr, $($extra:tt)*) => {
+        match $dt {
+            ::opal::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            ::opal::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            ::opal::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            ::opal::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            ::opal::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $($extra)*
+            other => Err($crate::dtype_dispatch::unsupported($op, other)),
+        }
+    };
+}
+
+/// Dispatch over the integer types and bool.
+#[macro_export]
+macro_rules! dispatch_int_bool {
+    ($dt:expr, $op:expr, |$T:ident| $body:expr) => {
+        $crate::dispatch_int!(@arms $dt, $op, $T, $body, ::opal::DType::Bool => {
+            type $T = bool;
+            $body
+        })
+    };
+}
+
+/// Dispatch over every real dtype except bool (ints and floats).
+#[macro_export]
+macro_rules! dispatch_numeric {
+    ($dt:expr, $op:expr, |$T:ident| $body:expr) => {
+        $crate::dispatch_int!(@arms $dt, $op, $T, $body,
+            ::opal::DType::F32 => { type $T = f32; $body }
+            ::opal::DType::F64 => { type $T = f64; $body }
+            ::opal::DType::F16 => { type $T = ::half::f16; $body }
+            ::opal::DType::BF16 => { type $T = ::half::bf16; $body }
+        )
+    };
+}
+
+/// Dispatch over every real dtype: ints, bool and floats (no complex).
+#[macro_export]
+macro_rules! dispatch_all {
+    ($dt:expr, $op:expr, |$T:ident| $body:expr) => {
+        $crate::dispatch_int!(@arms $dt, $op, $T, $body,
+            ::opal::DType::Bool => { type $T = bool; $body }
+            ::opal::DType::F32 => { type $T = f32; $body }
+            ::opal::DType::F64 => { type $T = f64; $body }
+            ::opal::DType::F16 => { type $T = ::half::f16; $body }
+            ::opal::DType::BF16 => { type $T = ::half::bf16; $body }
+        )
+    };
+}
+
+/// True for f16, bf16, f32, f64 (and complex, which CPU kernels reject).
+pub fn is_floating(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+}
+
+/// True for the integer dtypes (bool excluded).
+pub fn is_integral(d: DType) -> bool {
+    matches!(d, DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64)
+}

@@ -1,0 +1,150 @@
+//! Element-wise CPU kernels: unary math, binary arithmetic, activations and their
+//! backward functions, ternary fused ops, selection (where/masked_fill/clamp).
+//!
+//! Owns: the kernels and the small drivers they share ([`unary_driver`],
+//! [`binary_shape`], the `float_result` promotion rule). Must not: implement
+//! layout iteration (that is [`crate::iter`]) or out= rules ([`crate::out`]).
+//!
+//! Every op comes in three forms, named like the schema: `op(..) -> Tensor`
+//! (functional), `op_out(.., out) -> Tensor` (writes `out`, returns it), and
+//! `op_(self_, ..) -> Tensor` (in-place, returns `self_`).
+
+pub mod activation;
+pub mod backward;
+pub mod binary;
+pub mod select;
+pub mod ternary;
+pub mod unary;
+
+use crate::copy::to_dtype;
+use crate::dtype_dispatch::Elem;
+use crate::iter::broadcast_shapes;
+use crate::out::{write_result, Dest};
+use opal::dtype::ResultType;
+use opal::{DType, OpalError, Result, Scalar, Tensor};
+
+/// The dtype a floating-only op computes in: floats keep their dtype, integers and
+/// bool go to the default float dtype (PyTorch's int->float promotion).
+pub(crate) fn float_result(d: DType, op: &str) -> Result<DType> {
+    if d.is_floating_point() {
+        Ok(d)
+    } else if d.is_complex() {
+        Err(OpalError::not_implemented(&format!("{op} (complex)"), "CPU"))
+    } else {
+        Ok(opal::dtype::default_dtype())
+    }
+}
+
+/// Result dtype of a binary op between two tensors.
+pub(crate) fn result_type2(a: &Tensor, b: &Tensor) -> Result<DType> {
+    let mut r = ResultType::new();
+    r.add_tensor(a).add_tensor(b);
+    r.finish()
+}
+
+/// Result dtype of a tensor and a Python-style scalar.
+pub(crate) fn result_type_scalar(a: &Tensor, s: &Scalar) -> Result<DType> {
+    let mut r = ResultType::new();
+    r.add_tensor(a).scalar(s);
+    r.finish()
+}
+
+/// The broadcast shape of two operands; borrows when they already agree so the
+/// common same-shape case allocates nothing extra.
+pub(crate) fn binary_shape(a: &Tensor, b: &Tensor, op: &str) -> Result<Vec<i64>> {
+    if a.sizes() == b.sizes() {
+        return Ok(a.sizes().to_vec());
+    }
+    broadcast_shapes(&[a.sizes(), b.sizes()], op)
+}
+
+/// A zero-dim CPU tensor holding `s` converted to `dtype`.
+pub(crate) fn scalar_tensor(s: &Scalar, dtype: DType) -> Result<Tensor> {
+    let t = crate::out::empty(&[], dtype)?;
+    crate::dispatch_all!(dtype, "scalar_tensor", |T| {
+        let p = t.data_ptr::<T>()?;
+        // SAFETY: `t` is a fresh zero-dim tensor holding exactly one T at `p`.
+        unsafe { *p = scalar_as::<T>(s) };
+        Ok(())
+    })?;
+    Ok(t)
+}
+
+/// Runs a same-dtype unary kernel `k(out, input)` where `input` is `self_` cast to
+/// `compute` and the result has dtype `result`.
+pub(crate) fn unary_driver(
+    self_: &Tensor,
+    dest: Dest<'_>,
+    compute: DType,
+    result: DType,
+    op: &str,
+    k: impl FnOnce(&Tensor, &Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let input = to_dtype(self_, compute)?;
+    write_result(dest, self_.sizes(), result, op, |o| k(o, &input))
+}
+
+/// Runs a binary kernel `k(out, a, b)` with inputs cast to `compute` and broadcast,
+/// result dtype `result`.
+pub(crate) fn binary_driver(
+    a: &Tensor,
+    b: &Tensor,
+    dest: Dest<'_>,
+    compute: DType,
+    result: DType,
+    op: &str,
+    k: impl FnOnce(&Tensor, &Tensor, &Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let shape = binary_shape(a, b, op)?;
+    let a = to_dtype(a, compute)?;
+    let b = to_dtype(b, compute)?;
+    write_result(dest, &shape, result, op, |o| k(o, &a, &b))
+}
+
+/// Converts a scalar to element type `T` with C-like casting.
+#[inline]
+pub(crate) fn scalar_as<T: Elem>(s: &Scalar) -> T {
+    match *s {
+        Scalar::Bool(b) => T::from_i64(b as i64),
+        Scalar::Int(i) => T::from_i64(i),
+        Scalar::Float(f) => T::from_f64(f),
+        Scalar::Complex(r, _) => T::from_f64(r),
+    }
+}
+
+/// Floating special functions missing from `std`.
+pub(crate) trait Special: Copy {
+    fn erf(self) -> Self;
+}
+impl Special for f32 {
+    #[inline(always)]
+    fn erf(self) -> f32 {
+        libm::erff(self)
+    }
+}
+impl Special for f64 {
+    #[inline(always)]
+    fn erf(self) -> f64 {
+        libm::erf(self)
+    }
+}
+
+/// Declares the functional, out= and in-place forms of an op from one
+/// `impl_fn(self_, <args>, dest)`.
+macro_rules! three_forms {
+    ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, ($($a:ident : $t:ty),*)) => {
+        #[doc = concat!("`", stringify!($f), "` (functional form).")]
+        pub fn $f(self_: &Tensor $(, $a: $t)*) -> Result<Tensor> {
+            $impl_fn(self_ $(, $a)*, Dest::New)
+        }
+        #[doc = concat!("`", stringify!($f), "` writing into `out` (resized if needed).")]
+        pub fn $f_out(self_: &Tensor $(, $a: $t)*, out: &Tensor) -> Result<Tensor> {
+            $impl_fn(self_ $(, $a)*, Dest::Out(out))
+        }
+        #[doc = concat!("`", stringify!($f), "` in place on `self_`.")]
+        pub fn $f_(self_: &Tensor $(, $a: $t)*) -> Result<Tensor> {
+            $impl_fn(self_ $(, $a)*, Dest::InPlace(self_))
+        }
+    };
+}
+pub(crate) use three_forms;

@@ -1,0 +1,201 @@
+//! Selection kernels: `where.self`, `masked_fill.Scalar`, `clamp`, `nan_to_num`,
+//! `isnan`.
+//!
+//! Owns: ops that pick or replace values per element. Must not: handle layout or
+//! out= rules itself.
+
+use super::{scalar_as, three_forms, unary_driver};
+use crate::copy::to_dtype;
+use crate::dtype_dispatch::{Elem, Float};
+use crate::iter::{broadcast_shapes, map1, map2, map3};
+use crate::out::{write_result, Dest};
+use crate::{dispatch_all, dispatch_float, dispatch_numeric};
+use opal::dtype::ResultType;
+use opal::{DType, OpalError, Result, Scalar, Tensor};
+
+fn where_impl(condition: &Tensor, self_: &Tensor, other: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
+    let op = "where";
+    if !matches!(condition.dtype(), DType::Bool | DType::U8) {
+        return Err(OpalError::msg(format!(
+            "where: expected condition to be a boolean tensor, but got a tensor with dtype {}",
+            condition.dtype()
+        )));
+    }
+    let mut r = ResultType::new();
+    r.add_tensor(self_).add_tensor(other);
+    let rt = r.finish()?;
+    let shape = broadcast_shapes(&[condition.sizes(), self_.sizes(), other.sizes()], op)?;
+    let c = to_dtype(condition, DType::Bool)?;
+    let (a, b) = (to_dtype(self_, rt)?, to_dtype(other, rt)?);
+    write_result(dest, &shape, rt, op, |o| {
+        dispatch_all!(rt, op, |T| map3::<T, bool, T, T>(o, &c, &a, &b, op, |c, x, y| if c { x } else { y }))
+    })
+}
+/// `where.self`: `condition ? self : other`, broadcasting all three.
+pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    where_impl(condition, self_, other, Dest::New)
+}
+/// `where.self_out`.
+pub fn where_self_out(condition: &Tensor, self_: &Tensor, other: &Tensor, out: &Tensor) -> Result<Tensor> {
+    where_impl(condition, self_, other, Dest::Out(out))
+}
+
+fn masked_fill_impl(self_: &Tensor, mask: &Tensor, value: &Scalar, in_place: bool) -> Result<Tensor> {
+    let op = if in_place { "masked_fill_" } else { "masked_fill" };
+    if mask.dtype() != DType::Bool {
+        return Err(OpalError::msg(format!(
+            "{op}: only supports boolean masks, but got mask with dtype {}",
+            mask.dtype()
+        )));
+    }
+    let dt = self_.dtype();
+    if dt.is_integral(true) && value.is_floating_point() && !value.to_f64().is_finite() {
+        return Err(OpalError::msg(format!(
+            "{op}: value cannot be converted to type {dt} without overflow"
+        )));
+    }
+    let shape = if in_place {
+        // The mask must broadcast to self; self is not expanded.
+        broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?;
+        self_.sizes().to_vec()
+    } else {
+        broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?
+    };
+    if in_place && shape != self_.sizes() {
+        return Err(OpalError::shape(format!("{op}: mask shape cannot be broadcast into self")));
+    }
+    let dest = if in_place { Dest::InPlace(self_) } else { Dest::New };
+    write_result(dest, &shape, dt, op, |o| {
+        dispatch_all!(dt, op, |T| {
+            let v: T = scalar_as(value);
+            map2::<T, T, bool>(o, self_, mask, op, move |x, m| if m { v } else { x })
+        })
+    })
+}
+/// `masked_fill.Scalar`: `value` where `mask` is set.
+pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: &Scalar) -> Result<Tensor> {
+    masked_fill_impl(self_, mask, value, false)
+}
+/// `masked_fill_.Scalar`.
+pub fn masked_fill_scalar_(self_: &Tensor, mask: &Tensor, value: &Scalar) -> Result<Tensor> {
+    masked_fill_impl(self_, mask, value, true)
+}
+
+fn clamp_impl(self_: &Tensor, min: Option<&Scalar>, max: Option<&Scalar>, dest: Dest<'_>) -> Result<Tensor> {
+    let op = "clamp";
+    if min.is_none() && max.is_none() {
+        return Err(OpalError::msg("clamp: at least one of 'min' or 'max' must not be None"));
+    }
+    if self_.dtype() == DType::Bool {
+        return Err(OpalError::msg("clamp: not supported for bool tensors"));
+    }
+    let mut r = ResultType::new();
+    r.add_tensor(self_);
+    for s in [min, max].into_iter().flatten() {
+        r.scalar(s);
+    }
+    let rt = r.finish()?;
+    unary_driver(self_, dest, rt, rt, op, |o, a| {
+        if rt.is_floating_point() {
+            return dispatch_float!(rt, op, |T, C| {
+                let lo: Option<C> = min.map(scalar_as);
+                let hi: Option<C> = max.map(scalar_as);
+                map1::<T, T>(o, a, op, move |v| {
+                    let mut x = v.up();
+                    if x.is_nan() {
+                        return v;
+                    }
+                    if let Some(l) = lo {
+                        // A NaN bound propagates too.
+                        x = if l.is_nan() || x < l { l } else { x };
+                    }
+                    if let Some(h) = hi {
+                        x = if h.is_nan() || x > h { h } else { x };
+                    }
+                    T::down(x)
+                })
+            });
+        }
+        dispatch_numeric!(rt, op, |T| {
+            let lo: Option<T> = min.map(scalar_as);
+            let hi: Option<T> = max.map(scalar_as);
+            map1::<T, T>(o, a, op, move |mut x| {
+                if let Some(l) = lo {
+                    if x < l {
+                        x = l;
+                    }
+                }
+                if let Some(h) = hi {
+                    if x > h {
+                        x = h;
+                    }
+                }
+                x
+            })
+        })
+    })
+}
+three_forms!(clamp_impl, clamp, clamp_out, clamp_, (min: Option<&Scalar>, max: Option<&Scalar>));
+
+fn nan_to_num_impl(
+    self_: &Tensor,
+    nan: Option<f64>,
+    posinf: Option<f64>,
+    neginf: Option<f64>,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
+    let op = "nan_to_num";
+    let dt = self_.dtype();
+    unary_driver(self_, dest, dt, dt, op, |o, a| {
+        if !dt.is_floating_point() {
+            // Integers and bool hold no NaN or infinity: a copy.
+            return dispatch_all!(dt, op, |T| map1::<T, T>(o, a, op, |v| v));
+        }
+        dispatch_float!(dt, op, |T, C| {
+            let (lo, hi) = float_limits::<T>();
+            let n = T::from_f64(nan.unwrap_or(0.0));
+            let p = posinf.map(T::from_f64).unwrap_or(hi);
+            let m = neginf.map(T::from_f64).unwrap_or(lo);
+            map1::<T, T>(o, a, op, move |v| {
+                let x: C = v.up();
+                if x.is_nan() {
+                    n
+                } else if x == C::INFINITY {
+                    p
+                } else if x == C::NEG_INFINITY {
+                    m
+                } else {
+                    v
+                }
+            })
+        })
+    })
+}
+three_forms!(nan_to_num_impl, nan_to_num, nan_to_num_out, nan_to_num_, (nan: Option<f64>, posinf: Option<f64>, neginf: Option<f64>));
+
+/// Lowest and largest finite values of a float element type.
+fn float_limits<T: Float>() -> (T, T) {
+    match T::DTYPE {
+        DType::F16 => (T::from_f64(-65504.0), T::from_f64(65504.0)),
+        DType::BF16 => (T::from_f64(-3.389_531_389_251_535_5e38), T::from_f64(3.389_531_389_251_535_5e38)),
+        DType::F32 => (T::from_f64(f32::MIN as f64), T::from_f64(f32::MAX as f64)),
+        _ => (T::from_f64(f64::MIN), T::from_f64(f64::MAX)),
+    }
+}
+
+/// `isnan`: true where the element is NaN (always false for integers and bool).
+pub fn isnan(self_: &Tensor) -> Result<Tensor> {
+    let op = "isnan";
+    let dt = self_.dtype();
+    write_result(Dest::New, self_.sizes(), DType::Bool, op, |o| {
+        if !dt.is_floating_point() {
+            return map1::<bool, bool>(o, &scalar_false()?, op, |v| v);
+        }
+        dispatch_float!(dt, op, |T, C| map1::<bool, T>(o, self_, op, |v| v.up().is_nan()))
+    })
+}
+
+fn scalar_false() -> Result<Tensor> {
+    super::scalar_tensor(&Scalar::Bool(false), DType::Bool)
+}
+

@@ -1,0 +1,279 @@
+//! Typed element-wise maps over tensors: `out[i] = f(a[i], b[i], ...)`.
+//!
+//! Owns: the checked entry points that turn tensors into pointers and byte strides
+//! for [`super::for_each_raw`], and the inner loops (contiguous, broadcast-scalar and
+//! strided variants). Must not: decide output shapes or dtypes (callers do, via
+//! [`crate::out`]).
+
+use super::{broadcast_byte_strides, for_each_raw, GRAIN};
+use crate::dtype_dispatch::Elem;
+use opal::tensor::KernelAccess;
+use opal::{OpalError, Result, Tensor};
+use std::mem::size_of;
+
+fn check_dtype<T: Elem>(t: &Tensor, op: &str, what: &str) -> Result<()> {
+    if t.dtype() != T::DTYPE {
+        return Err(OpalError::msg(format!(
+            "{op}: internal dtype mismatch for {what}: expected {}, got {}",
+            T::DTYPE,
+            t.dtype()
+        )));
+    }
+    Ok(())
+}
+
+/// Byte pointer for reading `t` through the held access.
+#[inline]
+fn rd<T: Elem>(acc: &KernelAccess<'_>, t: &Tensor) -> Result<*mut u8> {
+    Ok(acc.read_ptr::<T>(t)? as *mut u8)
+}
+
+/// Byte pointer for writing `t` through the held access.
+#[inline]
+fn wr<T: Elem>(acc: &KernelAccess<'_>, t: &Tensor) -> Result<*mut u8> {
+    Ok(acc.write_ptr::<T>(t)? as *mut u8)
+}
+
+/// True when `t` is contiguous with exactly `out`'s sizes.
+#[inline]
+fn same_contig(t: &Tensor, out: &Tensor) -> bool {
+    t.sizes() == out.sizes() && t.is_contiguous()
+}
+
+/// Runs `f(start, end)` over `0..n`, split across threads above [`GRAIN`].
+#[inline]
+pub(crate) fn par_ranges(n: usize, f: impl Fn(usize, usize) + Sync) {
+    let threads = rayon::current_num_threads();
+    if n < GRAIN || threads <= 1 {
+        f(0, n);
+        return;
+    }
+    let chunks = (n / GRAIN).clamp(1, threads * 4);
+    let per = n.div_ceil(chunks);
+    rayon::scope(|s| {
+        for c in 0..chunks {
+            let (start, end) = (c * per, ((c + 1) * per).min(n));
+            if start < end {
+                let f = &f;
+                s.spawn(move |_| f(start, end));
+            }
+        }
+    });
+}
+
+/// Pointer wrapper that may cross threads (see `super::SendPtrs` for the argument).
+#[derive(Clone, Copy)]
+pub(crate) struct P<T>(pub *mut T);
+// SAFETY: the pointee is tensor storage kept alive by the caller for the duration of
+// the parallel loop; threads write disjoint index ranges.
+unsafe impl<T> Send for P<T> {}
+// SAFETY: as above; sharing only copies the pointer value.
+unsafe impl<T> Sync for P<T> {}
+
+/// `out[i] = f(a[i])`; `a` broadcasts to `out`'s shape. `out` may be `a` (in-place).
+pub fn map1<O: Elem, A: Elem>(
+    out: &Tensor,
+    a: &Tensor,
+    op: &str,
+    f: impl Fn(A) -> O + Sync,
+) -> Result<()> {
+    check_dtype::<O>(out, op, "output")?;
+    check_dtype::<A>(a, op, "input")?;
+    // Held until the loop ends: storages of inputs (shared) and output (exclusive).
+    let acc = KernelAccess::new(&[a], &[out])?;
+    let (po, pa) = (wr::<O>(&acc, out)?, rd::<A>(&acc, a)?);
+    if same_contig(a, out) && out.is_contiguous() {
+        let (po, pa) = (P(po as *mut O), P(pa as *mut A));
+        par_ranges(out.numel() as usize, |s, e| {
+            let (po, pa) = (po, pa);
+            // SAFETY: both tensors are contiguous with `numel` elements; `s..e` is in range.
+            unsafe {
+                let (o, a) = (po.0.add(s), pa.0.add(s) as *const A);
+                for i in 0..e - s {
+                    *o.add(i) = f(*a.add(i));
+                }
+            }
+        });
+        return Ok(());
+    }
+    let shape = out.sizes();
+    let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
+    let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
+    // SAFETY: strides come from the tensors' own layouts broadcast to `shape`, so every
+    // visited offset is inside its storage; `out` is written once per index.
+    unsafe {
+        for_each_raw::<2, _>(shape, [po, pa], [&so, &sa], |p, s, n| {
+            let (o, a) = (p[0] as *mut O, p[1] as *const A);
+            if s[0] == size_of::<O>() as isize && s[1] == size_of::<A>() as isize {
+                for i in 0..n {
+                    *o.add(i) = f(*a.add(i));
+                }
+            } else if s[1] == 0 {
+                let v = f(*a);
+                for i in 0..n {
+                    *o.byte_offset(i as isize * s[0]) = v;
+                }
+            } else {
+                for i in 0..n as isize {
+                    *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]));
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// `out[i] = f(a[i], b[i])`; `a` and `b` broadcast to `out`'s shape. `out` may be
+/// `a` or `b` (in-place).
+pub fn map2<O: Elem, A: Elem, B: Elem>(
+    out: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    op: &str,
+    f: impl Fn(A, B) -> O + Sync,
+) -> Result<()> {
+    check_dtype::<O>(out, op, "output")?;
+    check_dtype::<A>(a, op, "first input")?;
+    check_dtype::<B>(b, op, "second input")?;
+    let acc = KernelAccess::new(&[a, b], &[out])?;
+    let (po, pa, pb) = (wr::<O>(&acc, out)?, rd::<A>(&acc, a)?, rd::<B>(&acc, b)?);
+    if out.is_contiguous() && same_contig(a, out) && same_contig(b, out) {
+        let (po, pa, pb) = (P(po as *mut O), P(pa as *mut A), P(pb as *mut B));
+        par_ranges(out.numel() as usize, |s, e| {
+            let (po, pa, pb) = (po, pa, pb);
+            // SAFETY: all three are contiguous with `numel` elements; `s..e` is in range.
+            unsafe {
+                let (o, a, b) = (po.0.add(s), pa.0.add(s) as *const A, pb.0.add(s) as *const B);
+                for i in 0..e - s {
+                    *o.add(i) = f(*a.add(i), *b.add(i));
+                }
+            }
+        });
+        return Ok(());
+    }
+    let shape = out.sizes();
+    let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
+    let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
+    let sb = broadcast_byte_strides(b.sizes(), b.strides(), size_of::<B>(), shape, op)?;
+    let (zo, za, zb) = (
+        size_of::<O>() as isize,
+        size_of::<A>() as isize,
+        size_of::<B>() as isize,
+    );
+    // SAFETY: as in `map1`.
+    unsafe {
+        for_each_raw::<3, _>(shape, [po, pa, pb], [&so, &sa, &sb], |p, s, n| {
+            let (o, a, b) = (p[0] as *mut O, p[1] as *const A, p[2] as *const B);
+            if s == [zo, za, zb] {
+                for i in 0..n {
+                    *o.add(i) = f(*a.add(i), *b.add(i));
+                }
+            } else if s == [zo, za, 0] {
+                let bv = *b;
+                for i in 0..n {
+                    *o.add(i) = f(*a.add(i), bv);
+                }
+            } else if s == [zo, 0, zb] {
+                let av = *a;
+                for i in 0..n {
+                    *o.add(i) = f(av, *b.add(i));
+                }
+            } else {
+                for i in 0..n as isize {
+                    *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]), *b.byte_offset(i * s[2]));
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// `out[i] = f(a[i], b[i], c[i])` with broadcasting; `out` may alias an input.
+pub fn map3<O: Elem, A: Elem, B: Elem, C: Elem>(
+    out: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    op: &str,
+    f: impl Fn(A, B, C) -> O + Sync,
+) -> Result<()> {
+    check_dtype::<O>(out, op, "output")?;
+    check_dtype::<A>(a, op, "first input")?;
+    check_dtype::<B>(b, op, "second input")?;
+    check_dtype::<C>(c, op, "third input")?;
+    let acc = KernelAccess::new(&[a, b, c], &[out])?;
+    let ptrs = [
+        wr::<O>(&acc, out)?,
+        rd::<A>(&acc, a)?,
+        rd::<B>(&acc, b)?,
+        rd::<C>(&acc, c)?,
+    ];
+    let shape = out.sizes();
+    let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
+    let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
+    let sb = broadcast_byte_strides(b.sizes(), b.strides(), size_of::<B>(), shape, op)?;
+    let sc = broadcast_byte_strides(c.sizes(), c.strides(), size_of::<C>(), shape, op)?;
+    let z = [
+        size_of::<O>() as isize,
+        size_of::<A>() as isize,
+        size_of::<B>() as isize,
+        size_of::<C>() as isize,
+    ];
+    // SAFETY: as in `map1`.
+    unsafe {
+        for_each_raw::<4, _>(shape, ptrs, [&so, &sa, &sb, &sc], |p, s, n| {
+            let (o, a, b, c) = (
+                p[0] as *mut O,
+                p[1] as *const A,
+                p[2] as *const B,
+                p[3] as *const C,
+            );
+            if s == z {
+                for i in 0..n {
+                    *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+                }
+            } else {
+                for i in 0..n as isize {
+                    *o.byte_offset(i * s[0]) = f(
+                        *a.byte_offset(i * s[1]),
+                        *b.byte_offset(i * s[2]),
+                        *c.byte_offset(i * s[3]),
+                    );
+                }
+            }
+        });
+    }
+    Ok(())
+}
+
+/// `t[i] = f(t[i])` in place.
+pub fn map_in_place<T: Elem>(t: &Tensor, op: &str, f: impl Fn(T) -> T + Sync) -> Result<()> {
+    map1::<T, T>(t, t, op, f)
+}
+
+/// Calls `f` on every element of `a` (any strides), serially in index order.
+pub fn visit1<A: Elem>(a: &Tensor, op: &str, mut f: impl FnMut(A)) -> Result<()> {
+    check_dtype::<A>(a, op, "input")?;
+    let acc = KernelAccess::new(&[a], &[])?;
+    let p = rd::<A>(&acc, a)?;
+    let shape = a.sizes();
+    let sa = broadcast_byte_strides(shape, a.strides(), size_of::<A>(), shape, op)?;
+    let numel: i64 = shape.iter().product();
+    if numel <= 0 {
+        return Ok(());
+    }
+    let g = super::collapse::<1>(shape, [&sa]);
+    let cell = std::cell::RefCell::new(&mut f);
+    // Serial visit: run_range is called on this thread only because `numel` is
+    // iterated with one range (run_geometry would parallelise, so use the range form).
+    let visit = |p: [*mut u8; 1], s: [isize; 1], n: usize| {
+        let mut f = cell.borrow_mut();
+        for i in 0..n as isize {
+            // SAFETY: `p[0]` and stride address elements of `a` (caller layout).
+            unsafe { f(*(p[0].offset(i * s[0]) as *const A)) }
+        }
+    };
+    // SAFETY: offsets derive from `a`'s own layout.
+    unsafe { super::run_range_serial(&g, [p], numel as usize, &visit) };
+    Ok(())
+}

@@ -1,0 +1,334 @@
+//! The strided, broadcasting N-operand loop that every element-wise CPU kernel
+//! (and the strided copy) runs on; Opal's counterpart of a TensorIterator.
+//!
+//! Owns: iteration geometry (broadcast shapes, byte strides, collapsing of
+//! contiguous dimensions), splitting work across rayon threads, and the typed
+//! `map*` helpers built on it. Must not: know any op's math, or allocate tensors
+//! (output preparation lives in [`crate::out`]).
+//!
+//! # For kernel authors
+//!
+//! * [`broadcast_shapes`]`(&[a.sizes(), b.sizes()], "op")` — the broadcast shape or
+//!   an error naming the op.
+//! * [`map1`], [`map2`], [`map3`] — `out[i] = f(a[i], ...)` over tensors whose
+//!   shapes broadcast to `out`'s shape, with any strides (including 0 and
+//!   overlapping-with-`out` for in-place). Element types are checked against the
+//!   tensors' dtypes. Contiguous, same-shape operands take a single flat loop over
+//!   raw slices that LLVM vectorizes; more than [`GRAIN`] elements run in parallel.
+//! * [`for_each_raw`] — the untyped primitive: calls `f(ptrs, byte_strides, len)`
+//!   for each innermost run of the iteration space.
+//! * [`collapse`] — merge dimensions that are contiguous in every operand.
+//!
+//! Zero-size shapes iterate nothing; zero-dim tensors iterate once.
+
+mod map;
+
+pub use map::{map1, map2, map3, map_in_place, visit1};
+
+use opal::{OpalError, Result};
+
+/// Element count from which loops are split across threads. Below it the cost of
+/// waking rayon workers exceeds the gain.
+pub const GRAIN: usize = 32 * 1024;
+
+/// PyTorch's broadcasting of several shapes: align at the right, sizes must be
+/// equal or 1. The error names `op` and the shapes.
+pub fn broadcast_shapes(shapes: &[&[i64]], op: &str) -> Result<Vec<i64>> {
+    let ndim = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1i64; ndim];
+    for s in shapes {
+        let off = ndim - s.len();
+        for (i, &d) in s.iter().enumerate() {
+            let o = &mut out[off + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(OpalError::shape(format!(
+                    "{op}: shapes {:?} cannot be broadcast together",
+                    shapes
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Byte strides of a tensor with `sizes`/`strides` (elements) viewed as `shape`
+/// under broadcasting: new leading dims and size-1 dims get stride 0.
+pub fn broadcast_byte_strides(
+    sizes: &[i64],
+    strides: &[i64],
+    elem_size: usize,
+    shape: &[i64],
+    op: &str,
+) -> Result<Vec<isize>> {
+    if sizes.len() > shape.len() {
+        return Err(OpalError::shape(format!(
+            "{op}: tensor of shape {sizes:?} cannot be broadcast to {shape:?}"
+        )));
+    }
+    let off = shape.len() - sizes.len();
+    let mut out = vec![0isize; shape.len()];
+    for i in 0..sizes.len() {
+        if sizes[i] == shape[off + i] {
+            out[off + i] = if sizes[i] == 1 {
+                0
+            } else {
+                strides[i] as isize * elem_size as isize
+            };
+        } else if sizes[i] != 1 {
+            return Err(OpalError::shape(format!(
+                "{op}: tensor of shape {sizes:?} cannot be broadcast to {shape:?}"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+/// Iteration geometry after collapsing: dims are innermost-first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Geometry<const N: usize> {
+    /// Sizes, innermost first, no size-1 dims.
+    pub shape: Vec<usize>,
+    /// Byte strides of each operand per dim, innermost first.
+    pub strides: Vec<[isize; N]>,
+}
+
+/// Drops size-1 dims and merges neighbouring dims that are contiguous with each
+/// other in every operand, so that e.g. a contiguous 3-d add is one flat loop.
+/// `shape` and `strides` are outermost-first (tensor order).
+pub fn collapse<const N: usize>(shape: &[i64], strides: [&[isize]; N]) -> Geometry<N> {
+    let mut g = Geometry {
+        shape: Vec::with_capacity(shape.len()),
+        strides: Vec::with_capacity(shape.len()),
+    };
+    for d in (0..shape.len()).rev() {
+        let size = shape[d] as usize;
+        if size == 1 {
+            continue;
+        }
+        let st: [isize; N] = std::array::from_fn(|k| strides[k][d]);
+        if let (Some(&inner), Some(inner_st)) = (g.shape.last(), g.strides.last()) {
+            let mergeable = (0..N).all(|k| st[k] == inner_st[k] * inner as isize);
+            if mergeable {
+                *g.shape.last_mut().expect("non-empty") *= size;
+                continue;
+            }
+        }
+        g.shape.push(size);
+        g.strides.push(st);
+    }
+    g
+}
+
+/// Raw pointers that may be sent to worker threads. The kernels guarantee that
+/// distinct threads write disjoint elements.
+#[derive(Clone, Copy)]
+struct SendPtrs<const N: usize>([*mut u8; N]);
+// SAFETY: the pointers address tensor storage that outlives the parallel loop (the
+// caller holds the tensors), and work is split into disjoint index ranges so no two
+// threads write the same element.
+unsafe impl<const N: usize> Send for SendPtrs<N> {}
+// SAFETY: see `Send`; shared access only reads the pointer values.
+unsafe impl<const N: usize> Sync for SendPtrs<N> {}
+
+/// Calls `f(ptrs, byte_strides, len)` for every innermost run of the iteration
+/// space `shape` (outermost-first), where `ptrs[k]` points at operand `k`'s first
+/// element of the run. Splits across threads above [`GRAIN`] elements.
+///
+/// # Safety
+/// `ptrs[k]` with `strides[k]` (bytes, broadcast to `shape`) must address valid
+/// elements of operand `k` for every index of `shape`, and written operands must
+/// not map two indices to one element (reads may overlap writes only at the same
+/// index, as in-place ops do).
+pub unsafe fn for_each_raw<const N: usize, F>(
+    shape: &[i64],
+    ptrs: [*mut u8; N],
+    strides: [&[isize]; N],
+    f: F,
+) where
+    F: Fn([*mut u8; N], [isize; N], usize) + Sync,
+{
+    let numel: i64 = shape.iter().product();
+    if numel <= 0 {
+        return;
+    }
+    let g = collapse(shape, strides);
+    // SAFETY: forwarded caller contract.
+    unsafe { run_geometry(&g, ptrs, numel as usize, &f) }
+}
+
+/// Runs `f` over a collapsed geometry, in parallel when large.
+///
+/// # Safety
+/// As [`for_each_raw`].
+pub unsafe fn run_geometry<const N: usize, F>(
+    g: &Geometry<N>,
+    ptrs: [*mut u8; N],
+    numel: usize,
+    f: &F,
+) where
+    F: Fn([*mut u8; N], [isize; N], usize) + Sync,
+{
+    if g.shape.is_empty() {
+        // Zero-dim (or all size-1): one element.
+        f(ptrs, [0; N], 1);
+        return;
+    }
+    let threads = rayon::current_num_threads();
+    if numel < GRAIN || threads <= 1 {
+        // SAFETY: forwarded caller contract; the range is the whole space.
+        unsafe { run_range(g, ptrs, 0, numel, f) };
+        return;
+    }
+    let chunks = (numel / GRAIN).clamp(1, threads * 4);
+    let per = numel.div_ceil(chunks);
+    let sp = SendPtrs(ptrs);
+    rayon::scope(|s| {
+        for c in 0..chunks {
+            let start = c * per;
+            let end = ((c + 1) * per).min(numel);
+            if start >= end {
+                continue;
+            }
+            s.spawn(move |_| {
+                let sp = sp;
+                // SAFETY: disjoint ranges; forwarded caller contract.
+                unsafe { run_range(g, sp.0, start, end, f) }
+            });
+        }
+    });
+}
+
+/// Visits the whole space of `g` on the calling thread, in index order.
+///
+/// # Safety
+/// As [`for_each_raw`].
+pub(crate) unsafe fn run_range_serial<const N: usize, F>(
+    g: &Geometry<N>,
+    ptrs: [*mut u8; N],
+    numel: usize,
+    f: &F,
+) where
+    F: Fn([*mut u8; N], [isize; N], usize),
+{
+    if g.shape.is_empty() {
+        f(ptrs, [0; N], 1);
+    } else {
+        // SAFETY: forwarded.
+        unsafe { run_range(g, ptrs, 0, numel, f) }
+    }
+}
+
+/// Visits linear indices `start..end` (innermost dim fastest) of `g`.
+///
+/// # Safety
+/// As [`for_each_raw`].
+unsafe fn run_range<const N: usize, F>(
+    g: &Geometry<N>,
+    base: [*mut u8; N],
+    start: usize,
+    end: usize,
+    f: &F,
+) where
+    F: Fn([*mut u8; N], [isize; N], usize),
+{
+    let nd = g.shape.len();
+    let mut idx = vec![0usize; nd];
+    let mut rem = start;
+    let mut off = [0isize; N];
+    for d in 0..nd {
+        idx[d] = rem % g.shape[d];
+        rem /= g.shape[d];
+        for k in 0..N {
+            off[k] += idx[d] as isize * g.strides[d][k];
+        }
+    }
+    let inner = g.strides[0];
+    let mut pos = start;
+    while pos < end {
+        let len = (g.shape[0] - idx[0]).min(end - pos);
+        // SAFETY: `off` is the byte offset of index `idx` within each operand, valid
+        // by the caller contract.
+        let p: [*mut u8; N] = std::array::from_fn(|k| unsafe { base[k].offset(off[k]) });
+        f(p, inner, len);
+        pos += len;
+        // Advance the multi-index by `len` along dim 0, carrying outward.
+        idx[0] += len;
+        for k in 0..N {
+            off[k] += len as isize * inner[k];
+        }
+        let mut d = 0;
+        while d < nd && idx[d] == g.shape[d] {
+            for k in 0..N {
+                off[k] -= g.shape[d] as isize * g.strides[d][k];
+            }
+            idx[d] = 0;
+            d += 1;
+            if d < nd {
+                idx[d] += 1;
+                for k in 0..N {
+                    off[k] += g.strides[d][k];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcast_rules() {
+        assert_eq!(broadcast_shapes(&[&[3, 1], &[4]], "t").unwrap(), vec![3, 4]);
+        assert_eq!(broadcast_shapes(&[&[], &[2, 0]], "t").unwrap(), vec![2, 0]);
+        assert_eq!(broadcast_shapes(&[&[1, 0], &[3, 1]], "t").unwrap(), vec![3, 0]);
+        let e = broadcast_shapes(&[&[3], &[4]], "myop").unwrap_err();
+        assert!(e.to_string().contains("myop"));
+    }
+
+    #[test]
+    fn collapse_merges_contiguous_dims() {
+        let g = collapse::<2>(&[2, 3, 4], [&[48, 16, 4], &[0, 0, 0]]);
+        assert_eq!(g.shape, vec![24]);
+        assert_eq!(g.strides, vec![[4, 0]]);
+        // transposed operand blocks merging
+        let g = collapse::<2>(&[2, 3], [&[12, 4], &[4, 8]]);
+        assert_eq!(g.shape, vec![3, 2]);
+        // size-1 dims vanish
+        let g = collapse::<1>(&[1, 5, 1], [&[0, 4, 0]]);
+        assert_eq!(g.shape, vec![5]);
+    }
+
+    fn visit(shape: &[i64], strides: &[isize]) -> Vec<isize> {
+        let seen = std::sync::Mutex::new(Vec::new());
+        // SAFETY: the pointer is never dereferenced; offsets are only recorded.
+        unsafe {
+            for_each_raw::<1, _>(shape, [std::ptr::null_mut()], [strides], |p, s, n| {
+                let mut v = seen.lock().unwrap();
+                for i in 0..n as isize {
+                    v.push(p[0] as isize + i * s[0]);
+                }
+            });
+        }
+        let mut v = seen.into_inner().unwrap();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn visits_every_index_once() {
+        // a transposed 3x4 view: offsets 0..12 each once
+        let v = visit(&[3, 4], &[1, 3]);
+        assert_eq!(v, (0..12).collect::<Vec<_>>());
+        assert!(visit(&[3, 0], &[1, 1]).is_empty());
+        assert_eq!(visit(&[], &[]), vec![0]);
+        // large enough to go parallel, with a carry across several dims
+        let v = visit(&[7, 5, 3001], &[15005, 3001, 1]);
+        assert_eq!(v.len(), 7 * 5 * 3001);
+        assert!(v.windows(2).all(|w| w[1] == w[0] + 1));
+        let v = visit(&[300, 301], &[1, 300]);
+        assert_eq!(v, (0..300 * 301).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,144 @@
+//! Output preparation for CPU kernels: allocating results, PyTorch's out= rules
+//! (resize a wrongly sized `out`, warn when it had elements, reject a dtype that
+//! cannot hold the result) and in-place shape checks.
+//!
+//! Owns: [`can_cast`], [`resize_out`], [`check_out_dtype`], [`write_result`],
+//! [`Dest`]. Must not: compute anything element-wise itself.
+//!
+//! # For kernel authors
+//!
+//! A kernel computes into a tensor of its *result* dtype and shape; [`write_result`]
+//! supplies that tensor for the three calling forms ([`Dest::New`] functional,
+//! [`Dest::Out`] for `out=`, [`Dest::InPlace`] for `op_`) and handles a destination
+//! whose dtype differs from the result dtype by computing into a temporary and
+//! casting it across with [`crate::copy::copy_into`].
+
+use crate::copy::copy_into;
+use opal::{DType, OpalError, Result, Tensor};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Where an op's result goes.
+#[derive(Clone, Copy)]
+pub enum Dest<'a> {
+    /// Functional form: allocate a new tensor.
+    New,
+    /// `out=` form: resize `out` if needed (PyTorch's rules) and write into it.
+    Out(&'a Tensor),
+    /// In-place form: the tensor must already have the result's shape.
+    InPlace(&'a Tensor),
+}
+
+/// PyTorch's `canCast`: a result of dtype `from` may be written to `to` unless that
+/// would drop a category (complex -> real, float -> integral, non-bool -> bool).
+pub fn can_cast(from: DType, to: DType) -> bool {
+    if from.is_complex() && !to.is_complex() {
+        return false;
+    }
+    if from.is_floating_point() && to.is_integral(true) {
+        return false;
+    }
+    if from != DType::Bool && to == DType::Bool {
+        return false;
+    }
+    true
+}
+
+/// Errors unless a result of dtype `result` may be stored into `out_dtype`.
+pub fn check_out_dtype(result: DType, out_dtype: DType, op: &str) -> Result<()> {
+    if can_cast(result, out_dtype) {
+        Ok(())
+    } else {
+        Err(OpalError::msg(format!(
+            "{op}: result type {result} can't be cast to the desired output type {out_dtype}"
+        )))
+    }
+}
+
+/// Ops that already warned about resizing a non-empty out= tensor (warn once per op,
+/// as PyTorch does).
+static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Resizes `out` to `shape` when it differs. Resizing a tensor that had elements is
+/// allowed but deprecated in PyTorch, which warns; we warn once per op on stderr.
+pub fn resize_out(out: &Tensor, shape: &[i64], op: &str) -> Result<()> {
+    if out.sizes() == shape {
+        return Ok(());
+    }
+    if out.numel() != 0 {
+        if let Ok(mut g) = WARNED.lock() {
+            if g.get_or_insert_with(HashSet::new).insert(op.to_string()) {
+                eprintln!(
+                    "warning: {op}: an output with one or more elements was resized since it had shape {:?}, which does not match the required output shape {shape:?}",
+                    out.sizes()
+                );
+            }
+        }
+    }
+    out.resize_(shape)
+}
+
+/// Allocates an uninitialised CPU tensor.
+pub fn empty(shape: &[i64], dtype: DType) -> Result<Tensor> {
+    Tensor::empty(shape, dtype, opal::Device::cpu())
+}
+
+/// Produces the result of an op of result dtype `dtype` and `shape` into `dest`:
+/// `kernel` is called with a tensor of exactly that dtype and shape to fill (the
+/// destination itself when its dtype matches, else a temporary that is then cast
+/// into the destination). Returns the destination tensor.
+pub fn write_result(
+    dest: Dest<'_>,
+    shape: &[i64],
+    dtype: DType,
+    op: &str,
+    kernel: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let target = match dest {
+        Dest::New => {
+            let t = empty(shape, dtype)?;
+            kernel(&t)?;
+            return Ok(t);
+        }
+        Dest::Out(o) => {
+            check_out_dtype(dtype, o.dtype(), op)?;
+            resize_out(o, shape, op)?;
+            o
+        }
+        Dest::InPlace(s) => {
+            if s.sizes() != shape {
+                return Err(OpalError::shape(format!(
+                    "{op}: output with shape {:?} doesn't match the broadcast shape {shape:?}",
+                    s.sizes()
+                )));
+            }
+            check_out_dtype(dtype, s.dtype(), op)?;
+            s
+        }
+    };
+    if target.dtype() == dtype {
+        kernel(target)?;
+    } else {
+        let tmp = empty(shape, dtype)?;
+        kernel(&tmp)?;
+        copy_into(target, &tmp, op)?;
+    }
+    Ok(target.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cast_rules() {
+        assert!(can_cast(DType::I64, DType::F32));
+        assert!(can_cast(DType::F64, DType::F16));
+        assert!(!can_cast(DType::F32, DType::I64));
+        assert!(!can_cast(DType::I32, DType::Bool));
+        assert!(can_cast(DType::Bool, DType::U8));
+        assert!(!can_cast(DType::C64, DType::F64));
+        let e = check_out_dtype(DType::F32, DType::I64, "add.out").unwrap_err();
+        assert!(e.to_string().contains("add.out"));
+    }
+}
