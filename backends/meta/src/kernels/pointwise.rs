@@ -94,17 +94,18 @@ pub fn div_tensor_mode(
     rounding_mode: Option<&str>,
 ) -> Result<Tensor> {
     let common = common_dtype(&[self_, other], &[])?;
-    let d =
-        match rounding_mode {
-            None => to_float(common),
-            Some("trunc") | Some("floor") => common,
-            Some(m) => return Err(fail(
+    let d = match rounding_mode {
+        None => to_float(common),
+        Some("trunc") | Some("floor") => common,
+        Some(m) => {
+            return Err(fail(
                 "div",
                 format!(
                     "expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{m}'"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     elementwise("div", &[self_, other], d)
 }
 
