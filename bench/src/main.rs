@@ -1,3 +1,61 @@
-//! Opal's benchmark harness.
+//! `opal-bench [--json] [--vs anchor.json] [--quick] [--only NAME]...`
+//!
+//! Prints one JSON object with the keys of `../shared/anchors/libtorch_bench.sh`
+//! (`--json`), or a readable table, with `anchor/opal` ratios when given the anchor's
+//! JSON output (`--vs`).
 
-fn main() {}
+use opal_bench::harness::Config;
+use std::process::ExitCode;
+
+fn usage() -> ExitCode {
+    eprintln!("usage: opal-bench [--json] [--vs anchor.json] [--quick] [--only NAME]...");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let mut json = false;
+    let mut vs = None;
+    let mut cfg = Config::full();
+    let mut only = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => json = true,
+            "--quick" => cfg = Config::quick(),
+            "--vs" => match args.next() {
+                Some(p) => vs = Some(p),
+                None => return usage(),
+            },
+            "--only" => match args.next() {
+                Some(n) => only.push(n),
+                None => return usage(),
+            },
+            "-h" | "--help" => {
+                usage();
+                return ExitCode::SUCCESS;
+            }
+            _ => return usage(),
+        }
+    }
+    let anchor = match vs.map(|p| std::fs::read_to_string(&p).map(|s| (p, s))) {
+        None => None,
+        Some(Ok((p, text))) => match serde_json::from_str::<serde_json::Value>(text.trim()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("opal-bench: {p} is not JSON: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+        Some(Err(e)) => {
+            eprintln!("opal-bench: cannot read the anchor file: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let results = opal_bench::run_all(&cfg, &only);
+    if json {
+        println!("{}", results.to_json());
+    } else {
+        print!("{}", results.to_table(anchor.as_ref()));
+    }
+    ExitCode::SUCCESS
+}

@@ -200,8 +200,10 @@ impl Dispatcher {
             .map_or(std::ptr::null_mut(), |r| entry_ptr(r.2));
         self.fallbacks[key as usize].store(p, Ordering::Release);
         let ops: Vec<&'static OperatorEntry> = lock(&self.ops).values().copied().collect();
+        // Only this key's slot can change.
+        let keys = DispatchKeySet::from_key(key);
         for e in ops {
-            e.recompute(&e.lock(), &self.fallbacks);
+            e.recompute_keys(&e.lock(), &self.fallbacks, keys);
         }
     }
 
@@ -231,15 +233,37 @@ impl Dispatcher {
     }
 }
 
+/// A Rust type name without module paths or elided lifetimes:
+/// `fn(DispatchKeySet, &Tensor) -> Result<i64, OpalError>`.
+pub(crate) fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    let mut ident = String::new();
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            ident.push(c);
+        } else if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            ident.clear(); // a path segment: drop it
+        } else {
+            out.push_str(&ident);
+            ident.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&ident);
+    out.replace("&'_ ", "&")
+}
+
 #[cold]
 fn signature_error(e: &OperatorEntry, def: &OpDef, kernel: &str) -> OpalError {
     ErrorKind::SignatureMismatch {
         op: def.name.to_string(),
         schema: def.schema.to_string(),
-        kernel: kernel.to_string(),
+        kernel: short_type_name(kernel),
         expected: e.sig_name.get().map_or_else(
             || "fn(DispatchKeySet, <schema arguments>) -> Result<<returns>>".to_string(),
-            |s| s.to_string(),
+            |s| short_type_name(s),
         ),
     }
     .into()

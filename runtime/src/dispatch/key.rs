@@ -175,6 +175,19 @@ impl std::str::FromStr for DispatchKey {
     }
 }
 
+/// For each autograd key's bit: the backend keys it serves (computed at compile time).
+const AUTOGRAD_BACKENDS: [u64; 64] = {
+    let mut t = [0u64; 64];
+    let mut i = 0;
+    while i < 64 {
+        if let Some(a) = KEY_OF_BIT[i].autograd_key() {
+            t[a as usize] |= 1u64 << i;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// The last backend key's bit.
 pub(crate) const LAST_BACKEND_BIT: u8 = 27;
 
@@ -285,14 +298,11 @@ impl DispatchKey {
     }
 
     /// The backend keys an autograd key serves (empty for other keys).
-    pub fn backends_of_autograd(self) -> DispatchKeySet {
-        if !self.is_autograd() {
-            return DispatchKeySet::empty();
+    pub const fn backends_of_autograd(self) -> DispatchKeySet {
+        match self.bit() {
+            Some(b) => DispatchKeySet::from_bits_retain(AUTOGRAD_BACKENDS[b as usize]),
+            None => DispatchKeySet::empty(),
         }
-        DispatchKey::RUNTIME
-            .iter()
-            .filter(|k| k.autograd_key() == Some(self))
-            .fold(DispatchKeySet::empty(), |s, k| s.add(*k))
     }
 
     /// The runtime keys a key stands for: an alias key's expansion, or the key itself.

@@ -11,7 +11,8 @@
 //!    `CompositeExplicitAutograd`;
 //! 3. `CompositeImplicitAutogradNestedTensor` (nested keys), then
 //!    `CompositeImplicitAutograd` (backend keys, and autograd keys whose backends
-//!    have no kernel of their own: a backend kernel means autograd must not decompose);
+//!    have no kernel of their own — direct or `CompositeExplicitAutograd*` — because a
+//!    backend kernel means autograd must not decompose);
 //! 4. for autograd keys: the `Autograd` alias;
 //! 5. the backend fallback for `k` (possibly a fallthrough);
 //! 6. missing (an error naming the op, key, device and registered keys).
@@ -91,6 +92,17 @@ impl OperatorEntry {
 
     /// Recomputes every slot and the mask from `st` and the backend `fallbacks`.
     pub(crate) fn recompute(&self, st: &OpState, fallbacks: &[AtomicPtr<KernelEntry>; 64]) {
+        self.recompute_keys(st, fallbacks, DispatchKeySet::all());
+    }
+
+    /// Recomputes the slots of `keys` (and their mask bits). Callers hold the op's
+    /// lock (`st` is its guarded state), which serializes mask updates.
+    pub(crate) fn recompute_keys(
+        &self,
+        st: &OpState,
+        fallbacks: &[AtomicPtr<KernelEntry>; 64],
+        keys: DispatchKeySet,
+    ) {
         let latest = |k: DispatchKey| st.regs.iter().rev().find(|r| r.0 == k).map(|r| r.2);
         let direct_keys = st
             .regs
@@ -104,36 +116,40 @@ impl OperatorEntry {
         let autograd = latest(DispatchKey::Autograd);
         let ceanf_keys = DispatchKey::CompositeExplicitAutogradNonFunctional.alias_expansion();
         let cia_nested_keys = DispatchKey::CompositeImplicitAutogradNestedTensor.alias_expansion();
-        let mut mask = 0u64;
-        for &k in DispatchKey::RUNTIME {
-            let e = latest(k)
-                .or(if k.is_backend() && ceanf_keys.has(k) {
-                    ceanf
-                } else {
-                    None
-                })
-                .or(if k.is_backend() { cea } else { None })
-                .or(if cia_nested_keys.has(k) {
-                    cia_nested
-                } else {
-                    None
-                })
-                .or(
-                    if k.is_backend()
-                        || (k.is_autograd() && (k.backends_of_autograd() & direct_keys).is_empty())
-                    {
-                        cia
-                    } else {
-                        None
-                    },
-                )
-                .or(if k.is_autograd() { autograd } else { None })
-                .or_else(|| {
-                    let p = fallbacks[k as usize].load(Ordering::Acquire);
-                    // SAFETY: non-null fallback slots hold leaked entries.
-                    (!p.is_null()).then(|| unsafe { &*p })
-                })
-                .unwrap_or(&MISSING);
+        // An autograd key decomposes through CIA only when its backends have no kernel
+        // of their own (direct, or the composite-explicit ones that cover every backend).
+        let has_backend_kernel = |k: DispatchKey| {
+            cea.is_some() || ceanf.is_some() || !(k.backends_of_autograd() & direct_keys).is_empty()
+        };
+        let pick = |k: DispatchKey| -> Option<&'static KernelEntry> {
+            if let Some(e) = latest(k) {
+                return Some(e);
+            }
+            if k.is_backend() {
+                if let Some(e) = ceanf.filter(|_| ceanf_keys.has(k)).or(cea) {
+                    return Some(e);
+                }
+            }
+            if let Some(e) = cia_nested.filter(|_| cia_nested_keys.has(k)) {
+                return Some(e);
+            }
+            if k.is_backend() || (k.is_autograd() && !has_backend_kernel(k)) {
+                if let Some(e) = cia {
+                    return Some(e);
+                }
+            }
+            if k.is_autograd() {
+                if let Some(e) = autograd {
+                    return Some(e);
+                }
+            }
+            let p = fallbacks[k as usize].load(Ordering::Acquire);
+            // SAFETY: non-null fallback slots hold leaked entries, valid forever.
+            (!p.is_null()).then(|| unsafe { &*p })
+        };
+        let mut mask = self.mask.load(Ordering::Relaxed) & !keys.bits();
+        for &k in DispatchKey::RUNTIME.iter().filter(|k| keys.has(**k)) {
+            let e = pick(k).unwrap_or(&MISSING);
             self.slots[k as usize].store(entry_ptr(e), Ordering::Release);
             if e.kind != EntryKind::Fallthrough {
                 mask |= 1u64 << (k as u32);

@@ -1,0 +1,163 @@
+//! Timing and reporting: medians of means like `libtorch_bench.cpp`, the ordered
+//! result list, JSON output and the comparison table.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::Instant;
+
+/// How hard to measure. `full` matches the anchor's repetition counts; `quick` is
+/// for tests and smoke runs.
+#[derive(Copy, Clone, Debug)]
+pub struct Config {
+    /// Repetitions; the median is reported.
+    pub reps: usize,
+    /// Divides the anchor's per-repetition iteration counts (1 = same as the anchor).
+    pub iter_divisor: usize,
+}
+
+impl Config {
+    /// The anchor's counts (7 repetitions, full iteration counts).
+    pub const fn full() -> Self {
+        Config {
+            reps: 7,
+            iter_divisor: 1,
+        }
+    }
+
+    /// A fast configuration for tests.
+    pub const fn quick() -> Self {
+        Config {
+            reps: 3,
+            iter_divisor: 1000,
+        }
+    }
+
+    /// The iteration count to use for a measurement the anchor runs `anchor_iters` times.
+    pub fn iters(&self, anchor_iters: usize) -> usize {
+        (anchor_iters / self.iter_divisor).max(1)
+    }
+}
+
+/// Median over `reps` repetitions of the mean time of `iters` calls of `f`, in ns
+/// (the anchor's `median_ns`). The result of `f` is passed through `black_box` and
+/// dropped inside the timed loop, like the anchor's `auto c = ...`.
+pub fn median_ns<R>(reps: usize, iters: usize, mut f: impl FnMut() -> R) -> f64 {
+    let mut v: Vec<f64> = (0..reps.max(1))
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                black_box(f());
+            }
+            t0.elapsed().as_nanos() as f64 / iters.max(1) as f64
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Unit of a result (decides the JSON key suffix the measurement chose and the
+/// table's formatting).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Unit {
+    /// Nanoseconds.
+    Ns,
+    /// Microseconds.
+    Us,
+    /// Anything else (e.g. GFLOP/s).
+    Other(&'static str),
+}
+
+/// Ordered results: JSON key, value, unit.
+#[derive(Default, Debug)]
+pub struct Results {
+    entries: Vec<(String, f64, Unit)>,
+}
+
+impl Results {
+    /// Records a value under `key` (replacing an earlier one).
+    pub fn put(&mut self, key: &str, value: f64, unit: Unit) {
+        match self.entries.iter_mut().find(|e| e.0 == key) {
+            Some(e) => *e = (key.to_string(), value, unit),
+            None => self.entries.push((key.to_string(), value, unit)),
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.entries.iter().find(|e| e.0 == key).map(|e| e.1)
+    }
+
+    /// All entries in insertion order.
+    pub fn entries(&self) -> &[(String, f64, Unit)] {
+        &self.entries
+    }
+
+    /// One JSON object: `engine`, `threads`, then every key (2 decimals).
+    pub fn to_json(&self) -> String {
+        let mut m = serde_json::Map::new();
+        m.insert("engine".into(), format!("opal {}", opal_version()).into());
+        m.insert("threads".into(), 1.into());
+        for (k, v, _) in &self.entries {
+            let rounded = (v * 100.0).round() / 100.0;
+            m.insert(
+                k.clone(),
+                serde_json::Number::from_f64(rounded).map_or(serde_json::Value::Null, Into::into),
+            );
+        }
+        serde_json::Value::Object(m).to_string()
+    }
+
+    /// A readable table; with an anchor object, adds its values and `anchor/opal`
+    /// (above 1: Opal is faster, for times).
+    pub fn to_table(&self, anchor: Option<&serde_json::Value>) -> String {
+        let mut s = String::new();
+        let anchor_name = anchor
+            .and_then(|a| a.get("engine"))
+            .and_then(|e| e.as_str())
+            .unwrap_or("anchor");
+        let _ = writeln!(s, "opal {} benchmark", opal_version());
+        if anchor.is_some() {
+            let _ = writeln!(
+                s,
+                "{:<24} {:>12} {:>14} {:>12}",
+                "key", "opal", anchor_name, "anchor/opal"
+            );
+        } else {
+            let _ = writeln!(s, "{:<24} {:>12}", "key", "opal");
+        }
+        for (k, v, u) in &self.entries {
+            let unit = match u {
+                Unit::Ns => "ns",
+                Unit::Us => "us",
+                Unit::Other(o) => o,
+            };
+            let ours = format!("{v:.2} {unit}");
+            match anchor.and_then(|a| a.get(k)).and_then(|x| x.as_f64()) {
+                Some(a) => {
+                    let ratio = if *v > 0.0 {
+                        format!("{:.1}x", a / v)
+                    } else {
+                        "-".into()
+                    };
+                    let _ = writeln!(
+                        s,
+                        "{k:<24} {ours:>12} {:>14} {ratio:>12}",
+                        format!("{a:.2} {unit}")
+                    );
+                }
+                None if anchor.is_some() => {
+                    let _ = writeln!(s, "{k:<24} {ours:>12} {:>14} {:>12}", "-", "-");
+                }
+                None => {
+                    let _ = writeln!(s, "{k:<24} {ours:>12}");
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Opal's version (the runtime crate's).
+pub fn opal_version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
