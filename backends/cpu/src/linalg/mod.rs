@@ -1,0 +1,589 @@
+//! Matrix products: `mm`, `bmm`, `addmm`, `baddbmm`, `dot` and their out= / in-place
+//! forms (`matmul` itself is composite and lives elsewhere).
+//!
+//! Owns: argument checks with PyTorch's messages, the dtype policy (f32/f64 through
+//! the `gemm` crate reading the operands' strides directly, f16/bf16 widened to f32
+//! and rounded once at the end, integers by a wrapping triple loop, bool rejected).
+//! Must not: touch other part's kernels or the runtime's internals.
+
+pub(crate) mod gemm_core;
+
+use crate::copy::{copy_into, to_dtype};
+use crate::nn::io::{err, shape_err, write_out};
+use crate::out::empty;
+use gemm_core::{gemm_float, gemm_int, GemmFloat, MatMut, MatRef};
+use opal::tensor::KernelAccess;
+use opal::{DType, Scalar, Tensor};
+
+type Result<T> = opal::Result<T>;
+
+/// A batch of `bsz` matrices `rows x cols` inside a tensor: element (b, i, j) at
+/// `b*bs + i*rs + j*cs` from the tensor's first element.
+#[derive(Copy, Clone)]
+struct Batch {
+    bsz: usize,
+    rows: usize,
+    cols: usize,
+    bs: isize,
+    rs: isize,
+    cs: isize,
+}
+
+fn mat_layout(t: &Tensor) -> Batch {
+    let (s, st) = (t.sizes(), t.strides());
+    if s.len() == 3 {
+        Batch {
+            bsz: s[0] as usize,
+            rows: s[1] as usize,
+            cols: s[2] as usize,
+            bs: st[0] as isize,
+            rs: st[1] as isize,
+            cs: st[2] as isize,
+        }
+    } else {
+        Batch {
+            bsz: 1,
+            rows: s[0] as usize,
+            cols: s[1] as usize,
+            bs: 0,
+            rs: st[0] as isize,
+            cs: st[1] as isize,
+        }
+    }
+}
+
+fn check_same_dtype(a: &Tensor, b: &Tensor, op: &str) -> Result<()> {
+    if a.dtype() != b.dtype() {
+        return Err(err(
+            op,
+            format!(
+                "expected m1 and m2 to have the same dtype, but got: {} != {}",
+                a.dtype(),
+                b.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn int_scalar(s: &Scalar, name: &str, op: &str) -> Result<i64> {
+    match s {
+        Scalar::Float(_) | Scalar::Complex(..) => Err(err(
+            op,
+            format!(
+                "For integral input tensors, argument {name} must not be a floating point number."
+            ),
+        )),
+        other => Ok(other.to_i64()),
+    }
+}
+
+/// `out[b] = beta * c[b] + alpha * a[b] @ b[b]` into a new contiguous tensor of shape
+/// `out_shape`; `c` (broadcastable to it) is skipped when absent or `beta == 0`.
+fn batched_product(
+    op: &str,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<(&Tensor, &Scalar)>,
+    alpha: &Scalar,
+    out_shape: &[i64],
+) -> Result<Tensor> {
+    let dtype = a.dtype();
+    check_same_dtype(a, b, op)?;
+    if let Some((ct, _)) = c {
+        if ct.dtype() != dtype {
+            return Err(err(
+                op,
+                format!(
+                    "expected self and mat2 to have the same dtype, but got: {} != {}",
+                    ct.dtype(),
+                    dtype
+                ),
+            ));
+        }
+    }
+    match dtype {
+        DType::F32 => float_product::<f32>(op, a, b, c, alpha, out_shape),
+        DType::F64 => float_product::<f64>(op, a, b, c, alpha, out_shape),
+        DType::F16 | DType::BF16 => {
+            // Widen once, multiply in f32, round once: PyTorch's CPU result for
+            // reduced-precision GEMM up to accumulation order.
+            let (a32, b32) = (to_dtype(a, DType::F32)?, to_dtype(b, DType::F32)?);
+            let c32 = match c {
+                Some((ct, beta)) => Some((to_dtype(ct, DType::F32)?, beta)),
+                None => None,
+            };
+            let r = float_product::<f32>(
+                op,
+                &a32,
+                &b32,
+                c32.as_ref().map(|(t, s)| (t, *s)),
+                alpha,
+                out_shape,
+            )?;
+            to_dtype(&r, dtype)
+        }
+        DType::U8 => int_product::<u8>(op, a, b, c, alpha, out_shape),
+        DType::I8 => int_product::<i8>(op, a, b, c, alpha, out_shape),
+        DType::I16 => int_product::<i16>(op, a, b, c, alpha, out_shape),
+        DType::I32 => int_product::<i32>(op, a, b, c, alpha, out_shape),
+        DType::I64 => int_product::<i64>(op, a, b, c, alpha, out_shape),
+        other => Err(err(op, format!("not implemented for '{other}'"))),
+    }
+}
+
+/// Prepares the output: zeros, or `c` broadcast into it when it contributes.
+fn prefilled(
+    out_shape: &[i64],
+    dtype: DType,
+    c: Option<(&Tensor, bool)>,
+    op: &str,
+) -> Result<Tensor> {
+    let out = empty(out_shape, dtype)?;
+    if let Some((ct, true)) = c {
+        copy_into(&out, ct, op)?;
+    }
+    Ok(out)
+}
+
+fn float_product<C: GemmFloat + opal::Element>(
+    op: &str,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<(&Tensor, &Scalar)>,
+    alpha: &Scalar,
+    out_shape: &[i64],
+) -> Result<Tensor> {
+    let beta = c.map(|(_, s)| s.to_f64()).filter(|&bv| bv != 0.0);
+    let out = prefilled(
+        out_shape,
+        a.dtype(),
+        c.map(|(t, _)| (t, beta.is_some())),
+        op,
+    )?;
+    let (la, lb, lo) = (mat_layout(a), mat_layout(b), mat_layout(&out));
+    let acc = KernelAccess::new(&[a, b], &[&out])?;
+    let (pa, pb, po) = (
+        acc.read_ptr::<C>(a)?,
+        acc.read_ptr::<C>(b)?,
+        acc.write_ptr::<C>(&out)?,
+    );
+    let alpha = C::from(alpha.to_f64()).unwrap_or_else(C::nan);
+    let beta = beta.map(|bv| C::from(bv).unwrap_or_else(C::nan));
+    for i in 0..lo.bsz as isize {
+        // SAFETY: the three tensors are borrowed by `acc`; shapes were checked by the
+        // caller so every (batch, row, col) addressed through the tensors' own strides
+        // is an element of that tensor; `out` is a fresh contiguous tensor that
+        // shares no storage with `a` or `b`.
+        unsafe {
+            gemm_float(
+                lo.rows,
+                lo.cols,
+                la.cols,
+                MatMut {
+                    ptr: po.offset(i * lo.bs),
+                    rs: lo.rs,
+                    cs: lo.cs,
+                },
+                MatRef {
+                    ptr: pa.offset(i * la.bs),
+                    rs: la.rs,
+                    cs: la.cs,
+                },
+                MatRef {
+                    ptr: pb.offset(i * lb.bs),
+                    rs: lb.rs,
+                    cs: lb.cs,
+                },
+                alpha,
+                beta,
+                true,
+            )
+        };
+    }
+    drop(acc);
+    Ok(out)
+}
+
+fn int_product<T>(
+    op: &str,
+    a: &Tensor,
+    b: &Tensor,
+    c: Option<(&Tensor, &Scalar)>,
+    alpha: &Scalar,
+    out_shape: &[i64],
+) -> Result<Tensor>
+where
+    T: opal::Element + num_traits::AsPrimitive<i64>,
+    i64: num_traits::AsPrimitive<T>,
+{
+    let alpha = int_scalar(alpha, "alpha", op)?;
+    let beta = match c {
+        Some((_, s)) => Some(int_scalar(s, "beta", op)?).filter(|&bv| bv != 0),
+        None => None,
+    };
+    let out = prefilled(
+        out_shape,
+        a.dtype(),
+        c.map(|(t, _)| (t, beta.is_some())),
+        op,
+    )?;
+    let (la, lb, lo) = (mat_layout(a), mat_layout(b), mat_layout(&out));
+    let acc = KernelAccess::new(&[a, b], &[&out])?;
+    let (pa, pb, po) = (
+        acc.read_ptr::<T>(a)?,
+        acc.read_ptr::<T>(b)?,
+        acc.write_ptr::<T>(&out)?,
+    );
+    for i in 0..lo.bsz as isize {
+        // SAFETY: as in `float_product`: borrowed, shape-checked, non-overlapping.
+        unsafe {
+            gemm_int(
+                lo.rows,
+                lo.cols,
+                la.cols,
+                MatMut {
+                    ptr: po.offset(i * lo.bs),
+                    rs: lo.rs,
+                    cs: lo.cs,
+                },
+                MatRef {
+                    ptr: pa.offset(i * la.bs),
+                    rs: la.rs,
+                    cs: la.cs,
+                },
+                MatRef {
+                    ptr: pb.offset(i * lb.bs),
+                    rs: lb.rs,
+                    cs: lb.cs,
+                },
+                alpha,
+                beta,
+            )
+        };
+    }
+    drop(acc);
+    Ok(out)
+}
+
+fn check_mm_shapes(a: &Tensor, b: &Tensor, op: &str, first: &str) -> Result<()> {
+    if a.dim() != 2 {
+        return Err(shape_err(op, format!("{first} must be a matrix")));
+    }
+    if b.dim() != 2 {
+        return Err(shape_err(op, "mat2 must be a matrix"));
+    }
+    if a.sizes()[1] != b.sizes()[0] {
+        return Err(shape_err(
+            op,
+            format!(
+                "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
+                a.sizes()[0],
+                a.sizes()[1],
+                b.sizes()[0],
+                b.sizes()[1]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_bmm_shapes(a: &Tensor, b: &Tensor, op: &str) -> Result<()> {
+    if a.dim() != 3 || b.dim() != 3 {
+        return Err(shape_err(
+            op,
+            format!(
+                "batch1 and batch2 must be 3D tensors, got {}D and {}D",
+                a.dim(),
+                b.dim()
+            ),
+        ));
+    }
+    let (sa, sb) = (a.sizes(), b.sizes());
+    if sa[0] != sb[0] || sa[2] != sb[1] {
+        return Err(shape_err(
+            op,
+            format!(
+                "Expected size for first two dimensions of batch2 tensor to be: [{}, {}] but got: [{}, {}].",
+                sa[0], sa[2], sb[0], sb[1]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_broadcast(c: &Tensor, shape: &[i64], op: &str) -> Result<()> {
+    crate::iter::broadcast_shapes(&[c.sizes(), shape], op).and_then(|s| {
+        if s == shape {
+            Ok(())
+        } else {
+            Err(shape_err(
+                op,
+                format!(
+                    "self of shape {:?} cannot be broadcast to {shape:?}",
+                    c.sizes()
+                ),
+            ))
+        }
+    })
+}
+
+/// `self_ @ mat2` for 2-D tensors.
+pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+    check_mm_shapes(self_, mat2, "mm", "self")?;
+    let shape = [self_.sizes()[0], mat2.sizes()[1]];
+    batched_product("mm", self_, mat2, None, &Scalar::Int(1), &shape)
+}
+
+/// `mm` into `out` (resized by out= rules).
+pub fn mm_out(self_: &Tensor, mat2: &Tensor, out: &Tensor) -> Result<Tensor> {
+    write_out(&mm(self_, mat2)?, out, "mm.out")
+}
+
+/// Batched `self_[b] @ mat2[b]` for 3-D tensors.
+pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+    check_bmm_shapes(self_, mat2, "bmm")?;
+    let shape = [self_.sizes()[0], self_.sizes()[1], mat2.sizes()[2]];
+    batched_product("bmm", self_, mat2, None, &Scalar::Int(1), &shape)
+}
+
+/// `bmm` into `out`.
+pub fn bmm_out(self_: &Tensor, mat2: &Tensor, out: &Tensor) -> Result<Tensor> {
+    write_out(&bmm(self_, mat2)?, out, "bmm.out")
+}
+
+/// `beta * self_ + alpha * mat1 @ mat2`; `self_` broadcasts to the product's shape.
+pub fn addmm(
+    self_: &Tensor,
+    mat1: &Tensor,
+    mat2: &Tensor,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> Result<Tensor> {
+    check_mm_shapes(mat1, mat2, "addmm", "mat1")?;
+    let shape = [mat1.sizes()[0], mat2.sizes()[1]];
+    check_broadcast(self_, &shape, "addmm")?;
+    batched_product("addmm", mat1, mat2, Some((self_, beta)), alpha, &shape)
+}
+
+/// `addmm` into `out`.
+pub fn addmm_out(
+    self_: &Tensor,
+    mat1: &Tensor,
+    mat2: &Tensor,
+    beta: &Scalar,
+    alpha: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
+    write_out(&addmm(self_, mat1, mat2, beta, alpha)?, out, "addmm.out")
+}
+
+/// In-place `addmm`: `self_` must already have the product's shape.
+pub fn addmm_(
+    self_: &Tensor,
+    mat1: &Tensor,
+    mat2: &Tensor,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> Result<Tensor> {
+    let r = addmm(self_, mat1, mat2, beta, alpha)?;
+    if r.sizes() != self_.sizes() {
+        return Err(shape_err(
+            "addmm_",
+            format!(
+                "self of shape {:?} is not the result shape {:?}",
+                self_.sizes(),
+                r.sizes()
+            ),
+        ));
+    }
+    copy_into(self_, &r, "addmm_")?;
+    Ok(self_.clone())
+}
+
+/// `beta * self_ + alpha * batch1 @ batch2` over a batch.
+pub fn baddbmm(
+    self_: &Tensor,
+    batch1: &Tensor,
+    batch2: &Tensor,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> Result<Tensor> {
+    check_bmm_shapes(batch1, batch2, "baddbmm")?;
+    let shape = [batch1.sizes()[0], batch1.sizes()[1], batch2.sizes()[2]];
+    check_broadcast(self_, &shape, "baddbmm")?;
+    batched_product(
+        "baddbmm",
+        batch1,
+        batch2,
+        Some((self_, beta)),
+        alpha,
+        &shape,
+    )
+}
+
+/// `baddbmm` into `out`.
+pub fn baddbmm_out(
+    self_: &Tensor,
+    batch1: &Tensor,
+    batch2: &Tensor,
+    beta: &Scalar,
+    alpha: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
+    write_out(
+        &baddbmm(self_, batch1, batch2, beta, alpha)?,
+        out,
+        "baddbmm.out",
+    )
+}
+
+/// In-place `baddbmm`.
+pub fn baddbmm_(
+    self_: &Tensor,
+    batch1: &Tensor,
+    batch2: &Tensor,
+    beta: &Scalar,
+    alpha: &Scalar,
+) -> Result<Tensor> {
+    let r = baddbmm(self_, batch1, batch2, beta, alpha)?;
+    if r.sizes() != self_.sizes() {
+        return Err(shape_err(
+            "baddbmm_",
+            format!(
+                "self of shape {:?} is not the result shape {:?}",
+                self_.sizes(),
+                r.sizes()
+            ),
+        ));
+    }
+    copy_into(self_, &r, "baddbmm_")?;
+    Ok(self_.clone())
+}
+
+/// Inner product of two 1-D tensors of equal length, as a 0-dim tensor.
+pub fn dot(self_: &Tensor, tensor: &Tensor) -> Result<Tensor> {
+    const OP: &str = "dot";
+    if self_.dim() != 1 || tensor.dim() != 1 {
+        return Err(shape_err(
+            OP,
+            format!(
+                "1D tensors expected, but got {}D and {}D tensors",
+                self_.dim(),
+                tensor.dim()
+            ),
+        ));
+    }
+    if self_.dtype() != tensor.dtype() {
+        return Err(err(
+            OP,
+            format!(
+                "expected both vectors to have same dtype, but found {} and {}",
+                self_.dtype(),
+                tensor.dtype()
+            ),
+        ));
+    }
+    if self_.numel() != tensor.numel() {
+        return Err(shape_err(
+            OP,
+            format!(
+                "inconsistent tensor size, expected tensor [{}] and src [{}] to have the same number of elements, but got {} and {} elements respectively",
+                self_.numel(),
+                tensor.numel(),
+                self_.numel(),
+                tensor.numel()
+            ),
+        ));
+    }
+    // A dot product is a 1 x n by n x 1 product; reuse the GEMM path via views.
+    let n = self_.numel();
+    let row = self_.as_strided(&[1, n], &[0, self_.strides()[0]], self_.storage_offset())?;
+    let col = tensor.as_strided(&[n, 1], &[tensor.strides()[0], 0], tensor.storage_offset())?;
+    let r = batched_product(OP, &row, &col, None, &Scalar::Int(1), &[1, 1])?;
+    r.as_strided(&[], &[], 0)
+}
+
+/// `dot` into `out`.
+pub fn dot_out(self_: &Tensor, tensor: &Tensor, out: &Tensor) -> Result<Tensor> {
+    write_out(&dot(self_, tensor)?, out, "dot.out")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: &[f32], s: &[i64]) -> Tensor {
+        Tensor::from_slice(v, s).unwrap()
+    }
+
+    #[test]
+    fn mm_matches_hand_product_and_reads_transposed_views() {
+        let a = t(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
+        let b = t(&[1., 0., 0., 1., 1., 1.], &[3, 2]);
+        let r = mm(&a, &b).unwrap();
+        assert_eq!(r.sizes(), &[2, 2]);
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![4., 5., 10., 11.]);
+        // a^T as a strided view (no copy): [3,2] @ [2,3]
+        let at = a.as_strided(&[3, 2], &[1, 3], 0).unwrap();
+        let r2 = mm(&at, &a).unwrap();
+        assert_eq!(r2.to_vec::<f32>().unwrap()[0], 1. * 1. + 4. * 4.);
+    }
+
+    #[test]
+    fn mm_errors_name_the_op() {
+        let a = t(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
+        let e = mm(&a, &a).unwrap_err().to_string();
+        assert!(e.contains("mm") && e.contains("2x3 and 2x3"), "{e}");
+        let d = Tensor::from_slice(&[1.0f64; 6], &[3, 2]).unwrap();
+        assert!(mm(&a, &d).unwrap_err().to_string().contains("same dtype"));
+        let b = Tensor::from_slice(&[true; 6], &[3, 2]).unwrap();
+        let ab = Tensor::from_slice(&[true; 6], &[2, 3]).unwrap();
+        assert!(mm(&ab, &b).is_err());
+    }
+
+    #[test]
+    fn addmm_broadcasts_self_and_ignores_it_when_beta_zero() {
+        let a = t(&[1., 2., 3., 4.], &[2, 2]);
+        let bias = t(&[10., f32::NAN], &[2]);
+        let r = addmm(&bias, &a, &a, &Scalar::Int(0), &Scalar::Float(0.5)).unwrap();
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![3.5, 5., 7.5, 11.]);
+        let bias = t(&[10., 20.], &[2]);
+        let r = addmm(&bias, &a, &a, &Scalar::Float(2.0), &Scalar::Int(1)).unwrap();
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![27., 50., 35., 62.]);
+    }
+
+    #[test]
+    fn bf16_and_int_products() {
+        let a: Vec<half::bf16> = [1.5f32, 2., 3., 4.]
+            .iter()
+            .map(|&x| half::bf16::from_f32(x))
+            .collect();
+        let ta = Tensor::from_slice(&a, &[2, 2]).unwrap();
+        let r = mm(&ta, &ta).unwrap();
+        assert_eq!(r.dtype(), DType::BF16);
+        let got: Vec<f32> = r
+            .to_vec::<half::bf16>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_f32())
+            .collect();
+        assert_eq!(got, vec![8.25, 11., 16.5, 22.]);
+        let i = Tensor::from_slice(&[1i64, 2, 3], &[3]).unwrap();
+        assert_eq!(dot(&i, &i).unwrap().to_vec::<i64>().unwrap(), vec![14]);
+        assert!(addmm(&i, &i, &i, &Scalar::Int(1), &Scalar::Float(1.5)).is_err());
+    }
+
+    #[test]
+    fn bmm_and_baddbmm() {
+        let a = t(&[1., 2., 3., 4., 5., 6., 7., 8.], &[2, 2, 2]);
+        let r = bmm(&a, &a).unwrap();
+        assert_eq!(
+            r.to_vec::<f32>().unwrap(),
+            vec![7., 10., 15., 22., 67., 78., 91., 106.]
+        );
+        let c = t(&[1.], &[1]);
+        let r = baddbmm(&c, &a, &a, &Scalar::Int(1), &Scalar::Int(1)).unwrap();
+        assert_eq!(r.to_vec::<f32>().unwrap()[7], 107.);
+    }
+}

@@ -1,0 +1,134 @@
+//! Tensor <-> buffer plumbing shared by the part-2 kernels (linalg, nn, index,
+//! shape, factory): borrowing contiguous inputs without copying, producing outputs
+//! in a compute type, argument normalisation (`wrap_dim`) and error helpers.
+//!
+//! Owns: the [`Compute`] trait (f32 / f64, what float kernels compute in) and the
+//! helpers below. Must not: contain op math, or bypass the runtime's borrow guards.
+
+use crate::copy::{copy_into, to_vec_as};
+use crate::dtype_dispatch::Elem;
+use crate::linalg::gemm_core::GemmFloat;
+use crate::nn::vecmath::RowMath;
+use crate::out::empty;
+use opal::{DType, OpalError, Result, Tensor};
+
+/// A type float kernels compute in: f32 (also for f16 / bf16) or f64.
+pub(crate) trait Compute: RowMath + GemmFloat + Elem + opal::Element {}
+impl Compute for f32 {}
+impl Compute for f64 {}
+
+/// The compute dtype of a floating dtype (f64 stays f64, everything else floating
+/// computes in f32), or an error naming `op` for non-float dtypes.
+pub(crate) fn compute_dtype(d: DType, op: &str) -> Result<DType> {
+    match d {
+        DType::F64 => Ok(DType::F64),
+        DType::F32 | DType::F16 | DType::BF16 => Ok(DType::F32),
+        other => Err(err(
+            op,
+            format!("expected a floating point tensor, got {other}"),
+        )),
+    }
+}
+
+/// Error `"<op>: <text>"`.
+pub(crate) fn err(op: &str, text: impl std::fmt::Display) -> OpalError {
+    OpalError::msg(format!("{op}: {text}"))
+}
+
+/// Shape error `"<op>: <text>"`.
+pub(crate) fn shape_err(op: &str, text: impl std::fmt::Display) -> OpalError {
+    OpalError::shape(format!("{op}: {text}"))
+}
+
+/// Wraps a possibly negative dim into `0..ndim` (a 0-dim tensor accepts -1 and 0).
+pub(crate) fn wrap_dim(dim: i64, ndim: usize, op: &str) -> Result<usize> {
+    let n = ndim.max(1) as i64;
+    let d = if dim < 0 { dim + n } else { dim };
+    if d < 0 || d >= n {
+        return Err(OpalError::msg(format!(
+            "{op}: Dimension out of range (expected to be in range of [{}, {}], but got {dim})",
+            -n,
+            n - 1
+        )));
+    }
+    Ok(d as usize)
+}
+
+/// Element count of a shape.
+pub(crate) fn numel(shape: &[i64]) -> usize {
+    shape.iter().product::<i64>().max(0) as usize
+}
+
+/// Calls `f` with `t`'s elements as a row-major `&[C]`: borrowed in place when `t`
+/// is contiguous of dtype `C`, else converted into a temporary.
+pub(crate) fn with_slice<C: Elem + opal::Element, R>(
+    t: &Tensor,
+    f: impl FnOnce(&[C]) -> Result<R>,
+) -> Result<R> {
+    if t.dtype() == C::DTYPE && t.is_contiguous() {
+        let guard = t.read::<C>()?;
+        let n = guard.numel();
+        let p = t.data_ptr::<C>()?;
+        // SAFETY: `t` is contiguous with `n` elements of C from `p`, and `guard` holds
+        // a shared borrow of its storage for as long as the slice lives.
+        let s = unsafe { std::slice::from_raw_parts(p.cast_const(), n) };
+        let r = f(s);
+        drop(guard);
+        return r;
+    }
+    let v = to_vec_as::<C>(t)?;
+    f(&v)
+}
+
+/// A new contiguous tensor of `shape` and `dtype` whose elements `f` computes as
+/// `C`, written in place when `dtype` is `C`, else computed in a buffer and cast.
+pub(crate) fn make_output<C: Elem + opal::Element>(
+    shape: &[i64],
+    dtype: DType,
+    f: impl FnOnce(&mut [C]) -> Result<()>,
+) -> Result<Tensor> {
+    if dtype == C::DTYPE {
+        let out = empty(shape, dtype)?;
+        {
+            let guard = out.write::<C>()?;
+            let n = guard.numel();
+            let p = out.data_ptr::<C>()?;
+            // SAFETY: `out` is new, contiguous, with `n` elements of C; `guard` holds
+            // the exclusive borrow while the slice lives.
+            let s = unsafe { std::slice::from_raw_parts_mut(p, n) };
+            f(s)?;
+            drop(guard);
+        }
+        return Ok(out);
+    }
+    let mut buf = vec![C::default(); numel(shape)];
+    f(&mut buf)?;
+    let tmp = Tensor::from_vec(buf, shape)?;
+    let out = empty(shape, dtype)?;
+    copy_into(&out, &tmp, "make_output")?;
+    Ok(out)
+}
+
+/// Writes `src` (a result of the same shape) into the out= tensor `out`, resizing
+/// it by PyTorch's rules and casting when `out`'s dtype allows it.
+pub(crate) fn write_out(src: &Tensor, out: &Tensor, op: &str) -> Result<Tensor> {
+    crate::out::check_out_dtype(src.dtype(), out.dtype(), op)?;
+    crate::out::resize_out(out, src.sizes(), op)?;
+    copy_into(out, src, op)?;
+    Ok(out.clone())
+}
+
+/// Errors unless `t` has `ndim` dimensions.
+pub(crate) fn expect_dim(t: &Tensor, ndim: usize, what: &str, op: &str) -> Result<()> {
+    if t.dim() != ndim {
+        return Err(shape_err(
+            op,
+            format!(
+                "{what} must be a {ndim}D tensor, got {}D with shape {:?}",
+                t.dim(),
+                t.sizes()
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! Neural-network kernels: softmax family, normalization, convolution, pooling,
+//! upsampling, losses, embedding and one-hot, each as plain `pub fn`s with the
+//! argument types of `docs/design.md`.
+//!
+//! Owns: the `nn` ops listed in the submodules and the part-2 tensor plumbing in
+//! [`io`]. Must not: touch part 1's element-wise / reduction kernels or the runtime's
+//! internals (only its public Tensor API).
+
+pub(crate) mod io;
+pub(crate) mod vecmath;
+
+mod conv;
+mod conv_core;
+mod norm;
+mod norm_core;
+mod softmax;
+mod softmax_core;
+
+pub use conv::*;
+pub use norm::*;
+pub use softmax::*;

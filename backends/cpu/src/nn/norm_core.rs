@@ -1,0 +1,239 @@
+//! Layer-norm and batch-norm numerics over contiguous compute-type buffers.
+//!
+//! Owns: per-row / per-channel statistics and the normalize-scale-shift loops,
+//! layer-norm backward. Must not: know about tensors, dtypes or op names.
+
+use super::vecmath::RowMath;
+use rayon::prelude::*;
+
+const PARALLEL_MIN: usize = 1 << 14;
+
+/// Layer norm over `rows` rows of `n` elements. Writes `y`, and per row `mean` and
+/// `rstd = 1/sqrt(var + eps)` (biased variance).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_forward<C: RowMath>(
+    x: &[C],
+    n: usize,
+    gamma: Option<&[C]>,
+    beta: Option<&[C]>,
+    eps: C,
+    y: &mut [C],
+    mean: &mut [C],
+    rstd: &mut [C],
+) {
+    if n == 0 {
+        for (m, r) in mean.iter_mut().zip(rstd.iter_mut()) {
+            *m = C::zero();
+            *r = C::nan();
+        }
+        return;
+    }
+    let nf = C::from(n).unwrap_or_else(C::one);
+    let row = |xr: &[C], yr: &mut [C], m: &mut C, r: &mut C| {
+        let (mu, m2) = C::mean_m2(xr);
+        let rs = C::one() / (m2 / nf + eps).sqrt();
+        *m = mu;
+        *r = rs;
+        match (gamma, beta) {
+            (Some(g), Some(b)) => {
+                for (((o, &v), &gv), &bv) in yr.iter_mut().zip(xr).zip(g).zip(b) {
+                    *o = (v - mu) * rs * gv + bv;
+                }
+            }
+            (Some(g), None) => {
+                for ((o, &v), &gv) in yr.iter_mut().zip(xr).zip(g) {
+                    *o = (v - mu) * rs * gv;
+                }
+            }
+            (None, Some(b)) => {
+                for ((o, &v), &bv) in yr.iter_mut().zip(xr).zip(b) {
+                    *o = (v - mu) * rs + bv;
+                }
+            }
+            (None, None) => {
+                for (o, &v) in yr.iter_mut().zip(xr) {
+                    *o = (v - mu) * rs;
+                }
+            }
+        }
+    };
+    if x.len() >= PARALLEL_MIN {
+        y.par_chunks_mut(n)
+            .zip(x.par_chunks(n))
+            .zip(mean.par_iter_mut().zip(rstd.par_iter_mut()))
+            .for_each(|((yr, xr), (m, r))| row(xr, yr, m, r));
+    } else {
+        for ((yr, xr), (m, r)) in y
+            .chunks_mut(n)
+            .zip(x.chunks(n))
+            .zip(mean.iter_mut().zip(rstd.iter_mut()))
+        {
+            row(xr, yr, m, r);
+        }
+    }
+}
+
+/// Gradients of layer norm. `dx`, `dgamma`, `dbeta` are written when present.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn layer_norm_backward<C: RowMath>(
+    dy: &[C],
+    x: &[C],
+    n: usize,
+    mean: &[C],
+    rstd: &[C],
+    gamma: Option<&[C]>,
+    dx: Option<&mut [C]>,
+    dgamma: Option<&mut [C]>,
+    dbeta: Option<&mut [C]>,
+) {
+    if n == 0 {
+        return;
+    }
+    let rows = x.len() / n;
+    if let Some(dx) = dx {
+        let nf = C::from(n).unwrap_or_else(C::one);
+        for r in 0..rows {
+            let (xr, dyr) = (&x[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n]);
+            let (mu, rs) = (mean[r], rstd[r]);
+            // g = dy * gamma; dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+            let mut sum_g = C::zero();
+            let mut sum_gx = C::zero();
+            for i in 0..n {
+                let g = dyr[i] * gamma.map_or(C::one(), |w| w[i]);
+                sum_g = sum_g + g;
+                sum_gx = sum_gx + g * (xr[i] - mu) * rs;
+            }
+            let (mg, mgx) = (sum_g / nf, sum_gx / nf);
+            for i in 0..n {
+                let g = dyr[i] * gamma.map_or(C::one(), |w| w[i]);
+                let xhat = (xr[i] - mu) * rs;
+                dx[r * n + i] = rs * (g - mg - xhat * mgx);
+            }
+        }
+    }
+    if let Some(dg) = dgamma {
+        dg.iter_mut().for_each(|v| *v = C::zero());
+        for r in 0..rows {
+            for i in 0..n {
+                dg[i] = dg[i] + dy[r * n + i] * (x[r * n + i] - mean[r]) * rstd[r];
+            }
+        }
+    }
+    if let Some(db) = dbeta {
+        db.iter_mut().for_each(|v| *v = C::zero());
+        for r in 0..rows {
+            for i in 0..n {
+                db[i] = db[i] + dy[r * n + i];
+            }
+        }
+    }
+}
+
+/// Per-channel `(mean, biased variance)` of an `[n, c, inner]` buffer.
+pub(crate) fn channel_stats<C: RowMath>(x: &[C], n: usize, c: usize, inner: usize) -> Vec<(C, C)> {
+    let count = C::from(n * inner).unwrap_or_else(C::one);
+    (0..c)
+        .map(|ch| {
+            let mut s = C::zero();
+            for b in 0..n {
+                s = s + C::row_sum(&x[(b * c + ch) * inner..(b * c + ch + 1) * inner]);
+            }
+            let mu = s / count;
+            let mut m2 = C::zero();
+            for b in 0..n {
+                for &v in &x[(b * c + ch) * inner..(b * c + ch + 1) * inner] {
+                    m2 = m2 + (v - mu) * (v - mu);
+                }
+            }
+            (mu, m2 / count)
+        })
+        .collect()
+}
+
+/// `y = (x - mean[ch]) * invstd[ch] * w[ch] + b[ch]` over an `[n, c, inner]` buffer.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn channel_normalize<C: RowMath>(
+    x: &[C],
+    y: &mut [C],
+    n: usize,
+    c: usize,
+    inner: usize,
+    mean: &[C],
+    invstd: &[C],
+    w: Option<&[C]>,
+    b: Option<&[C]>,
+) {
+    for bi in 0..n {
+        for ch in 0..c {
+            let scale = invstd[ch] * w.map_or(C::one(), |w| w[ch]);
+            let shift = b.map_or(C::zero(), |b| b[ch]) - mean[ch] * scale;
+            let r = (bi * c + ch) * inner..(bi * c + ch + 1) * inner;
+            for (o, &v) in y[r.clone()].iter_mut().zip(&x[r]) {
+                *o = v * scale + shift;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_norm_rows_are_standardized() {
+        let x: Vec<f64> = (0..8).map(|i| (i * i) as f64).collect();
+        let (mut y, mut m, mut r) = (vec![0.0; 8], vec![0.0; 2], vec![0.0; 2]);
+        layer_norm_forward(&x, 4, None, None, 0.0, &mut y, &mut m, &mut r);
+        assert_eq!(m[0], 3.5);
+        for row in y.chunks(4) {
+            let mu: f64 = row.iter().sum::<f64>() / 4.0;
+            let var: f64 = row.iter().map(|v| v * v).sum::<f64>() / 4.0;
+            assert!(mu.abs() < 1e-12 && (var - 1.0).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn layer_norm_backward_matches_finite_difference() {
+        let x = [0.3f64, -1.2, 2.0, 0.5, 1.0, 1.5];
+        let w = [0.5, 2.0, -1.0];
+        let dy = [1.0, -2.0, 0.5, 0.25, 0.1, 0.3];
+        let fwd = |x: &[f64]| {
+            let (mut y, mut m, mut r) = (vec![0.0; 6], vec![0.0; 2], vec![0.0; 2]);
+            layer_norm_forward(x, 3, Some(&w), None, 1e-5, &mut y, &mut m, &mut r);
+            (y, m, r)
+        };
+        let (y, m, r) = fwd(&x);
+        let mut dx = vec![0.0; 6];
+        let mut dg = vec![0.0; 3];
+        layer_norm_backward(
+            &dy,
+            &x,
+            3,
+            &m,
+            &r,
+            Some(&w),
+            Some(&mut dx),
+            Some(&mut dg),
+            None,
+        );
+        for k in 0..6 {
+            let mut xp = x;
+            xp[k] += 1e-7;
+            let (yp, _, _) = fwd(&xp);
+            let fd: f64 = (0..6).map(|i| dy[i] * (yp[i] - y[i]) / 1e-7).sum();
+            assert!((fd - dx[k]).abs() < 1e-5, "k={k} fd={fd} dx={}", dx[k]);
+        }
+        let xhat0 = (x[0] - m[0]) * r[0];
+        let xhat3 = (x[3] - m[1]) * r[1];
+        assert!((dg[0] - (dy[0] * xhat0 + dy[3] * xhat3)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn batch_stats_per_channel() {
+        // [n=2, c=2, inner=2]
+        let x = [1.0f64, 3.0, 10.0, 10.0, 5.0, 7.0, 20.0, 20.0];
+        let st = channel_stats(&x, 2, 2, 2);
+        assert_eq!(st[0], (4.0, 5.0));
+        assert_eq!(st[1], (15.0, 25.0));
+    }
+}
