@@ -4,10 +4,10 @@
 //! Owns: [`copy_into`] (broadcasting, casting copy), [`contiguous`], [`to_dtype`].
 //! Must not: decide output shapes for ops (callers do).
 
+use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::iter::map1;
 use crate::out::empty;
-use crate::dispatch_all;
 use opal::OpalError;
 use opal::{DType, Result, Tensor};
 
@@ -19,12 +19,8 @@ pub fn copy_into(dst: &Tensor, src: &Tensor, op: &str) -> Result<()> {
         return dispatch_all!(dst.dtype(), op, |T| map1::<T, T>(dst, src, op, |x| x));
     }
     dispatch_all!(dst.dtype(), op, |D| {
-        dispatch_all!(src.dtype(), op, |S| map1::<D, S>(
-            dst,
-            src,
-            op,
-            |x| x.cast::<D>()
-        ))
+        dispatch_all!(src.dtype(), op, |S| map1::<D, S>(dst, src, op, |x| x
+            .cast::<D>()))
     })
 }
 

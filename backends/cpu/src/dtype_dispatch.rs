@@ -322,5 +322,8 @@ pub fn is_floating(d: DType) -> bool {
 
 /// True for the integer dtypes (bool excluded).
 pub fn is_integral(d: DType) -> bool {
-    matches!(d, DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64)
+    matches!(
+        d,
+        DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64
+    )
 }

@@ -38,15 +38,29 @@ impl Rel {
     }
 }
 
-fn compare_core(a: &Tensor, b: &Tensor, rt: DType, rel: Rel, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn compare_core(
+    a: &Tensor,
+    b: &Tensor,
+    rt: DType,
+    rel: Rel,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     binary_driver(a, b, dest, rt, DType::Bool, op, |o, x, y| {
         // Monomorphise per relation so each inner loop is a single compare.
         macro_rules! run {
             ($r:expr) => {{
                 if rt.is_floating_point() {
-                    dispatch_float!(rt, op, |T, C| map2::<bool, T, T>(o, x, y, op, |p, q| $r.test(p.up(), q.up())))
+                    dispatch_float!(rt, op, |T, C| map2::<bool, T, T>(o, x, y, op, |p, q| $r
+                        .test(p.up(), q.up())))
                 } else {
-                    crate::dispatch_int_bool!(rt, op, |T| map2::<bool, T, T>(o, x, y, op, |p, q| $r.test(p, q)))
+                    crate::dispatch_int_bool!(rt, op, |T| map2::<bool, T, T>(
+                        o,
+                        x,
+                        y,
+                        op,
+                        |p, q| $r.test(p, q)
+                    ))
                 }
             }};
         }
@@ -65,39 +79,135 @@ macro_rules! comparison {
     ($rel:ident, $t:ident, $t_out:ident, $t_:ident, $s:ident, $s_out:ident, $s_:ident, $name:literal) => {
         #[doc = concat!("`", $name, ".Tensor`: element-wise comparison, bool result.")]
         pub fn $t(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-            compare_core(self_, other, result_type2(self_, other)?, Rel::$rel, Dest::New, $name)
+            compare_core(
+                self_,
+                other,
+                result_type2(self_, other)?,
+                Rel::$rel,
+                Dest::New,
+                $name,
+            )
         }
         #[doc = concat!("`", $name, ".Tensor_out`.")]
         pub fn $t_out(self_: &Tensor, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-            compare_core(self_, other, result_type2(self_, other)?, Rel::$rel, Dest::Out(out), $name)
+            compare_core(
+                self_,
+                other,
+                result_type2(self_, other)?,
+                Rel::$rel,
+                Dest::Out(out),
+                $name,
+            )
         }
         #[doc = concat!("`", $name, "_.Tensor`.")]
         pub fn $t_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-            compare_core(self_, other, result_type2(self_, other)?, Rel::$rel, Dest::InPlace(self_), $name)
+            compare_core(
+                self_,
+                other,
+                result_type2(self_, other)?,
+                Rel::$rel,
+                Dest::InPlace(self_),
+                $name,
+            )
         }
         #[doc = concat!("`", $name, ".Scalar`.")]
         pub fn $s(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
             let rt = result_type_scalar(self_, other)?;
-            compare_core(self_, &scalar_tensor(other, rt)?, rt, Rel::$rel, Dest::New, $name)
+            compare_core(
+                self_,
+                &scalar_tensor(other, rt)?,
+                rt,
+                Rel::$rel,
+                Dest::New,
+                $name,
+            )
         }
         #[doc = concat!("`", $name, ".Scalar_out`.")]
         pub fn $s_out(self_: &Tensor, other: &Scalar, out: &Tensor) -> Result<Tensor> {
             let rt = result_type_scalar(self_, other)?;
-            compare_core(self_, &scalar_tensor(other, rt)?, rt, Rel::$rel, Dest::Out(out), $name)
+            compare_core(
+                self_,
+                &scalar_tensor(other, rt)?,
+                rt,
+                Rel::$rel,
+                Dest::Out(out),
+                $name,
+            )
         }
         #[doc = concat!("`", $name, "_.Scalar`.")]
         pub fn $s_(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
             let rt = result_type_scalar(self_, other)?;
-            compare_core(self_, &scalar_tensor(other, rt)?, rt, Rel::$rel, Dest::InPlace(self_), $name)
+            compare_core(
+                self_,
+                &scalar_tensor(other, rt)?,
+                rt,
+                Rel::$rel,
+                Dest::InPlace(self_),
+                $name,
+            )
         }
     };
 }
-comparison!(Eq, eq_tensor, eq_tensor_out, eq_tensor_, eq_scalar, eq_scalar_out, eq_scalar_, "eq");
-comparison!(Ne, ne_tensor, ne_tensor_out, ne_tensor_, ne_scalar, ne_scalar_out, ne_scalar_, "ne");
-comparison!(Lt, lt_tensor, lt_tensor_out, lt_tensor_, lt_scalar, lt_scalar_out, lt_scalar_, "lt");
-comparison!(Le, le_tensor, le_tensor_out, le_tensor_, le_scalar, le_scalar_out, le_scalar_, "le");
-comparison!(Gt, gt_tensor, gt_tensor_out, gt_tensor_, gt_scalar, gt_scalar_out, gt_scalar_, "gt");
-comparison!(Ge, ge_tensor, ge_tensor_out, ge_tensor_, ge_scalar, ge_scalar_out, ge_scalar_, "ge");
+comparison!(
+    Eq,
+    eq_tensor,
+    eq_tensor_out,
+    eq_tensor_,
+    eq_scalar,
+    eq_scalar_out,
+    eq_scalar_,
+    "eq"
+);
+comparison!(
+    Ne,
+    ne_tensor,
+    ne_tensor_out,
+    ne_tensor_,
+    ne_scalar,
+    ne_scalar_out,
+    ne_scalar_,
+    "ne"
+);
+comparison!(
+    Lt,
+    lt_tensor,
+    lt_tensor_out,
+    lt_tensor_,
+    lt_scalar,
+    lt_scalar_out,
+    lt_scalar_,
+    "lt"
+);
+comparison!(
+    Le,
+    le_tensor,
+    le_tensor_out,
+    le_tensor_,
+    le_scalar,
+    le_scalar_out,
+    le_scalar_,
+    "le"
+);
+comparison!(
+    Gt,
+    gt_tensor,
+    gt_tensor_out,
+    gt_tensor_,
+    gt_scalar,
+    gt_scalar_out,
+    gt_scalar_,
+    "gt"
+);
+comparison!(
+    Ge,
+    ge_tensor,
+    ge_tensor_out,
+    ge_tensor_,
+    ge_scalar,
+    ge_scalar_out,
+    ge_scalar_,
+    "ge"
+);
 
 fn logical_impl(a: &Tensor, b: &Tensor, and: bool, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     binary_driver(a, b, dest, DType::Bool, DType::Bool, op, |o, x, y| {
@@ -135,7 +245,9 @@ pub fn logical_or_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 
 fn logical_not_impl(self_: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let a = to_dtype(self_, DType::Bool)?;
-    write_result(dest, self_.sizes(), DType::Bool, op, |o| map1::<bool, bool>(o, &a, op, |v| !v))
+    write_result(dest, self_.sizes(), DType::Bool, op, |o| {
+        map1::<bool, bool>(o, &a, op, |v| !v)
+    })
 }
 /// `logical_not`: true where the element is zero.
 pub fn logical_not(self_: &Tensor) -> Result<Tensor> {

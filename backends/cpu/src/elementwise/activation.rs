@@ -33,10 +33,12 @@ fn relu_impl(self_: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
                 }
             }));
         }
-        dispatch_numeric!(dt, "relu", |T| map1::<T, T>(o, a, "relu", |v| if v < T::default() {
-            T::default()
-        } else {
-            v
+        dispatch_numeric!(dt, "relu", |T| map1::<T, T>(o, a, "relu", |v| {
+            if v < T::default() {
+                T::default()
+            } else {
+                v
+            }
         }))
     })
 }
@@ -94,7 +96,12 @@ fn gelu_impl(self_: &Tensor, approximate: &str, dest: Dest<'_>) -> Result<Tensor
 }
 three_forms!(gelu_impl, gelu, gelu_out, gelu_, (approximate: &str));
 
-fn softplus_impl(self_: &Tensor, beta: &Scalar, threshold: &Scalar, dest: Dest<'_>) -> Result<Tensor> {
+fn softplus_impl(
+    self_: &Tensor,
+    beta: &Scalar,
+    threshold: &Scalar,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
     float_act!("softplus", self_, dest, |x: C| {
         let b: C = scalar_as(beta);
         let th: C = scalar_as(threshold);
@@ -110,7 +117,12 @@ pub fn softplus(self_: &Tensor, beta: &Scalar, threshold: &Scalar) -> Result<Ten
     softplus_impl(self_, beta, threshold, Dest::New)
 }
 /// `softplus.out`.
-pub fn softplus_out(self_: &Tensor, beta: &Scalar, threshold: &Scalar, out: &Tensor) -> Result<Tensor> {
+pub fn softplus_out(
+    self_: &Tensor,
+    beta: &Scalar,
+    threshold: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
     softplus_impl(self_, beta, threshold, Dest::Out(out))
 }
 
@@ -144,7 +156,12 @@ fn leaky_relu_impl(self_: &Tensor, negative_slope: &Scalar, dest: Dest<'_>) -> R
 }
 three_forms!(leaky_relu_impl, leaky_relu, leaky_relu_out, leaky_relu_, (negative_slope: &Scalar));
 
-fn hardtanh_impl(self_: &Tensor, min_val: &Scalar, max_val: &Scalar, dest: Dest<'_>) -> Result<Tensor> {
+fn hardtanh_impl(
+    self_: &Tensor,
+    min_val: &Scalar,
+    max_val: &Scalar,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
     let dt = self_.dtype();
     if dt == DType::Bool {
         return Err(OpalError::msg("hardtanh: not supported for bool tensors"));

@@ -16,26 +16,47 @@ macro_rules! float_grad {
     ($name:expr, $g:expr, $x:expr, $dest:expr, |$gv:ident : $C:ident, $xv:ident| $body:expr) => {{
         let dt = float_result(result_type2($g, $x)?, $name)?;
         binary_driver($g, $x, $dest, dt, dt, $name, |o, a, b| {
-            dispatch_float!(dt, $name, |T, $C| map2::<T, T, T>(o, a, b, $name, |p: T, q: T| {
-                let ($gv, $xv): ($C, $C) = (p.up(), q.up());
-                T::down($body)
-            }))
+            dispatch_float!(dt, $name, |T, $C| map2::<T, T, T>(
+                o,
+                a,
+                b,
+                $name,
+                |p: T, q: T| {
+                    let ($gv, $xv): ($C, $C) = (p.up(), q.up());
+                    T::down($body)
+                }
+            ))
         })
     }};
 }
 
-fn threshold_backward_impl(grad: &Tensor, self_: &Tensor, threshold: &Scalar, dest: Dest<'_>) -> Result<Tensor> {
+fn threshold_backward_impl(
+    grad: &Tensor,
+    self_: &Tensor,
+    threshold: &Scalar,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
     let op = "threshold_backward";
     let dt = result_type2(grad, self_)?;
     binary_driver(grad, self_, dest, dt, dt, op, |o, a, b| {
         dispatch_numeric!(dt, op, |T| {
             let th: T = scalar_as(threshold);
-            map2::<T, T, T>(o, a, b, op, move |g, x| if x <= th { T::default() } else { g })
+            map2::<T, T, T>(
+                o,
+                a,
+                b,
+                op,
+                move |g, x| if x <= th { T::default() } else { g },
+            )
         })
     })
 }
 /// `threshold_backward`: `grad` where `self > threshold`, else 0.
-pub fn threshold_backward(grad_output: &Tensor, self_: &Tensor, threshold: &Scalar) -> Result<Tensor> {
+pub fn threshold_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    threshold: &Scalar,
+) -> Result<Tensor> {
     threshold_backward_impl(grad_output, self_, threshold, Dest::New)
 }
 /// `threshold_backward.grad_input`.
@@ -48,7 +69,12 @@ pub fn threshold_backward_grad_input(
     threshold_backward_impl(grad_output, self_, threshold, Dest::Out(grad_input))
 }
 
-fn gelu_backward_impl(grad: &Tensor, self_: &Tensor, approximate: &str, dest: Dest<'_>) -> Result<Tensor> {
+fn gelu_backward_impl(
+    grad: &Tensor,
+    self_: &Tensor,
+    approximate: &str,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
     let op = "gelu_backward";
     match approximate {
         "none" => float_grad!(op, grad, self_, dest, |g: C, x| {
@@ -92,20 +118,49 @@ pub fn gelu_backward_grad_input(
 
 /// `sigmoid_backward`: `grad * (1 - y) * y` for the forward output `y`.
 pub fn sigmoid_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
-    float_grad!("sigmoid_backward", grad_output, output, Dest::New, |g: C, y| g * (1.0 - y) * y)
+    float_grad!(
+        "sigmoid_backward",
+        grad_output,
+        output,
+        Dest::New,
+        |g: C, y| g * (1.0 - y) * y
+    )
 }
 /// `sigmoid_backward.grad_input`.
-pub fn sigmoid_backward_grad_input(grad_output: &Tensor, output: &Tensor, grad_input: &Tensor) -> Result<Tensor> {
-    float_grad!("sigmoid_backward", grad_output, output, Dest::Out(grad_input), |g: C, y| g
-        * (1.0 - y)
-        * y)
+pub fn sigmoid_backward_grad_input(
+    grad_output: &Tensor,
+    output: &Tensor,
+    grad_input: &Tensor,
+) -> Result<Tensor> {
+    float_grad!(
+        "sigmoid_backward",
+        grad_output,
+        output,
+        Dest::Out(grad_input),
+        |g: C, y| g * (1.0 - y) * y
+    )
 }
 /// `tanh_backward`: `grad * (1 - y^2)` for the forward output `y`.
 pub fn tanh_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
-    float_grad!("tanh_backward", grad_output, output, Dest::New, |g: C, y| g * (1.0 - y * y))
+    float_grad!(
+        "tanh_backward",
+        grad_output,
+        output,
+        Dest::New,
+        |g: C, y| g * (1.0 - y * y)
+    )
 }
 /// `tanh_backward.grad_input`.
-pub fn tanh_backward_grad_input(grad_output: &Tensor, output: &Tensor, grad_input: &Tensor) -> Result<Tensor> {
-    float_grad!("tanh_backward", grad_output, output, Dest::Out(grad_input), |g: C, y| g
-        * (1.0 - y * y))
+pub fn tanh_backward_grad_input(
+    grad_output: &Tensor,
+    output: &Tensor,
+    grad_input: &Tensor,
+) -> Result<Tensor> {
+    float_grad!(
+        "tanh_backward",
+        grad_output,
+        output,
+        Dest::Out(grad_input),
+        |g: C, y| g * (1.0 - y * y)
+    )
 }

@@ -5,7 +5,9 @@
 //! subtraction, integer division by zero) and their element loops. Must not:
 //! handle layout or out= rules itself (uses [`super::binary_driver`]).
 
-use super::{binary_driver, float_result, result_type2, result_type_scalar, scalar_as, scalar_tensor};
+use super::{
+    binary_driver, float_result, result_type2, result_type_scalar, scalar_as, scalar_tensor,
+};
 use crate::dtype_dispatch::{Elem, Float};
 use crate::iter::map2;
 use crate::out::Dest;
@@ -91,15 +93,39 @@ fn add_core(
 
 /// `add.Tensor`: `self + alpha * other`.
 pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: &Scalar) -> Result<Tensor> {
-    add_core(self_, other, alpha, result_type2(self_, other)?, false, Dest::New, "add")
+    add_core(
+        self_,
+        other,
+        alpha,
+        result_type2(self_, other)?,
+        false,
+        Dest::New,
+        "add",
+    )
 }
 /// `add.out`.
 pub fn add_out(self_: &Tensor, other: &Tensor, alpha: &Scalar, out: &Tensor) -> Result<Tensor> {
-    add_core(self_, other, alpha, result_type2(self_, other)?, false, Dest::Out(out), "add.out")
+    add_core(
+        self_,
+        other,
+        alpha,
+        result_type2(self_, other)?,
+        false,
+        Dest::Out(out),
+        "add.out",
+    )
 }
 /// `add_.Tensor`.
 pub fn add_(self_: &Tensor, other: &Tensor, alpha: &Scalar) -> Result<Tensor> {
-    add_core(self_, other, alpha, result_type2(self_, other)?, false, Dest::InPlace(self_), "add_")
+    add_core(
+        self_,
+        other,
+        alpha,
+        result_type2(self_, other)?,
+        false,
+        Dest::InPlace(self_),
+        "add_",
+    )
 }
 /// `add.Scalar`: `self + alpha * other` with a Python-scalar `other`.
 pub fn add_scalar(self_: &Tensor, other: &Scalar, alpha: &Scalar) -> Result<Tensor> {
@@ -110,10 +136,21 @@ pub fn add_scalar_(self_: &Tensor, other: &Scalar, alpha: &Scalar) -> Result<Ten
     add_scalar_impl(self_, other, alpha, Dest::InPlace(self_), "add_.Scalar")
 }
 /// `add.Scalar_out`.
-pub fn add_scalar_out(self_: &Tensor, other: &Scalar, alpha: &Scalar, out: &Tensor) -> Result<Tensor> {
+pub fn add_scalar_out(
+    self_: &Tensor,
+    other: &Scalar,
+    alpha: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
     add_scalar_impl(self_, other, alpha, Dest::Out(out), "add.Scalar_out")
 }
-fn add_scalar_impl(self_: &Tensor, other: &Scalar, alpha: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn add_scalar_impl(
+    self_: &Tensor,
+    other: &Scalar,
+    alpha: &Scalar,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rt = result_type_scalar(self_, other)?;
     let b = scalar_tensor(other, rt)?;
     add_core(self_, &b, alpha, rt, false, dest, op)
@@ -148,7 +185,8 @@ fn mul_core(a: &Tensor, b: &Tensor, rt: DType, dest: Dest<'_>, op: &str) -> Resu
                 p.up() * q.up()
             )));
         }
-        dispatch_int!(rt, op, |T| map2::<T, T, T>(o, x, y, op, |p, q| p.wrapping_mul(q)))
+        dispatch_int!(rt, op, |T| map2::<T, T, T>(o, x, y, op, |p, q| p
+            .wrapping_mul(q)))
     })
 }
 /// `mul.Tensor`.
@@ -157,11 +195,23 @@ pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 }
 /// `mul.out`.
 pub fn mul_out(self_: &Tensor, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-    mul_core(self_, other, result_type2(self_, other)?, Dest::Out(out), "mul.out")
+    mul_core(
+        self_,
+        other,
+        result_type2(self_, other)?,
+        Dest::Out(out),
+        "mul.out",
+    )
 }
 /// `mul_.Tensor`.
 pub fn mul_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    mul_core(self_, other, result_type2(self_, other)?, Dest::InPlace(self_), "mul_")
+    mul_core(
+        self_,
+        other,
+        result_type2(self_, other)?,
+        Dest::InPlace(self_),
+        "mul_",
+    )
 }
 fn mul_scalar_impl(self_: &Tensor, other: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type_scalar(self_, other)?;
@@ -208,8 +258,14 @@ fn floor_div_float<C: num_traits::Float>(a: C, b: C) -> C {
     }
 }
 
-#[allow(unused_comparisons)] // the sign tests are vacuous only for u8
-fn div_impl(a: &Tensor, b: &Tensor, mode: Option<&str>, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+#[allow(unused_comparisons, clippy::absurd_extreme_comparisons)] // sign tests are vacuous only for u8
+fn div_impl(
+    a: &Tensor,
+    b: &Tensor,
+    mode: Option<&str>,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     match mode {
         None => {
@@ -272,25 +328,46 @@ pub fn div_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     div_impl(self_, other, None, Dest::InPlace(self_), "div_")
 }
 /// `div.Tensor_mode`: `rounding_mode` None, "trunc" or "floor".
-pub fn div_tensor_mode(self_: &Tensor, other: &Tensor, rounding_mode: Option<&str>) -> Result<Tensor> {
+pub fn div_tensor_mode(
+    self_: &Tensor,
+    other: &Tensor,
+    rounding_mode: Option<&str>,
+) -> Result<Tensor> {
     div_impl(self_, other, rounding_mode, Dest::New, "div.Tensor_mode")
 }
 /// `div.out_mode`.
-pub fn div_out_mode(self_: &Tensor, other: &Tensor, rounding_mode: Option<&str>, out: &Tensor) -> Result<Tensor> {
+pub fn div_out_mode(
+    self_: &Tensor,
+    other: &Tensor,
+    rounding_mode: Option<&str>,
+    out: &Tensor,
+) -> Result<Tensor> {
     div_impl(self_, other, rounding_mode, Dest::Out(out), "div.out_mode")
 }
 /// `div_.Tensor_mode`.
-pub fn div_tensor_mode_(self_: &Tensor, other: &Tensor, rounding_mode: Option<&str>) -> Result<Tensor> {
-    div_impl(self_, other, rounding_mode, Dest::InPlace(self_), "div_.Tensor_mode")
+pub fn div_tensor_mode_(
+    self_: &Tensor,
+    other: &Tensor,
+    rounding_mode: Option<&str>,
+) -> Result<Tensor> {
+    div_impl(
+        self_,
+        other,
+        rounding_mode,
+        Dest::InPlace(self_),
+        "div_.Tensor_mode",
+    )
 }
 
 // ---------------------------------------------------------------- remainder
 
-#[allow(unused_comparisons)] // the sign tests are vacuous only for u8
+#[allow(unused_comparisons, clippy::absurd_extreme_comparisons)] // sign tests are vacuous only for u8
 fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     if rt == DType::Bool {
-        return Err(OpalError::msg(format!("{op}: not supported for bool tensors")));
+        return Err(OpalError::msg(format!(
+            "{op}: not supported for bool tensors"
+        )));
     }
     binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
         if rt.is_floating_point() {
@@ -317,7 +394,9 @@ fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Te
             }
         }));
         if zero.load(Ordering::Relaxed) {
-            return Err(OpalError::msg(format!("{op}: ZeroDivisionError (integer remainder by zero)")));
+            return Err(OpalError::msg(format!(
+                "{op}: ZeroDivisionError (integer remainder by zero)"
+            )));
         }
         r
     })
@@ -368,7 +447,9 @@ fn ipow(base: i64, exp: i64) -> i64 {
 fn pow_tt_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     if rt == DType::Bool {
-        return Err(OpalError::msg(format!("{op}: not supported for bool tensors")));
+        return Err(OpalError::msg(format!(
+            "{op}: not supported for bool tensors"
+        )));
     }
     binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
         if rt.is_floating_point() {
@@ -376,10 +457,13 @@ fn pow_tt_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tenso
                 p.up().powf(q.up())
             )));
         }
-        dispatch_int!(rt, op, |T| map2::<T, T, T>(o, x, y, op, |p, q| T::from_i64(ipow(
-            p.to_i64(),
-            q.to_i64()
-        ))))
+        dispatch_int!(rt, op, |T| map2::<T, T, T>(
+            o,
+            x,
+            y,
+            op,
+            |p, q| T::from_i64(ipow(p.to_i64(), q.to_i64()))
+        ))
     })
 }
 /// `pow.Tensor_Tensor`.
@@ -398,10 +482,14 @@ pub fn pow_tensor_(self_: &Tensor, exponent: &Tensor) -> Result<Tensor> {
 fn pow_ts_impl(a: &Tensor, e: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type_scalar(a, e)?;
     if rt == DType::Bool {
-        return Err(OpalError::msg(format!("{op}: not supported for bool tensors")));
+        return Err(OpalError::msg(format!(
+            "{op}: not supported for bool tensors"
+        )));
     }
     if rt.is_integral(false) && e.to_i64() < 0 && !e.is_floating_point() {
-        return Err(OpalError::msg(format!("{op}: integers to negative integer powers are not allowed")));
+        return Err(OpalError::msg(format!(
+            "{op}: integers to negative integer powers are not allowed"
+        )));
     }
     super::unary_driver(a, dest, rt, rt, op, |o, x| {
         if rt.is_floating_point() {
@@ -409,9 +497,15 @@ fn pow_ts_impl(a: &Tensor, e: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tenso
                 let ev: C = scalar_as(e);
                 // Common exponents take exact, faster paths (as PyTorch does).
                 if ev == 2.0 {
-                    crate::iter::map1::<T, T>(o, x, op, |p| { let p = p.up(); T::down(p * p) })
+                    crate::iter::map1::<T, T>(o, x, op, |p| {
+                        let p = p.up();
+                        T::down(p * p)
+                    })
                 } else if ev == 3.0 {
-                    crate::iter::map1::<T, T>(o, x, op, |p| { let p = p.up(); T::down(p * p * p) })
+                    crate::iter::map1::<T, T>(o, x, op, |p| {
+                        let p = p.up();
+                        T::down(p * p * p)
+                    })
                 } else if ev == 0.5 {
                     crate::iter::map1::<T, T>(o, x, op, |p| T::down(p.up().sqrt()))
                 } else if ev == -0.5 {
@@ -419,17 +513,19 @@ fn pow_ts_impl(a: &Tensor, e: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tenso
                 } else if ev == -1.0 {
                     crate::iter::map1::<T, T>(o, x, op, |p| T::down(1.0 / p.up()))
                 } else if ev == -2.0 {
-                    crate::iter::map1::<T, T>(o, x, op, |p| { let p = p.up(); T::down(1.0 / (p * p)) })
+                    crate::iter::map1::<T, T>(o, x, op, |p| {
+                        let p = p.up();
+                        T::down(1.0 / (p * p))
+                    })
                 } else {
                     crate::iter::map1::<T, T>(o, x, op, move |p| T::down(p.up().powf(ev)))
                 }
             });
         }
         let ev = e.to_i64();
-        dispatch_int!(rt, op, |T| crate::iter::map1::<T, T>(o, x, op, move |p| T::from_i64(ipow(
-            p.to_i64(),
-            ev
-        ))))
+        dispatch_int!(rt, op, |T| crate::iter::map1::<T, T>(o, x, op, move |p| {
+            T::from_i64(ipow(p.to_i64(), ev))
+        }))
     })
 }
 /// `pow.Tensor_Scalar`.

@@ -29,7 +29,10 @@ pub(crate) fn float_result(d: DType, op: &str) -> Result<DType> {
     if d.is_floating_point() {
         Ok(d)
     } else if d.is_complex() {
-        Err(OpalError::not_implemented(&format!("{op} (complex)"), "CPU"))
+        Err(OpalError::not_implemented(
+            &format!("{op} (complex)"),
+            "CPU",
+        ))
     } else {
         Ok(opal::dtype::default_dtype())
     }

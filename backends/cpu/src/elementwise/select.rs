@@ -13,7 +13,12 @@ use crate::{dispatch_all, dispatch_float, dispatch_numeric};
 use opal::dtype::ResultType;
 use opal::{DType, OpalError, Result, Scalar, Tensor};
 
-fn where_impl(condition: &Tensor, self_: &Tensor, other: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
+fn where_impl(
+    condition: &Tensor,
+    self_: &Tensor,
+    other: &Tensor,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
     let op = "where";
     if !matches!(condition.dtype(), DType::Bool | DType::U8) {
         return Err(OpalError::msg(format!(
@@ -28,7 +33,14 @@ fn where_impl(condition: &Tensor, self_: &Tensor, other: &Tensor, dest: Dest<'_>
     let c = to_dtype(condition, DType::Bool)?;
     let (a, b) = (to_dtype(self_, rt)?, to_dtype(other, rt)?);
     write_result(dest, &shape, rt, op, |o| {
-        dispatch_all!(rt, op, |T| map3::<T, bool, T, T>(o, &c, &a, &b, op, |c, x, y| if c { x } else { y }))
+        dispatch_all!(rt, op, |T| map3::<T, bool, T, T>(
+            o,
+            &c,
+            &a,
+            &b,
+            op,
+            |c, x, y| if c { x } else { y }
+        ))
     })
 }
 /// `where.self`: `condition ? self : other`, broadcasting all three.
@@ -36,12 +48,26 @@ pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<
     where_impl(condition, self_, other, Dest::New)
 }
 /// `where.self_out`.
-pub fn where_self_out(condition: &Tensor, self_: &Tensor, other: &Tensor, out: &Tensor) -> Result<Tensor> {
+pub fn where_self_out(
+    condition: &Tensor,
+    self_: &Tensor,
+    other: &Tensor,
+    out: &Tensor,
+) -> Result<Tensor> {
     where_impl(condition, self_, other, Dest::Out(out))
 }
 
-fn masked_fill_impl(self_: &Tensor, mask: &Tensor, value: &Scalar, in_place: bool) -> Result<Tensor> {
-    let op = if in_place { "masked_fill_" } else { "masked_fill" };
+fn masked_fill_impl(
+    self_: &Tensor,
+    mask: &Tensor,
+    value: &Scalar,
+    in_place: bool,
+) -> Result<Tensor> {
+    let op = if in_place {
+        "masked_fill_"
+    } else {
+        "masked_fill"
+    };
     if mask.dtype() != DType::Bool {
         return Err(OpalError::msg(format!(
             "{op}: only supports boolean masks, but got mask with dtype {}",
@@ -62,9 +88,15 @@ fn masked_fill_impl(self_: &Tensor, mask: &Tensor, value: &Scalar, in_place: boo
         broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?
     };
     if in_place && shape != self_.sizes() {
-        return Err(OpalError::shape(format!("{op}: mask shape cannot be broadcast into self")));
+        return Err(OpalError::shape(format!(
+            "{op}: mask shape cannot be broadcast into self"
+        )));
     }
-    let dest = if in_place { Dest::InPlace(self_) } else { Dest::New };
+    let dest = if in_place {
+        Dest::InPlace(self_)
+    } else {
+        Dest::New
+    };
     write_result(dest, &shape, dt, op, |o| {
         dispatch_all!(dt, op, |T| {
             let v: T = scalar_as(value);
@@ -81,10 +113,17 @@ pub fn masked_fill_scalar_(self_: &Tensor, mask: &Tensor, value: &Scalar) -> Res
     masked_fill_impl(self_, mask, value, true)
 }
 
-fn clamp_impl(self_: &Tensor, min: Option<&Scalar>, max: Option<&Scalar>, dest: Dest<'_>) -> Result<Tensor> {
+fn clamp_impl(
+    self_: &Tensor,
+    min: Option<&Scalar>,
+    max: Option<&Scalar>,
+    dest: Dest<'_>,
+) -> Result<Tensor> {
     let op = "clamp";
     if min.is_none() && max.is_none() {
-        return Err(OpalError::msg("clamp: at least one of 'min' or 'max' must not be None"));
+        return Err(OpalError::msg(
+            "clamp: at least one of 'min' or 'max' must not be None",
+        ));
     }
     if self_.dtype() == DType::Bool {
         return Err(OpalError::msg("clamp: not supported for bool tensors"));
@@ -177,7 +216,10 @@ three_forms!(nan_to_num_impl, nan_to_num, nan_to_num_out, nan_to_num_, (nan: Opt
 fn float_limits<T: Float>() -> (T, T) {
     match T::DTYPE {
         DType::F16 => (T::from_f64(-65504.0), T::from_f64(65504.0)),
-        DType::BF16 => (T::from_f64(-3.389_531_389_251_535_5e38), T::from_f64(3.389_531_389_251_535_5e38)),
+        DType::BF16 => (
+            T::from_f64(-3.389_531_389_251_535_5e38),
+            T::from_f64(3.389_531_389_251_535_5e38),
+        ),
         DType::F32 => (T::from_f64(f32::MIN as f64), T::from_f64(f32::MAX as f64)),
         _ => (T::from_f64(f64::MIN), T::from_f64(f64::MAX)),
     }
@@ -191,11 +233,12 @@ pub fn isnan(self_: &Tensor) -> Result<Tensor> {
         if !dt.is_floating_point() {
             return map1::<bool, bool>(o, &scalar_false()?, op, |v| v);
         }
-        dispatch_float!(dt, op, |T, C| map1::<bool, T>(o, self_, op, |v| v.up().is_nan()))
+        dispatch_float!(dt, op, |T, C| map1::<bool, T>(o, self_, op, |v| v
+            .up()
+            .is_nan()))
     })
 }
 
 fn scalar_false() -> Result<Tensor> {
     super::scalar_tensor(&Scalar::Bool(false), DType::Bool)
 }
-

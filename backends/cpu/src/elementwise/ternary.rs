@@ -30,7 +30,9 @@ fn addc_impl(
         ));
     }
     if rt == DType::Bool {
-        return Err(OpalError::msg(format!("{op}: not supported for bool tensors")));
+        return Err(OpalError::msg(format!(
+            "{op}: not supported for bool tensors"
+        )));
     }
     let shape = broadcast_shapes(&[self_.sizes(), t1.sizes(), t2.sizes()], op)?;
     let (s, a, b) = (to_dtype(self_, rt)?, to_dtype(t1, rt)?, to_dtype(t2, rt)?);
@@ -39,44 +41,78 @@ fn addc_impl(
             return dispatch_float!(rt, op, |T, C| {
                 let v: C = scalar_as(value);
                 if div {
-                    map3::<T, T, T, T>(o, &s, &a, &b, op, move |x, p, q| T::down(
-                        x.up() + v * (p.up() / q.up())
-                    ))
+                    map3::<T, T, T, T>(o, &s, &a, &b, op, move |x, p, q| {
+                        T::down(x.up() + v * (p.up() / q.up()))
+                    })
                 } else {
-                    map3::<T, T, T, T>(o, &s, &a, &b, op, move |x, p, q| T::down(
-                        x.up() + v * p.up() * q.up()
-                    ))
+                    map3::<T, T, T, T>(o, &s, &a, &b, op, move |x, p, q| {
+                        T::down(x.up() + v * p.up() * q.up())
+                    })
                 }
             });
         }
         dispatch_int!(rt, op, |T| {
             let v: T = scalar_as(value);
-            map3::<T, T, T, T>(o, &s, &a, &b, op, move |x, p, q| x.wrapping_add(v.wrapping_mul(p).wrapping_mul(q)))
+            map3::<T, T, T, T>(o, &s, &a, &b, op, move |x, p, q| {
+                x.wrapping_add(v.wrapping_mul(p).wrapping_mul(q))
+            })
         })
     })
 }
 /// `addcmul`: `self + value * tensor1 * tensor2`.
-pub fn addcmul(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: &Scalar) -> Result<Tensor> {
+pub fn addcmul(
+    self_: &Tensor,
+    tensor1: &Tensor,
+    tensor2: &Tensor,
+    value: &Scalar,
+) -> Result<Tensor> {
     addc_impl(self_, tensor1, tensor2, value, false, Dest::New)
 }
 /// `addcmul.out`.
-pub fn addcmul_out(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: &Scalar, out: &Tensor) -> Result<Tensor> {
+pub fn addcmul_out(
+    self_: &Tensor,
+    tensor1: &Tensor,
+    tensor2: &Tensor,
+    value: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
     addc_impl(self_, tensor1, tensor2, value, false, Dest::Out(out))
 }
 /// `addcmul_`.
-pub fn addcmul_(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: &Scalar) -> Result<Tensor> {
+pub fn addcmul_(
+    self_: &Tensor,
+    tensor1: &Tensor,
+    tensor2: &Tensor,
+    value: &Scalar,
+) -> Result<Tensor> {
     addc_impl(self_, tensor1, tensor2, value, false, Dest::InPlace(self_))
 }
 /// `addcdiv`: `self + value * tensor1 / tensor2` (floating only).
-pub fn addcdiv(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: &Scalar) -> Result<Tensor> {
+pub fn addcdiv(
+    self_: &Tensor,
+    tensor1: &Tensor,
+    tensor2: &Tensor,
+    value: &Scalar,
+) -> Result<Tensor> {
     addc_impl(self_, tensor1, tensor2, value, true, Dest::New)
 }
 /// `addcdiv.out`.
-pub fn addcdiv_out(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: &Scalar, out: &Tensor) -> Result<Tensor> {
+pub fn addcdiv_out(
+    self_: &Tensor,
+    tensor1: &Tensor,
+    tensor2: &Tensor,
+    value: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
     addc_impl(self_, tensor1, tensor2, value, true, Dest::Out(out))
 }
 /// `addcdiv_`.
-pub fn addcdiv_(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: &Scalar) -> Result<Tensor> {
+pub fn addcdiv_(
+    self_: &Tensor,
+    tensor1: &Tensor,
+    tensor2: &Tensor,
+    value: &Scalar,
+) -> Result<Tensor> {
     addc_impl(self_, tensor1, tensor2, value, true, Dest::InPlace(self_))
 }
 
@@ -91,7 +127,9 @@ fn lerp_impl(self_: &Tensor, end: &Tensor, weight: &Scalar, dest: Dest<'_>) -> R
     }
     let dt = self_.dtype();
     if !dt.is_floating_point() {
-        return Err(OpalError::msg(format!("lerp: expected a floating point tensor, got {dt}")));
+        return Err(OpalError::msg(format!(
+            "lerp: expected a floating point tensor, got {dt}"
+        )));
     }
     let shape = broadcast_shapes(&[self_.sizes(), end.sizes()], op)?;
     write_result(dest, &shape, dt, op, |o| {
@@ -100,7 +138,11 @@ fn lerp_impl(self_: &Tensor, end: &Tensor, weight: &Scalar, dest: Dest<'_>) -> R
             map2::<T, T, T>(o, self_, end, op, move |s, e| {
                 let (s, e) = (s.up(), e.up());
                 // Two formulas keep the result exact at both ends of [0, 1].
-                T::down(if w.abs() < 0.5 { s + w * (e - s) } else { e - (e - s) * (1.0 - w) })
+                T::down(if w.abs() < 0.5 {
+                    s + w * (e - s)
+                } else {
+                    e - (e - s) * (1.0 - w)
+                })
             })
         })
     })
@@ -110,7 +152,12 @@ pub fn lerp_scalar(self_: &Tensor, end: &Tensor, weight: &Scalar) -> Result<Tens
     lerp_impl(self_, end, weight, Dest::New)
 }
 /// `lerp.Scalar_out`.
-pub fn lerp_scalar_out(self_: &Tensor, end: &Tensor, weight: &Scalar, out: &Tensor) -> Result<Tensor> {
+pub fn lerp_scalar_out(
+    self_: &Tensor,
+    end: &Tensor,
+    weight: &Scalar,
+    out: &Tensor,
+) -> Result<Tensor> {
     lerp_impl(self_, end, weight, Dest::Out(out))
 }
 /// `lerp_.Scalar`.

@@ -30,9 +30,11 @@ macro_rules! float_unary {
 }
 
 float_unary!(sqrt_impl, sqrt, sqrt_out, sqrt_, "sqrt", |x| x.sqrt());
-float_unary!(rsqrt_impl, rsqrt, rsqrt_out, rsqrt_, "rsqrt", |x| 1.0 / x.sqrt());
+float_unary!(rsqrt_impl, rsqrt, rsqrt_out, rsqrt_, "rsqrt", |x| 1.0
+    / x.sqrt());
 float_unary!(exp_impl, exp, exp_out, exp_, "exp", |x| x.exp());
-float_unary!(expm1_impl, expm1, expm1_out, expm1_, "expm1", |x| x.exp_m1());
+float_unary!(expm1_impl, expm1, expm1_out, expm1_, "expm1", |x| x
+    .exp_m1());
 float_unary!(log_impl, log, log_out, log_, "log", |x| x.ln());
 float_unary!(log1p_impl, log1p, log1p_out, log1p_, "log1p", |x| x.ln_1p());
 float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin());
@@ -40,10 +42,22 @@ float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos());
 float_unary!(tan_impl, tan, tan_out, tan_, "tan", |x| x.tan());
 float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh());
 float_unary!(erf_impl, erf, erf_out, erf_, "erf", |x| Special::erf(x));
-float_unary!(sigmoid_impl, sigmoid, sigmoid_out, sigmoid_, "sigmoid", |x| 1.0
-    / (1.0 + (-x).exp()));
-float_unary!(reciprocal_impl, reciprocal, reciprocal_out, reciprocal_, "reciprocal", |x| 1.0
-    / x);
+float_unary!(
+    sigmoid_impl,
+    sigmoid,
+    sigmoid_out,
+    sigmoid_,
+    "sigmoid",
+    |x| 1.0 / (1.0 + (-x).exp())
+);
+float_unary!(
+    reciprocal_impl,
+    reciprocal,
+    reciprocal_out,
+    reciprocal_,
+    "reciprocal",
+    |x| 1.0 / x
+);
 
 /// Same-dtype unary op over floats and integers with separate bodies; `bool`
 /// handled by `$bool` (an expression returning `Result<()>` given `o`, `a`).
@@ -57,10 +71,15 @@ macro_rules! keep_dtype_unary {
                     return $bbody;
                 }
                 if dt.is_floating_point() {
-                    return dispatch_float!(dt, $name, |T, C| map1::<T, T>($o, $a, $name, |v: T| {
-                        let $x: C = v.up();
-                        T::down($fbody)
-                    }));
+                    return dispatch_float!(dt, $name, |T, C| map1::<T, T>(
+                        $o,
+                        $a,
+                        $name,
+                        |v: T| {
+                            let $x: C = v.up();
+                            T::down($fbody)
+                        }
+                    ));
                 }
                 dispatch_int!(dt, $name, |T| map1::<T, T>($o, $a, $name, |$y: T| $ibody))
             })
@@ -73,23 +92,84 @@ fn bool_copy(o: &Tensor, a: &Tensor, name: &str) -> Result<()> {
     map1::<bool, bool>(o, a, name, |v| v)
 }
 
-keep_dtype_unary!(abs_impl, abs, abs_out, abs_, "abs",
-    float |x| x.abs(), int |v| v.wrapping_abs_(), bool |o, a| bool_copy(o, a, "abs"));
+keep_dtype_unary!(
+    abs_impl,
+    abs,
+    abs_out,
+    abs_,
+    "abs",
+    float | x | x.abs(),
+    int | v | v.wrapping_abs_(),
+    bool | o,
+    a | bool_copy(o, a, "abs")
+);
 keep_dtype_unary!(neg_impl, neg, neg_out, neg_, "neg",
     float |x| -x, int |v| v.wrapping_neg_(), bool |_o, _a| Err(OpalError::msg(
         "neg: negation, the `-` operator, on a bool tensor is not supported; use `~` or logical_not() instead"
     )));
-keep_dtype_unary!(sign_impl, sign, sign_out, sign_, "sign",
-    float |x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 }, int |v| v.signum_(),
-    bool |o, a| bool_copy(o, a, "sign"));
-keep_dtype_unary!(floor_impl, floor, floor_out, floor_, "floor",
-    float |x| x.floor(), int |v| v, bool |o, a| bool_copy(o, a, "floor"));
-keep_dtype_unary!(ceil_impl, ceil, ceil_out, ceil_, "ceil",
-    float |x| x.ceil(), int |v| v, bool |o, a| bool_copy(o, a, "ceil"));
-keep_dtype_unary!(trunc_impl, trunc, trunc_out, trunc_, "trunc",
-    float |x| x.trunc(), int |v| v, bool |o, a| bool_copy(o, a, "trunc"));
-keep_dtype_unary!(round_impl, round, round_out, round_, "round",
-    float |x| x.round_ties_even(), int |v| v, bool |o, a| bool_copy(o, a, "round"));
+keep_dtype_unary!(
+    sign_impl,
+    sign,
+    sign_out,
+    sign_,
+    "sign",
+    float
+        | x
+        | if x > 0.0 {
+            1.0
+        } else if x < 0.0 {
+            -1.0
+        } else {
+            0.0
+        },
+    int | v | v.signum_(),
+    bool | o,
+    a | bool_copy(o, a, "sign")
+);
+keep_dtype_unary!(
+    floor_impl,
+    floor,
+    floor_out,
+    floor_,
+    "floor",
+    float | x | x.floor(),
+    int | v | v,
+    bool | o,
+    a | bool_copy(o, a, "floor")
+);
+keep_dtype_unary!(
+    ceil_impl,
+    ceil,
+    ceil_out,
+    ceil_,
+    "ceil",
+    float | x | x.ceil(),
+    int | v | v,
+    bool | o,
+    a | bool_copy(o, a, "ceil")
+);
+keep_dtype_unary!(
+    trunc_impl,
+    trunc,
+    trunc_out,
+    trunc_,
+    "trunc",
+    float | x | x.trunc(),
+    int | v | v,
+    bool | o,
+    a | bool_copy(o, a, "trunc")
+);
+keep_dtype_unary!(
+    round_impl,
+    round,
+    round_out,
+    round_,
+    "round",
+    float | x | x.round_ties_even(),
+    int | v | v,
+    bool | o,
+    a | bool_copy(o, a, "round")
+);
 
 /// Integer helpers with wrapping semantics (two's-complement, like C++).
 pub(crate) trait IntOps: Copy {
@@ -135,4 +215,3 @@ pub fn cast(self_: &Tensor, dtype: DType) -> Result<Tensor> {
         }
     })
 }
-

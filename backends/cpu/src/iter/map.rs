@@ -143,7 +143,11 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
             let (po, pa, pb) = (po, pa, pb);
             // SAFETY: all three are contiguous with `numel` elements; `s..e` is in range.
             unsafe {
-                let (o, a, b) = (po.0.add(s), pa.0.add(s) as *const A, pb.0.add(s) as *const B);
+                let (o, a, b) = (
+                    po.0.add(s),
+                    pa.0.add(s) as *const A,
+                    pb.0.add(s) as *const B,
+                );
                 for i in 0..e - s {
                     *o.add(i) = f(*a.add(i), *b.add(i));
                 }
@@ -180,7 +184,8 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
                 }
             } else {
                 for i in 0..n as isize {
-                    *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]), *b.byte_offset(i * s[2]));
+                    *o.byte_offset(i * s[0]) =
+                        f(*a.byte_offset(i * s[1]), *b.byte_offset(i * s[2]));
                 }
             }
         });

@@ -224,6 +224,7 @@ pub(crate) unsafe fn run_range_serial<const N: usize, F>(
 ///
 /// # Safety
 /// As [`for_each_raw`].
+#[allow(clippy::needless_range_loop)] // parallel arrays indexed by dim and operand
 unsafe fn run_range<const N: usize, F>(
     g: &Geometry<N>,
     base: [*mut u8; N],
@@ -283,7 +284,10 @@ mod tests {
     fn broadcast_rules() {
         assert_eq!(broadcast_shapes(&[&[3, 1], &[4]], "t").unwrap(), vec![3, 4]);
         assert_eq!(broadcast_shapes(&[&[], &[2, 0]], "t").unwrap(), vec![2, 0]);
-        assert_eq!(broadcast_shapes(&[&[1, 0], &[3, 1]], "t").unwrap(), vec![3, 0]);
+        assert_eq!(
+            broadcast_shapes(&[&[1, 0], &[3, 1]], "t").unwrap(),
+            vec![3, 0]
+        );
         let e = broadcast_shapes(&[&[3], &[4]], "myop").unwrap_err();
         assert!(e.to_string().contains("myop"));
     }

@@ -5,9 +5,9 @@
 //! Must not: re-implement layout handling (uses [`super::Rows`]).
 
 use super::{dim_mask, map_rows, reduced_shape, wrap_dim, write_vec, Rows};
+use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::out::{write_result, Dest};
-use crate::dispatch_all;
 use opal::{DType, OpalError, Result, Tensor};
 
 /// Index of the max (or min) of a non-empty row: first NaN, else first extreme.
@@ -37,12 +37,21 @@ fn check_nonempty(self_: &Tensor, mask: &[bool], op: &str) -> Result<()> {
         }
     }
     if self_.numel() == 0 && self_.dim() == 0 {
-        return Err(OpalError::msg(format!("{op}: cannot reduce an empty tensor")));
+        return Err(OpalError::msg(format!(
+            "{op}: cannot reduce an empty tensor"
+        )));
     }
     Ok(())
 }
 
-fn amax_impl(self_: &Tensor, dim: &[i64], keepdim: bool, max: bool, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn amax_impl(
+    self_: &Tensor,
+    dim: &[i64],
+    keepdim: bool,
+    max: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let dt = self_.dtype();
     let mask = dim_mask(Some(dim), self_.dim(), op)?;
     check_nonempty(self_, &mask, op)?;
@@ -72,7 +81,14 @@ pub fn amin_out(self_: &Tensor, dim: &[i64], keepdim: bool, out: &Tensor) -> Res
     amax_impl(self_, dim, keepdim, false, Dest::Out(out), "amin.out")
 }
 
-fn argmax_impl(self_: &Tensor, dim: Option<i64>, keepdim: bool, max: bool, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn argmax_impl(
+    self_: &Tensor,
+    dim: Option<i64>,
+    keepdim: bool,
+    max: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let dt = self_.dtype();
     let (mask, shape) = match dim {
         Some(d) => {
@@ -84,7 +100,11 @@ fn argmax_impl(self_: &Tensor, dim: Option<i64>, keepdim: bool, max: bool, dest:
         None => {
             // Flattened: the result is a scalar (or all-ones shape with keepdim).
             let mask = vec![true; self_.dim()];
-            let shape = if keepdim { vec![1; self_.dim()] } else { vec![] };
+            let shape = if keepdim {
+                vec![1; self_.dim()]
+            } else {
+                vec![]
+            };
             (mask, shape)
         }
     };
@@ -134,14 +154,24 @@ fn max_dim_impl(
     };
     if let Some((_, i)) = outs {
         if i.dtype() != DType::I64 {
-            return Err(OpalError::msg(format!("{op}: expected indices to have dtype int64, got {}", i.dtype())));
+            return Err(OpalError::msg(format!(
+                "{op}: expected indices to have dtype int64, got {}",
+                i.dtype()
+            )));
         }
     }
-    let idx = dispatch_all!(dt, op, |T| map_rows::<T, i64>(&rows, |r| arg_extreme(r, max) as i64))?;
+    let idx = dispatch_all!(dt, op, |T| map_rows::<T, i64>(
+        &rows,
+        |r| arg_extreme(r, max) as i64
+    ))?;
     let values = write_result(vd, &shape, dt, op, |o| {
         dispatch_all!(dt, op, |T| {
             let data = rows.slice::<T>()?;
-            let v: Vec<T> = idx.iter().enumerate().map(|(row, &i)| data[row * rows.inner + i as usize]).collect();
+            let v: Vec<T> = idx
+                .iter()
+                .enumerate()
+                .map(|(row, &i)| data[row * rows.inner + i as usize])
+                .collect();
             write_vec(o, &v, op)
         })
     })?;
@@ -153,14 +183,40 @@ pub fn max_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tenso
     max_dim_impl(self_, dim, keepdim, true, None, "max.dim")
 }
 /// `max.dim_max`.
-pub fn max_dim_max(self_: &Tensor, dim: i64, keepdim: bool, max: &Tensor, max_values: &Tensor) -> Result<(Tensor, Tensor)> {
-    max_dim_impl(self_, dim, keepdim, true, Some((max, max_values)), "max.dim_max")
+pub fn max_dim_max(
+    self_: &Tensor,
+    dim: i64,
+    keepdim: bool,
+    max: &Tensor,
+    max_values: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    max_dim_impl(
+        self_,
+        dim,
+        keepdim,
+        true,
+        Some((max, max_values)),
+        "max.dim_max",
+    )
 }
 /// `min.dim`: (values, indices) of the minimum along `dim`.
 pub fn min_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     max_dim_impl(self_, dim, keepdim, false, None, "min.dim")
 }
 /// `min.dim_min`.
-pub fn min_dim_min(self_: &Tensor, dim: i64, keepdim: bool, min: &Tensor, min_indices: &Tensor) -> Result<(Tensor, Tensor)> {
-    max_dim_impl(self_, dim, keepdim, false, Some((min, min_indices)), "min.dim_min")
+pub fn min_dim_min(
+    self_: &Tensor,
+    dim: i64,
+    keepdim: bool,
+    min: &Tensor,
+    min_indices: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    max_dim_impl(
+        self_,
+        dim,
+        keepdim,
+        false,
+        Some((min, min_indices)),
+        "min.dim_min",
+    )
 }

@@ -37,7 +37,12 @@ pub fn wrap_dim(dim: i64, ndim: usize, op: &str) -> Result<usize> {
             n - 1
         )));
     }
-    Ok(if dim < 0 { (dim + n) as usize } else { dim as usize }.min(ndim.saturating_sub(1)))
+    Ok(if dim < 0 {
+        (dim + n) as usize
+    } else {
+        dim as usize
+    }
+    .min(ndim.saturating_sub(1)))
 }
 
 /// Which dims a reduction collapses: `None` or an empty list reduce all dims.
@@ -102,8 +107,14 @@ impl Rows {
         let strides: Vec<i64> = perm.iter().map(|&d| t.strides()[d]).collect();
         let view = t.as_strided(&sizes, &strides, t.storage_offset())?;
         let data = contiguous(&to_dtype(&view, dtype)?)?;
-        let inner: i64 = (0..t.dim()).filter(|&d| mask[d]).map(|d| t.sizes()[d]).product();
-        let outer: i64 = (0..t.dim()).filter(|&d| !mask[d]).map(|d| t.sizes()[d]).product();
+        let inner: i64 = (0..t.dim())
+            .filter(|&d| mask[d])
+            .map(|d| t.sizes()[d])
+            .product();
+        let outer: i64 = (0..t.dim())
+            .filter(|&d| !mask[d])
+            .map(|d| t.sizes()[d])
+            .product();
         Ok(Rows {
             data,
             outer: outer as usize,

@@ -10,14 +10,23 @@ use crate::out::{write_result, Dest};
 use crate::{dispatch_float, dispatch_int_bool};
 use opal::{DType, OpalError, Result, Tensor};
 
-fn cumsum_impl(self_: &Tensor, dim: i64, dtype: Option<DType>, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn cumsum_impl(
+    self_: &Tensor,
+    dim: i64,
+    dtype: Option<DType>,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rd = match dtype {
         Some(d) => d,
         None if self_.dtype().is_integral(true) => DType::I64,
         None => self_.dtype(),
     };
     if rd.is_complex() {
-        return Err(OpalError::not_implemented(&format!("{op} (complex)"), "CPU"));
+        return Err(OpalError::not_implemented(
+            &format!("{op} (complex)"),
+            "CPU",
+        ));
     }
     let w = wrap_dim(dim, self_.dim(), op)?;
     let mask: Vec<bool> = (0..self_.dim()).map(|i| i == w).collect();

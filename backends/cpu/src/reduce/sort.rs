@@ -6,9 +6,9 @@
 //! Must not: re-implement layout handling (uses [`super::Rows`]).
 
 use super::{wrap_dim, write_rows_back, Rows};
+use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::out::{write_result, Dest};
-use crate::dispatch_all;
 use opal::{DType, OpalError, Result, Tensor};
 use std::cmp::Ordering;
 
@@ -60,7 +60,11 @@ fn sort_impl(
 ) -> Result<(Tensor, Tensor)> {
     let dt = self_.dtype();
     let w = wrap_dim(dim, self_.dim(), op)?;
-    let n = if self_.dim() == 0 { 1 } else { self_.sizes()[w] };
+    let n = if self_.dim() == 0 {
+        1
+    } else {
+        self_.sizes()[w]
+    };
     let k = match k {
         None => n,
         Some(k) if k >= 0 && k <= n => k,
@@ -82,7 +86,10 @@ fn sort_impl(
     };
     if let Some((_, i)) = outs {
         if i.dtype() != DType::I64 {
-            return Err(OpalError::msg(format!("{op}: indices must be int64, got {}", i.dtype())));
+            return Err(OpalError::msg(format!(
+                "{op}: indices must be int64, got {}",
+                i.dtype()
+            )));
         }
     }
     let mut idx = Vec::new();
@@ -93,7 +100,9 @@ fn sort_impl(
             write_rows_back(o, w, &v, op)
         })
     })?;
-    let indices = write_result(id, &shape, DType::I64, op, |o| write_rows_back(o, w, &idx, op))?;
+    let indices = write_result(id, &shape, DType::I64, op, |o| {
+        write_rows_back(o, w, &idx, op)
+    })?;
     Ok((values, indices))
 }
 
@@ -102,11 +111,30 @@ pub fn sort(self_: &Tensor, dim: i64, descending: bool) -> Result<(Tensor, Tenso
     sort_impl(self_, dim, descending, None, None, "sort")
 }
 /// `sort.values`.
-pub fn sort_values(self_: &Tensor, dim: i64, descending: bool, values: &Tensor, indices: &Tensor) -> Result<(Tensor, Tensor)> {
-    sort_impl(self_, dim, descending, None, Some((values, indices)), "sort.values")
+pub fn sort_values(
+    self_: &Tensor,
+    dim: i64,
+    descending: bool,
+    values: &Tensor,
+    indices: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    sort_impl(
+        self_,
+        dim,
+        descending,
+        None,
+        Some((values, indices)),
+        "sort.values",
+    )
 }
 /// `topk`: the `k` largest (or smallest) along `dim`, sorted.
-pub fn topk(self_: &Tensor, k: i64, dim: i64, largest: bool, sorted: bool) -> Result<(Tensor, Tensor)> {
+pub fn topk(
+    self_: &Tensor,
+    k: i64,
+    dim: i64,
+    largest: bool,
+    sorted: bool,
+) -> Result<(Tensor, Tensor)> {
     // Results are always sorted; `sorted=False` permits any order, so sorted is valid.
     let _ = sorted;
     sort_impl(self_, dim, largest, Some(k), None, "topk")
@@ -123,5 +151,12 @@ pub fn topk_values(
     indices: &Tensor,
 ) -> Result<(Tensor, Tensor)> {
     let _ = sorted;
-    sort_impl(self_, dim, largest, Some(k), Some((values, indices)), "topk.values")
+    sort_impl(
+        self_,
+        dim,
+        largest,
+        Some(k),
+        Some((values, indices)),
+        "topk.values",
+    )
 }

@@ -34,7 +34,10 @@ fn reduce_acc(
     int_row: impl Fn(&[i64]) -> i64 + Sync,
 ) -> Result<Tensor> {
     if rd.is_complex() || self_.dtype().is_complex() {
-        return Err(OpalError::not_implemented(&format!("{op} (complex)"), "CPU"));
+        return Err(OpalError::not_implemented(
+            &format!("{op} (complex)"),
+            "CPU",
+        ));
     }
     let mask = dim_mask(dims, self_.dim(), op)?;
     let shape = reduced_shape(self_.sizes(), &mask, keepdim);
@@ -78,7 +81,14 @@ fn pairwise_sum(v: &[f64]) -> f64 {
     pairwise_sum(&v[..mid]) + pairwise_sum(&v[mid..])
 }
 
-fn sum_impl(self_: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn sum_impl(
+    self_: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
     reduce_acc(self_, dims, keepdim, rd, dest, op, pairwise_sum, |r| {
         r.iter().fold(0i64, |a, &x| a.wrapping_add(x))
@@ -89,47 +99,109 @@ pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     sum_impl(self_, None, false, dtype, Dest::New, "sum")
 }
 /// `sum.dim_IntList`.
-pub fn sum_dim_intlist(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+pub fn sum_dim_intlist(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
     sum_impl(self_, dim, keepdim, dtype, Dest::New, "sum.dim_IntList")
 }
 /// `sum.IntList_out`.
-pub fn sum_intlist_out(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, out: &Tensor) -> Result<Tensor> {
-    sum_impl(self_, dim, keepdim, dtype, Dest::Out(out), "sum.IntList_out")
+pub fn sum_intlist_out(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    out: &Tensor,
+) -> Result<Tensor> {
+    sum_impl(
+        self_,
+        dim,
+        keepdim,
+        dtype,
+        Dest::Out(out),
+        "sum.IntList_out",
+    )
 }
 
-fn mean_impl(self_: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn mean_impl(
+    self_: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rd = dtype.unwrap_or(self_.dtype());
     if !rd.is_floating_point() {
         return Err(OpalError::msg(format!(
             "{op}: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {rd}"
         )));
     }
-    reduce_acc(self_, dims, keepdim, rd, dest, op, |r| pairwise_sum(r) / r.len() as f64, |_| 0)
+    reduce_acc(
+        self_,
+        dims,
+        keepdim,
+        rd,
+        dest,
+        op,
+        |r| pairwise_sum(r) / r.len() as f64,
+        |_| 0,
+    )
 }
 /// `mean.dim`.
-pub fn mean_dim(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+pub fn mean_dim(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
     mean_impl(self_, dim, keepdim, dtype, Dest::New, "mean.dim")
 }
 /// `mean.out`.
-pub fn mean_out(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>, out: &Tensor) -> Result<Tensor> {
+pub fn mean_out(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    out: &Tensor,
+) -> Result<Tensor> {
     mean_impl(self_, dim, keepdim, dtype, Dest::Out(out), "mean.out")
 }
 
 /// `prod`: product of all elements (integers in int64).
 pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
-    reduce_acc(self_, None, false, rd, Dest::New, "prod", |r| r.iter().product(), |r| {
-        r.iter().fold(1i64, |a, &x| a.wrapping_mul(x))
-    })
+    reduce_acc(
+        self_,
+        None,
+        false,
+        rd,
+        Dest::New,
+        "prod",
+        |r| r.iter().product(),
+        |r| r.iter().fold(1i64, |a, &x| a.wrapping_mul(x)),
+    )
 }
 
 fn truth_impl(self_: &Tensor, all: bool, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     // PyTorch keeps uint8 for uint8 inputs; everything else gives bool.
-    let rd = if self_.dtype() == DType::U8 { DType::U8 } else { DType::Bool };
+    let rd = if self_.dtype() == DType::U8 {
+        DType::U8
+    } else {
+        DType::Bool
+    };
     let mask = dim_mask(None, self_.dim(), op)?;
     write_result(dest, &[], rd, op, |o| {
         let rows = Rows::new(self_, &mask, DType::Bool)?;
-        let v = map_rows::<bool, bool>(&rows, |r| if all { r.iter().all(|&x| x) } else { r.iter().any(|&x| x) })?;
+        let v = map_rows::<bool, bool>(&rows, |r| {
+            if all {
+                r.iter().all(|&x| x)
+            } else {
+                r.iter().any(|&x| x)
+            }
+        })?;
         if rd == DType::U8 {
             write_vec(o, &[v[0] as u8], op)
         } else {
@@ -170,46 +242,127 @@ fn var_impl(
         )));
     }
     let c = correction.map(|s| s.to_f64()).unwrap_or(1.0);
-    reduce_acc(self_, dim, keepdim, rd, dest, op, move |r| {
-        let n = r.len() as f64;
-        let mean = pairwise_sum(r) / n;
-        let ss: f64 = r.iter().map(|&x| (x - mean) * (x - mean)).sum();
-        let v = ss / (n - c).max(0.0);
-        if take_sqrt {
-            v.sqrt()
-        } else {
-            v
-        }
-    }, |_| 0)
+    reduce_acc(
+        self_,
+        dim,
+        keepdim,
+        rd,
+        dest,
+        op,
+        move |r| {
+            let n = r.len() as f64;
+            let mean = pairwise_sum(r) / n;
+            let ss: f64 = r.iter().map(|&x| (x - mean) * (x - mean)).sum();
+            let v = ss / (n - c).max(0.0);
+            if take_sqrt {
+                v.sqrt()
+            } else {
+                v
+            }
+        },
+        |_| 0,
+    )
 }
 /// `var.correction`.
-pub fn var_correction(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool) -> Result<Tensor> {
-    var_impl(self_, dim, correction, keepdim, false, Dest::New, "var.correction")
+pub fn var_correction(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    correction: Option<&Scalar>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    var_impl(
+        self_,
+        dim,
+        correction,
+        keepdim,
+        false,
+        Dest::New,
+        "var.correction",
+    )
 }
 /// `var.correction_out`.
-pub fn var_correction_out(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    var_impl(self_, dim, correction, keepdim, false, Dest::Out(out), "var.correction_out")
+pub fn var_correction_out(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    correction: Option<&Scalar>,
+    keepdim: bool,
+    out: &Tensor,
+) -> Result<Tensor> {
+    var_impl(
+        self_,
+        dim,
+        correction,
+        keepdim,
+        false,
+        Dest::Out(out),
+        "var.correction_out",
+    )
 }
 /// `std.correction`.
-pub fn std_correction(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool) -> Result<Tensor> {
-    var_impl(self_, dim, correction, keepdim, true, Dest::New, "std.correction")
+pub fn std_correction(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    correction: Option<&Scalar>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    var_impl(
+        self_,
+        dim,
+        correction,
+        keepdim,
+        true,
+        Dest::New,
+        "std.correction",
+    )
 }
 /// `std.correction_out`.
-pub fn std_correction_out(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    var_impl(self_, dim, correction, keepdim, true, Dest::Out(out), "std.correction_out")
+pub fn std_correction_out(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    correction: Option<&Scalar>,
+    keepdim: bool,
+    out: &Tensor,
+) -> Result<Tensor> {
+    var_impl(
+        self_,
+        dim,
+        correction,
+        keepdim,
+        true,
+        Dest::Out(out),
+        "std.correction_out",
+    )
 }
 
-fn logsumexp_impl(self_: &Tensor, dim: &[i64], keepdim: bool, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn logsumexp_impl(
+    self_: &Tensor,
+    dim: &[i64],
+    keepdim: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rd = crate::elementwise::float_result(self_.dtype(), op)?;
-    reduce_acc(self_, Some(dim), keepdim, rd, dest, op, |r| {
-        let m = r.iter().fold(f64::NEG_INFINITY, |a, &x| if x > a || x.is_nan() { x } else { a });
-        if r.is_empty() {
-            return f64::NEG_INFINITY;
-        }
-        // An infinite maximum would turn the shift into NaN; shift by 0 instead.
-        let shift = if m.is_infinite() { 0.0 } else { m };
-        r.iter().map(|&x| (x - shift).exp()).sum::<f64>().ln() + shift
-    }, |_| 0)
+    reduce_acc(
+        self_,
+        Some(dim),
+        keepdim,
+        rd,
+        dest,
+        op,
+        |r| {
+            let m = r.iter().fold(
+                f64::NEG_INFINITY,
+                |a, &x| if x > a || x.is_nan() { x } else { a },
+            );
+            if r.is_empty() {
+                return f64::NEG_INFINITY;
+            }
+            // An infinite maximum would turn the shift into NaN; shift by 0 instead.
+            let shift = if m.is_infinite() { 0.0 } else { m };
+            r.iter().map(|&x| (x - shift).exp()).sum::<f64>().ln() + shift
+        },
+        |_| 0,
+    )
 }
 /// `logsumexp`: `log(sum(exp(x)))` over `dim`, computed stably.
 pub fn logsumexp(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
@@ -247,25 +400,60 @@ fn norm_impl(
             )));
         }
     }
-    reduce_acc(self_, dim, keepdim, rd, dest, op, move |r| {
-        if p == f64::INFINITY {
-            r.iter().fold(0.0f64, |a, &x| if x.abs() > a || x.is_nan() { x.abs() } else { a })
-        } else if p == f64::NEG_INFINITY {
-            r.iter().fold(f64::INFINITY, |a, &x| if x.abs() < a || x.is_nan() { x.abs() } else { a })
-        } else if p == 0.0 {
-            r.iter().filter(|&&x| x != 0.0).count() as f64
-        } else if p == 1.0 {
-            r.iter().map(|x| x.abs()).sum()
-        } else if p == 2.0 {
-            r.iter().map(|x| x * x).sum::<f64>().sqrt()
-        } else {
-            r.iter().map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
-        }
-    }, |_| 0)
+    reduce_acc(
+        self_,
+        dim,
+        keepdim,
+        rd,
+        dest,
+        op,
+        move |r| {
+            if p == f64::INFINITY {
+                r.iter().fold(0.0f64, |a, &x| {
+                    if x.abs() > a || x.is_nan() {
+                        x.abs()
+                    } else {
+                        a
+                    }
+                })
+            } else if p == f64::NEG_INFINITY {
+                r.iter().fold(f64::INFINITY, |a, &x| {
+                    if x.abs() < a || x.is_nan() {
+                        x.abs()
+                    } else {
+                        a
+                    }
+                })
+            } else if p == 0.0 {
+                r.iter().filter(|&&x| x != 0.0).count() as f64
+            } else if p == 1.0 {
+                r.iter().map(|x| x.abs()).sum()
+            } else if p == 2.0 {
+                r.iter().map(|x| x * x).sum::<f64>().sqrt()
+            } else {
+                r.iter().map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
+            }
+        },
+        |_| 0,
+    )
 }
 /// `linalg_vector_norm`.
-pub fn linalg_vector_norm(self_: &Tensor, ord: &Scalar, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    norm_impl(self_, ord, dim, keepdim, dtype, Dest::New, "linalg_vector_norm")
+pub fn linalg_vector_norm(
+    self_: &Tensor,
+    ord: &Scalar,
+    dim: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    norm_impl(
+        self_,
+        ord,
+        dim,
+        keepdim,
+        dtype,
+        Dest::New,
+        "linalg_vector_norm",
+    )
 }
 /// `linalg_vector_norm.out`.
 pub fn linalg_vector_norm_out(
@@ -276,6 +464,13 @@ pub fn linalg_vector_norm_out(
     dtype: Option<DType>,
     out: &Tensor,
 ) -> Result<Tensor> {
-    norm_impl(self_, ord, dim, keepdim, dtype, Dest::Out(out), "linalg_vector_norm.out")
+    norm_impl(
+        self_,
+        ord,
+        dim,
+        keepdim,
+        dtype,
+        Dest::Out(out),
+        "linalg_vector_norm.out",
+    )
 }
-
