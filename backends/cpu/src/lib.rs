@@ -30,3 +30,6 @@ pub mod elementwise;
 pub mod iter;
 pub mod out;
 pub mod reduce;
+// Part 2 kernel families.
+pub mod linalg;
+pub mod nn;
