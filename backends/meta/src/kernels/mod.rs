@@ -21,7 +21,7 @@ pub mod reduce;
 pub mod view;
 
 use crate::shape::promote::{check_out_cast, check_out_exact};
-use crate::shape::{fail, geometry::contiguous_strides, view::Strided};
+use crate::shape::{fail, view::Strided};
 use opal::{DType, Device, Result, Tensor};
 
 /// The device every result of this backend lives on.
@@ -36,7 +36,7 @@ pub fn new_strided(sizes: &[i64], strides: &[i64], dtype: DType) -> Result<Tenso
 
 /// A new contiguous meta tensor.
 pub fn new_contiguous(sizes: &[i64], dtype: DType) -> Result<Tensor> {
-    new_strided(sizes, &contiguous_strides(sizes), dtype)
+    Tensor::empty(sizes, dtype, meta_device())
 }
 
 /// The geometry of a tensor as the shape rules take it.
