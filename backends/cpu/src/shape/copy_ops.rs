@@ -1,0 +1,106 @@
+//! Copying ops: `_to_copy`, `copy_`, `clone` (the strided copy itself is part 1's
+//! `crate::copy`).
+//!
+//! Owns: argument policy (dtype / device / layout / memory format) for these ops.
+//! Must not: implement its own element loop.
+
+use crate::copy::copy_into;
+use crate::nn::io::err;
+use crate::out::empty;
+use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Tensor};
+
+fn check_cpu_strided(
+    layout: Option<Layout>,
+    device: Option<Device>,
+    mf: Option<MemoryFormat>,
+    op: &str,
+) -> Result<()> {
+    if let Some(l) = layout {
+        if l != Layout::Strided {
+            return Err(err(
+                op,
+                format!("layout {l:?} is not supported by the CPU backend"),
+            ));
+        }
+    }
+    if let Some(d) = device {
+        if d.device_type() != DeviceType::Cpu {
+            return Err(err(
+                op,
+                format!("the CPU kernel cannot copy to device '{d}'"),
+            ));
+        }
+    }
+    match mf {
+        None | Some(MemoryFormat::Contiguous) | Some(MemoryFormat::Preserve) => Ok(()),
+        Some(other) => Err(err(
+            op,
+            format!("memory format {other:?} is not supported on CPU"),
+        )),
+    }
+}
+
+/// A new contiguous copy of `self_`, converted to `dtype` when given.
+#[allow(clippy::too_many_arguments)]
+pub fn _to_copy(
+    self_: &Tensor,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+    non_blocking: bool,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    const OP: &str = "_to_copy";
+    let _ = (pin_memory, non_blocking); // no pinned memory or async copies on CPU
+    check_cpu_strided(layout, device, memory_format, OP)?;
+    let dt = dtype.unwrap_or(self_.dtype());
+    if dt.is_complex() || self_.dtype().is_complex() {
+        return Err(err(
+            OP,
+            "complex dtypes are not supported by the CPU backend",
+        ));
+    }
+    let out = empty(self_.sizes(), dt)?;
+    copy_into(&out, self_, OP)?;
+    Ok(out)
+}
+
+/// Copies `src` (broadcast to `self_`'s shape, cast to its dtype) into `self_`.
+pub fn copy_(self_: &Tensor, src: &Tensor, non_blocking: bool) -> Result<Tensor> {
+    let _ = non_blocking;
+    if self_.is_same(src) {
+        return Ok(self_.clone());
+    }
+    if self_.shares_storage(src) {
+        // Overlapping source: go through a temporary so reads see the old values.
+        let tmp = _to_copy(src, None, None, None, None, false, None)?;
+        copy_into(self_, &tmp, "copy_")?;
+    } else {
+        copy_into(self_, src, "copy_")?;
+    }
+    Ok(self_.clone())
+}
+
+/// A new contiguous tensor with `self_`'s values.
+pub fn clone(self_: &Tensor, memory_format: Option<MemoryFormat>) -> Result<Tensor> {
+    _to_copy(self_, None, None, None, None, false, memory_format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_copy_casts_and_copies() {
+        let a = Tensor::from_slice(&[1.5f32, -2.7], &[2]).unwrap();
+        let b = _to_copy(&a, Some(DType::I64), None, None, None, false, None).unwrap();
+        assert_eq!(b.to_vec::<i64>().unwrap(), vec![1, -2]);
+        let c = clone(&a, None).unwrap();
+        assert!(!c.shares_storage(&a));
+        assert!(_to_copy(&a, None, None, Some(Device::meta()), None, false, None).is_err());
+        let z = Tensor::from_slice(&[0.0f32, 0.0], &[2]).unwrap();
+        copy_(&z, &Tensor::from_slice(&[7i64], &[1]).unwrap(), false).unwrap();
+        assert_eq!(z.to_vec::<f32>().unwrap(), vec![7.0, 7.0]);
+    }
+}
