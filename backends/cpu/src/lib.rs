@@ -33,3 +33,4 @@ pub mod reduce;
 // Part 2 kernel families.
 pub mod linalg;
 pub mod nn;
+pub mod shape;
