@@ -31,6 +31,7 @@ pub mod iter;
 pub mod out;
 pub mod reduce;
 // Part 2 kernel families.
+pub mod factory;
 pub mod index;
 pub mod linalg;
 pub mod nn;

@@ -1,0 +1,438 @@
+//! Factory ops: `empty`, `zeros`, `ones`, `full`, `eye`, `arange.start_step`,
+//! `linspace`, `zeros_like`, `ones_like`, `full_like`, and the random `rand`,
+//! `randn`, `randint` (in `random`).
+//!
+//! Owns: default-dtype inference (PyTorch's rules for fill values and ranges),
+//! size checks and element generation. Must not: touch the runtime's internals.
+
+mod random;
+
+pub use random::*;
+
+use crate::dispatch_all;
+use crate::dtype_dispatch::Elem;
+use crate::nn::io::err;
+use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Scalar, Tensor};
+
+/// Checks the tensor-options arguments a CPU factory accepts.
+pub(crate) fn check_options(
+    layout: Option<Layout>,
+    device: Option<Device>,
+    op: &str,
+) -> Result<()> {
+    if let Some(l) = layout {
+        if l != Layout::Strided {
+            return Err(err(
+                op,
+                format!("layout {l:?} is not supported by the CPU backend"),
+            ));
+        }
+    }
+    if let Some(d) = device {
+        if d.device_type() != DeviceType::Cpu {
+            return Err(err(
+                op,
+                format!("the CPU kernel cannot allocate on device '{d}'"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_size(size: &[i64], op: &str) -> Result<()> {
+    if let Some(s) = size.iter().find(|&&s| s < 0) {
+        return Err(err(
+            op,
+            format!("Trying to create tensor with negative dimension {s}: {size:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A tensor of `size` with every element `value` (cast to `dtype`).
+fn filled(size: &[i64], value: &Scalar, dtype: DType, op: &str) -> Result<Tensor> {
+    check_size(size, op)?;
+    if dtype.is_complex() {
+        return Err(err(
+            op,
+            "complex dtypes are not supported by the CPU backend",
+        ));
+    }
+    let t = crate::out::empty(size, dtype)?;
+    let one = Tensor::scalar_tensor(value, dtype, Device::cpu())?;
+    if t.numel() > 0 {
+        crate::copy::copy_into(&t, &one, op)?;
+    }
+    Ok(t)
+}
+
+/// Uninitialised (here: zero-filled) tensor of `size`.
+pub fn empty(
+    size: &[i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    let _ = (pin_memory, memory_format);
+    check_options(layout, device, "empty")?;
+    check_size(size, "empty")?;
+    crate::out::empty(size, dtype.unwrap_or_else(opal::dtype::default_dtype))
+}
+
+/// Zeros of `size` (default dtype when `dtype` is `None`).
+pub fn zeros(
+    size: &[i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    let _ = pin_memory;
+    check_options(layout, device, "zeros")?;
+    filled(
+        size,
+        &Scalar::Int(0),
+        dtype.unwrap_or_else(opal::dtype::default_dtype),
+        "zeros",
+    )
+}
+
+/// Ones of `size`.
+pub fn ones(
+    size: &[i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    let _ = pin_memory;
+    check_options(layout, device, "ones")?;
+    filled(
+        size,
+        &Scalar::Int(1),
+        dtype.unwrap_or_else(opal::dtype::default_dtype),
+        "ones",
+    )
+}
+
+/// The dtype PyTorch infers for `full` from its fill value.
+fn dtype_of_fill(v: &Scalar) -> DType {
+    match v {
+        Scalar::Bool(_) => DType::Bool,
+        Scalar::Int(_) => DType::I64,
+        Scalar::Float(_) => opal::dtype::default_dtype(),
+        Scalar::Complex(..) => opal::dtype::default_complex_dtype(),
+    }
+}
+
+/// `size` filled with `fill_value`; the dtype follows the value when not given.
+pub fn full(
+    size: &[i64],
+    fill_value: &Scalar,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    let _ = pin_memory;
+    check_options(layout, device, "full")?;
+    filled(
+        size,
+        fill_value,
+        dtype.unwrap_or_else(|| dtype_of_fill(fill_value)),
+        "full",
+    )
+}
+
+/// `like`-ops use the input's dtype unless one is given.
+fn like_dtype(self_: &Tensor, dtype: Option<DType>) -> DType {
+    dtype.unwrap_or(self_.dtype())
+}
+
+/// Zeros shaped like `self_`.
+pub fn zeros_like(
+    self_: &Tensor,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    let _ = (pin_memory, memory_format);
+    check_options(layout, device, "zeros_like")?;
+    filled(
+        self_.sizes(),
+        &Scalar::Int(0),
+        like_dtype(self_, dtype),
+        "zeros_like",
+    )
+}
+
+/// Ones shaped like `self_`.
+pub fn ones_like(
+    self_: &Tensor,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    let _ = (pin_memory, memory_format);
+    check_options(layout, device, "ones_like")?;
+    filled(
+        self_.sizes(),
+        &Scalar::Int(1),
+        like_dtype(self_, dtype),
+        "ones_like",
+    )
+}
+
+/// `fill_value` shaped like `self_` (in `self_`'s dtype unless `dtype` is given).
+#[allow(clippy::too_many_arguments)]
+pub fn full_like(
+    self_: &Tensor,
+    fill_value: &Scalar,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    let _ = (pin_memory, memory_format);
+    check_options(layout, device, "full_like")?;
+    filled(
+        self_.sizes(),
+        fill_value,
+        like_dtype(self_, dtype),
+        "full_like",
+    )
+}
+
+/// The `n x n` identity matrix.
+pub fn eye(
+    n: i64,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    const OP: &str = "eye";
+    let _ = pin_memory;
+    check_options(layout, device, OP)?;
+    if n < 0 {
+        return Err(err(OP, format!("n must be greater or equal to 0, got {n}")));
+    }
+    let dt = dtype.unwrap_or_else(opal::dtype::default_dtype);
+    dispatch_all!(dt, OP, |T| {
+        let nn = n as usize;
+        let v: Vec<T> = (0..nn * nn)
+            .map(|i| T::from_i64((i % (nn + 1) == 0) as i64))
+            .collect();
+        Tensor::from_vec(v, &[n, n])
+    })
+}
+
+fn is_integral_scalar(s: &Scalar) -> bool {
+    matches!(s, Scalar::Int(_) | Scalar::Bool(_))
+}
+
+/// `start, start + step, ...` up to (excluding) `end`. Integer dtype when all three
+/// bounds are integers, else the default float dtype.
+#[allow(clippy::too_many_arguments)]
+pub fn arange_start_step(
+    start: &Scalar,
+    end: &Scalar,
+    step: &Scalar,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    const OP: &str = "arange";
+    let _ = pin_memory;
+    check_options(layout, device, OP)?;
+    let all_int = is_integral_scalar(start) && is_integral_scalar(end) && is_integral_scalar(step);
+    let dt = dtype.unwrap_or(if all_int {
+        DType::I64
+    } else {
+        opal::dtype::default_dtype()
+    });
+    let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+    if st == 0.0 {
+        return Err(err(OP, "step must be nonzero"));
+    }
+    if !s.is_finite() || !e.is_finite() {
+        return Err(err(OP, format!("unsupported range: {s} -> {e}")));
+    }
+    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
+        return Err(err(
+            OP,
+            "upper bound and larger bound inconsistent with step sign",
+        ));
+    }
+    let n = if all_int
+        && matches!(
+            dt,
+            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
+        ) {
+        // Exact integer count: ceil((end - start) / step).
+        let (s, e, st) = (start.to_i64(), end.to_i64(), step.to_i64());
+        let span = e - s;
+        (span / st + ((span % st != 0) as i64)).max(0)
+    } else {
+        ((e - s) / st).ceil().max(0.0) as i64
+    };
+    dispatch_all!(dt, OP, |T| {
+        let v: Vec<T> = if T::IS_FLOAT {
+            (0..n).map(|i| T::from_f64(s + i as f64 * st)).collect()
+        } else {
+            let (si, sti) = (start.to_i64(), step.to_i64());
+            if all_int {
+                (0..n)
+                    .map(|i| T::from_i64(si.wrapping_add(i.wrapping_mul(sti))))
+                    .collect()
+            } else {
+                (0..n).map(|i| T::from_f64(s + i as f64 * st)).collect()
+            }
+        };
+        Tensor::from_vec(v, &[n])
+    })
+}
+
+/// `steps` evenly spaced values from `start` to `end` inclusive (default float dtype).
+#[allow(clippy::too_many_arguments)]
+pub fn linspace(
+    start: &Scalar,
+    end: &Scalar,
+    steps: i64,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    const OP: &str = "linspace";
+    let _ = pin_memory;
+    check_options(layout, device, OP)?;
+    if steps < 0 {
+        return Err(err(OP, "number of steps must be non-negative"));
+    }
+    let dt = dtype.unwrap_or_else(opal::dtype::default_dtype);
+    let (s, e) = (start.to_f64(), end.to_f64());
+    let n = steps as usize;
+    let step = if n > 1 { (e - s) / (n - 1) as f64 } else { 0.0 };
+    // Fill from both ends toward the middle so the last value is exactly `end`.
+    let half = n / 2;
+    let val = |i: usize| {
+        if i < half {
+            s + step * i as f64
+        } else {
+            e - step * (n - 1 - i) as f64
+        }
+    };
+    dispatch_all!(dt, OP, |T| {
+        let v: Vec<T> = (0..n).map(|i| T::from_f64(val(i))).collect();
+        Tensor::from_vec(v, &[steps])
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_and_dtypes() {
+        assert_eq!(
+            zeros(&[2], None, None, None, None).unwrap().dtype(),
+            DType::F32
+        );
+        assert_eq!(
+            full(&[2], &Scalar::Int(7), None, None, None, None)
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap(),
+            vec![7, 7]
+        );
+        assert_eq!(
+            full(&[1], &Scalar::Bool(true), None, None, None, None)
+                .unwrap()
+                .dtype(),
+            DType::Bool
+        );
+        let f = full(
+            &[1],
+            &Scalar::Float(-2.25),
+            Some(DType::BF16),
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(f.to_vec::<half::bf16>().unwrap()[0].to_f32(), -2.25);
+        assert!(zeros(&[-1], None, None, None, None).is_err());
+        assert_eq!(
+            eye(3, Some(DType::I64), None, None, None)
+                .unwrap()
+                .to_vec::<i64>()
+                .unwrap(),
+            vec![1, 0, 0, 0, 1, 0, 0, 0, 1]
+        );
+        let src = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+        assert_eq!(
+            ones_like(&src, Some(DType::F16), None, None, None, None)
+                .unwrap()
+                .dtype(),
+            DType::F16
+        );
+    }
+
+    #[test]
+    fn ranges() {
+        let a = arange_start_step(
+            &Scalar::Int(10),
+            &Scalar::Int(0),
+            &Scalar::Int(-3),
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(a.to_vec::<i64>().unwrap(), vec![10, 7, 4, 1]);
+        let b = arange_start_step(
+            &Scalar::Float(0.0),
+            &Scalar::Float(1.0),
+            &Scalar::Float(0.1),
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(b.numel(), 10);
+        assert!(arange_start_step(
+            &Scalar::Int(0),
+            &Scalar::Int(5),
+            &Scalar::Int(-1),
+            None,
+            None,
+            None,
+            None
+        )
+        .is_err());
+        let l = linspace(
+            &Scalar::Int(0),
+            &Scalar::Int(10),
+            4,
+            Some(DType::I64),
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        assert_eq!(l.to_vec::<i64>().unwrap(), vec![0, 3, 6, 10]);
+        let l1 = linspace(&Scalar::Int(3), &Scalar::Int(3), 1, None, None, None, None).unwrap();
+        assert_eq!(l1.to_vec::<f32>().unwrap(), vec![3.0]);
+    }
+}
