@@ -1,0 +1,38 @@
+//! Load + validate PyTorch 2.15's `native_functions.yaml` (2,590 entries -> 3,110
+//! functions). Target: 25 ms; torchgen's `parse_native_yaml` takes 0.76 s here.
+
+use std::path::PathBuf;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+
+fn load_2_15(c: &mut Criterion) {
+    // OPAL_BENCH_DATA lets a copied bench binary run on another machine.
+    let dir = std::env::var_os("OPAL_BENCH_DATA").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/pytorch-2.15"),
+        PathBuf::from,
+    );
+    let yaml = std::fs::read(dir.join("native_functions.yaml")).expect("2.15 fixture");
+    let tags = opal_codegen::load_tags_bytes(
+        &std::fs::read(dir.join("tags.yaml")).expect("tags"),
+        "tags.yaml",
+    )
+    .expect("tags.yaml loads");
+    c.bench_function("load_validate_2_15", |b| {
+        b.iter(|| {
+            let model = opal_codegen::load_bytes(&yaml, "native_functions.yaml", Some(&tags))
+                .expect("2.15 loads");
+            assert_eq!(model.functions.len(), 3110);
+            model
+        })
+    });
+    c.bench_function("load_from_disk_2_15", |b| {
+        b.iter(|| opal_codegen::load(dir.join("native_functions.yaml")).expect("2.15 loads"))
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = load_2_15
+}
+criterion_main!(benches);
