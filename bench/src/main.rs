@@ -1,14 +1,18 @@
-//! `opal-bench [--json] [--vs anchor.json] [--quick] [--only NAME]...`
+//! `opal-bench [--json] [--vs anchor.json] [--quick] [--cpu-time] [--only NAME]...`
 //!
 //! Prints one JSON object with the keys of `../shared/anchors/libtorch_bench.sh`
 //! (`--json`), or a readable table, with `anchor/opal` ratios when given the anchor's
-//! JSON output (`--vs`).
+//! JSON output (`--vs`). `--cpu-time` times with the thread's CPU clock instead of
+//! the wall clock (for a machine shared with other work; the JSON then says
+//! `"clock": "thread_cpu"`).
 
 use opal_bench::harness::Config;
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: opal-bench [--json] [--vs anchor.json] [--quick] [--only NAME]...");
+    eprintln!(
+        "usage: opal-bench [--json] [--vs anchor.json] [--quick] [--cpu-time] [--only NAME]..."
+    );
     ExitCode::from(2)
 }
 
@@ -21,7 +25,13 @@ fn main() -> ExitCode {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => json = true,
-            "--quick" => cfg = Config::quick(),
+            "--quick" => {
+                cfg = Config {
+                    clock: cfg.clock,
+                    ..Config::quick()
+                }
+            }
+            "--cpu-time" => cfg.clock = opal_bench::harness::Clock::ThreadCpu,
             "--vs" => match args.next() {
                 Some(p) => vs = Some(p),
                 None => return usage(),

@@ -4,6 +4,8 @@
 //! Owns: device identity and names. Must not: allocate memory (that is the allocator
 //! registry in `tensor::storage`) or know about dispatch tables.
 
+#![warn(missing_docs)]
+
 use crate::dispatch::DispatchKey;
 use crate::error::{OpalError, Result};
 use std::fmt;

@@ -5,6 +5,8 @@
 //! result-type computation over tensors and scalars ([`ResultType`]) and the
 //! process-wide default float dtype. Must not: know about storage, devices or dispatch.
 
+#![warn(missing_docs)]
+
 use crate::error::{ErrorKind, OpalError, Result};
 use half::{bf16, f16};
 use std::fmt;

@@ -4,6 +4,8 @@
 //! Must not: depend on dispatcher internals (errors carry plain strings and keys), or
 //! panic anywhere. Every fallible runtime API returns `Result<_, OpalError>`.
 
+#![warn(missing_docs)]
+
 use crate::dispatch::DispatchKey;
 use std::fmt;
 

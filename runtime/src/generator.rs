@@ -9,6 +9,8 @@
 //! kernel can reserve a range of the stream ([`Generator::reserve`]) and generate it
 //! in parallel, or on a device, reproducibly.
 
+#![warn(missing_docs)]
+
 use crate::device::{Device, DeviceType};
 use crate::error::{OpalError, Result};
 use std::fmt;

@@ -6,6 +6,8 @@
 //! coercions PyTorch's boxed calling allows: int -> float, number -> Scalar, int ->
 //! `int[N]`). Must not: dispatch.
 
+#![warn(missing_docs)]
+
 use crate::device::Device;
 use crate::dispatch::DispatchKeySet;
 use crate::dtype::DType;

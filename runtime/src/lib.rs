@@ -14,6 +14,7 @@
 //! | [`tensor`] | [`Tensor`], [`Storage`], allocators, data access guards, printing; the aliasing model |
 //! | [`ivalue`] | [`IValue`], [`Stack`], [`IntoIValue`], [`FromIValue`] |
 //! | [`dispatch`] | keys, key sets, TLS, [`dispatch::Dispatcher`], kernels, typed/boxed calling |
+//! | [`fallback`] | the boxed CPU fallback for device backends and the device transfer registry |
 //! | [`ops`] | generated operators (written by `opal-codegen` via `build.rs`) |
 //!
 //! The API used by generated code and backends is fixed in `docs/design.md`.

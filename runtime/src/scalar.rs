@@ -3,6 +3,8 @@
 //! Owns: the scalar value type, its conversions and printing. Must not: know about
 //! tensors or dispatch.
 
+#![warn(missing_docs)]
+
 use crate::dtype::DType;
 use std::fmt;
 

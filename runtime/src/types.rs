@@ -4,6 +4,8 @@
 //! Owns: these types and their printing/parsing. Must not: know about dispatch.
 //! (`Device` lives in `device`, `Generator` in `generator`, `Storage` in `tensor`.)
 
+#![warn(missing_docs)]
+
 use crate::device::Device;
 use crate::error::{OpalError, Result};
 use std::any::Any;

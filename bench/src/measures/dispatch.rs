@@ -111,10 +111,9 @@ pub fn run(cfg: &Config, out: &mut Results) {
         (Ok(a), Ok(b)) => (a, b),
         _ => return,
     };
-    let iters = cfg.iters(2_000_000);
-    let noop_ns = median_ns(cfg.reps, iters, || noop(black_box(&a), black_box(&b)));
+    let noop_ns = median_ns(cfg, 2_000_000, || noop(black_box(&a), black_box(&b)));
     let ks = DispatchKeySet::from_key(DispatchKey::CPU);
-    let direct_ns = median_ns(cfg.reps, iters, || {
+    let direct_ns = median_ns(cfg, 2_000_000, || {
         noop_cpu(black_box(ks), black_box(&a), black_box(&b))
     });
     out.put("dispatch_noop_ns", noop_ns, Unit::Ns);

@@ -7,7 +7,7 @@ use std::hint::black_box;
 
 /// Records `empty_1_ns`.
 pub fn run(cfg: &Config, out: &mut Results) {
-    let ns = median_ns(cfg.reps, cfg.iters(300_000), || {
+    let ns = median_ns(cfg, 300_000, || {
         Tensor::empty(black_box(&[1]), DType::F32, Device::cpu())
     });
     out.put("empty_1_ns", ns, Unit::Ns);

@@ -9,6 +9,8 @@
 //!
 //! Must not: know tensor internals beyond `Tensor::key_set`.
 
+#![warn(missing_docs)]
+
 mod dispatcher;
 mod kernel;
 pub mod key;

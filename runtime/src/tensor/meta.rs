@@ -20,6 +20,9 @@ pub(crate) struct Meta {
     pub(crate) offset: i64,
     pub(crate) numel: i64,
     pub(crate) contiguous: bool,
+    /// For blocks published by `Tensor::resize_`: the block it superseded (kept alive
+    /// until the tensor drops, since readers may still use it). Null otherwise.
+    pub(crate) prev: *mut Meta,
 }
 
 fn check_sizes(sizes: &[i64]) -> Result<i64> {
@@ -54,7 +57,14 @@ fn is_contiguous(sizes: &[i64], strides: &[i64], numel: i64) -> bool {
 }
 
 impl Meta {
-    fn build(sizes: &[i64], strides: impl Fn(&mut [i64]), offset: i64, numel: i64) -> Meta {
+    #[inline]
+    fn build(
+        sizes: &[i64],
+        strides: impl Fn(&mut [i64]),
+        offset: i64,
+        numel: i64,
+        contiguous: Option<bool>,
+    ) -> Meta {
         let n = sizes.len();
         let mut dims = if n <= INLINE_DIMS {
             Dims::Inline {
@@ -74,9 +84,10 @@ impl Meta {
             dims,
             offset,
             numel,
-            contiguous: false,
+            contiguous: true,
+            prev: std::ptr::null_mut(),
         };
-        m.contiguous = is_contiguous(m.sizes(), m.strides(), numel);
+        m.contiguous = contiguous.unwrap_or_else(|| is_contiguous(m.sizes(), m.strides(), numel));
         m
     }
 
@@ -100,6 +111,7 @@ impl Meta {
             },
             offset,
             numel,
+            Some(true),
         ))
     }
 
@@ -126,6 +138,7 @@ impl Meta {
             |st| st.copy_from_slice(strides),
             offset,
             numel,
+            None,
         ))
     }
 

@@ -35,6 +35,8 @@
 //! [`Tensor::data_ptr`] returns a raw pointer without borrowing; only dereference it
 //! while holding a guard.
 
+#![warn(missing_docs)]
+
 mod access;
 mod create;
 mod display;
@@ -51,23 +53,22 @@ use crate::error::{OpalError, Result};
 use crate::types::Layout;
 use meta::Meta;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub(crate) struct TensorImpl {
     storage: Storage,
     /// Metadata at creation.
     meta: Meta,
-    /// Null, or a leaked `Box<Meta>` published by `resize_` that replaces `meta`.
+    /// Null, or a leaked `Box<Meta>` published by `resize_` that replaces `meta`;
+    /// superseded blocks hang off its `prev` chain and are freed with the tensor.
     meta_override: AtomicPtr<Meta>,
-    /// Superseded override blocks, freed with the tensor (readers may still use them).
-    retired: Mutex<Vec<*mut Meta>>,
     dtype: DType,
     device: Device,
     key_set: DispatchKeySet,
     wrapped_number: bool,
 }
 
-// SAFETY: the raw pointers in `meta_override`/`retired` are owned boxes only freed in
+// SAFETY: the raw pointers in `meta_override` and the `prev` chain are owned boxes only freed in
 // `Drop` (exclusive access); everything else is Send + Sync.
 unsafe impl Send for TensorImpl {}
 // SAFETY: see `Send`; shared access only reads the boxes through atomics.
@@ -75,12 +76,12 @@ unsafe impl Sync for TensorImpl {}
 
 impl Drop for TensorImpl {
     fn drop(&mut self) {
-        let cur = *self.meta_override.get_mut();
-        let retired = std::mem::take(self.retired.get_mut().unwrap_or_else(|e| e.into_inner()));
-        for p in retired.into_iter().chain((!cur.is_null()).then_some(cur)) {
-            // SAFETY: each pointer came from `Box::into_raw` in `resize_`, is freed once
-            // (current and retired lists are disjoint), and no reader remains (`&mut self`).
-            drop(unsafe { Box::from_raw(p) });
+        let mut p = *self.meta_override.get_mut();
+        while !p.is_null() {
+            // SAFETY: every block of the chain came from `Box::into_raw` in `resize_`,
+            // appears once in the chain, and no reader remains (`&mut self`).
+            let b = unsafe { Box::from_raw(p) };
+            p = b.prev;
         }
     }
 }
@@ -114,7 +115,6 @@ impl Tensor {
                 storage,
                 meta,
                 meta_override: AtomicPtr::new(std::ptr::null_mut()),
-                retired: Mutex::new(Vec::new()),
                 dtype,
                 device,
                 key_set: keys_for_device(device),
@@ -193,13 +193,17 @@ impl Tensor {
         let need = meta.required_bytes(self.dtype())?;
         self.inner.storage.grow(need)?;
         let new = Box::into_raw(Box::new(meta));
-        let mut retired = self.inner.retired.lock().unwrap_or_else(|e| e.into_inner());
-        let old = self.inner.meta_override.swap(new, Ordering::AcqRel);
-        if !old.is_null() {
-            // Readers may still hold `&Meta` into `old`: keep it until drop.
-            retired.push(old);
+        let slot = &self.inner.meta_override;
+        let mut cur = slot.load(Ordering::Acquire);
+        loop {
+            // Readers may still hold `&Meta` into `cur`: chain it, free it on drop.
+            // SAFETY: `new` is our unpublished box.
+            unsafe { (*new).prev = cur };
+            match slot.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(c) => cur = c,
+            }
         }
-        Ok(())
     }
 
     /// Sizes, one per dimension.

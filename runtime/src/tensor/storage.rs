@@ -8,6 +8,7 @@
 use crate::device::{Device, DeviceType};
 use crate::error::{ErrorKind, OpalError, Result};
 use std::alloc::Layout;
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
@@ -175,11 +176,36 @@ pub(crate) struct StorageImpl {
     allocator: &'static dyn Allocator,
     /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
     borrow: AtomicU32,
+    /// Small-buffer optimization: tiny tensors of the built-in CPU allocator keep
+    /// their bytes here, saving an allocation (`data` then points at this buffer).
+    inline: InlineBuf,
+}
+
+/// Bytes a storage keeps inline (4 f64, 8 f32).
+const INLINE_BYTES: usize = 32;
+
+/// 16-aligned inline bytes (every element type's alignment is at most 8).
+#[repr(C, align(16))]
+struct InlineBuf(UnsafeCell<[u8; INLINE_BYTES]>);
+
+// SAFETY: the bytes behind `data` (heap or the inline buffer) are only accessed under
+// the borrow protocol (`borrow`), or through raw pointers whose dereference is the
+// caller's `unsafe` responsibility; all other fields are atomics or immutable.
+unsafe impl Sync for StorageImpl {}
+// SAFETY: see Sync; the storage owns its buffer and may be freed from any thread.
+unsafe impl Send for StorageImpl {}
+
+impl StorageImpl {
+    #[inline]
+    fn inline_ptr(&self) -> *mut u8 {
+        self.inline.0.get().cast()
+    }
 }
 
 impl Drop for StorageImpl {
     fn drop(&mut self) {
-        if let Some(p) = NonNull::new(*self.data.get_mut()) {
+        let inline = self.inline_ptr();
+        if let Some(p) = NonNull::new(*self.data.get_mut()).filter(|p| p.as_ptr() != inline) {
             // SAFETY: `data`/`nbytes` always describe the live allocation made by
             // `self.allocator` for `self.device`; nothing uses it after drop.
             unsafe {
@@ -201,6 +227,22 @@ impl Storage {
     /// Allocates `nbytes` on `device` with the device's registered allocator.
     #[inline]
     pub fn new(nbytes: usize, device: Device) -> Result<Storage> {
+        let custom_cpu = !ALLOCATORS[DeviceType::Cpu as usize]
+            .load(Ordering::Relaxed)
+            .is_null();
+        if nbytes <= INLINE_BYTES && device.is_cpu() && !custom_cpu {
+            let inner = Arc::new(StorageImpl {
+                data: AtomicPtr::new(std::ptr::null_mut()),
+                nbytes: AtomicUsize::new(nbytes),
+                device,
+                allocator: &CPU_ALLOCATOR,
+                borrow: AtomicU32::new(0),
+                inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
+            });
+            // Not shared yet: point `data` at the buffer's final (heap) address.
+            inner.data.store(inner.inline_ptr(), Ordering::Relaxed);
+            return Ok(Storage { inner });
+        }
         let allocator = allocator(device.device_type())?;
         Storage::with_allocator(nbytes, device, allocator)
     }
@@ -219,6 +261,7 @@ impl Storage {
                 device,
                 allocator,
                 borrow: AtomicU32::new(0),
+                inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
             }),
         })
     }
@@ -278,7 +321,7 @@ impl Storage {
         }
         s.data.store(new.as_ptr(), Ordering::Release);
         s.nbytes.store(nbytes, Ordering::Release);
-        if let Some(p) = NonNull::new(old_ptr) {
+        if let Some(p) = NonNull::new(old_ptr).filter(|p| p.as_ptr() != s.inline_ptr()) {
             // SAFETY: old_ptr/old described the previous allocation of this allocator;
             // it is unreachable now (replaced above) and no borrow is outstanding.
             unsafe { s.allocator.deallocate(s.device, p, old) };
