@@ -330,3 +330,41 @@ fn printing_matches_pytorch_repr() {
     let t = Tensor::from_slice(&[1.0f32], &[1]).unwrap();
     assert_eq!(format!("{t:?}"), format!("{t}"));
 }
+
+#[test]
+fn metadata_reads_race_free_with_resize() {
+    let t = Tensor::empty(&[4], DType::F32, Device::cpu()).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                for _ in 0..2000 {
+                    let n: i64 = t.sizes().iter().product();
+                    assert!(n == 4 || n == 2, "{n}");
+                    assert_eq!(t.strides().len(), t.sizes().len().max(t.strides().len()));
+                }
+            });
+        }
+        s.spawn(|| {
+            for i in 0..2000 {
+                let shape: &[i64] = if i % 2 == 0 { &[2, 2] } else { &[2] };
+                t.resize_(shape).unwrap();
+            }
+        });
+    });
+    assert!(t.numel() == 4 || t.numel() == 2);
+}
+
+#[test]
+fn tiny_and_large_storages() {
+    // Tiny CPU tensors keep their bytes inline; values survive growth to the heap.
+    let t = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], &[4]).unwrap();
+    assert_eq!(t.storage().nbytes(), 32);
+    t.resize_(&[64]).unwrap();
+    assert_eq!(&t.to_vec::<f64>().unwrap()[..5], &[1.0, 2.0, 3.0, 4.0, 0.0]);
+    let big = Tensor::empty(&[1 << 16], DType::F32, Device::cpu()).unwrap();
+    assert!(big.to_vec::<f32>().unwrap().iter().all(|x| *x == 0.0));
+    let p = big.data_ptr::<f32>().unwrap() as usize;
+    assert_eq!(p % 64, 0, "large blocks are 64-byte aligned");
+    let c = Tensor::empty(&[1], DType::C128, Device::cpu()).unwrap();
+    assert_eq!(c.data_ptr::<opal::Complex<f64>>().unwrap() as usize % 8, 0);
+}
