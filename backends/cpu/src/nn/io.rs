@@ -117,18 +117,3 @@ pub(crate) fn write_out(src: &Tensor, out: &Tensor, op: &str) -> Result<Tensor> 
     copy_into(out, src, op)?;
     Ok(out.clone())
 }
-
-/// Errors unless `t` has `ndim` dimensions.
-pub(crate) fn expect_dim(t: &Tensor, ndim: usize, what: &str, op: &str) -> Result<()> {
-    if t.dim() != ndim {
-        return Err(shape_err(
-            op,
-            format!(
-                "{what} must be a {ndim}D tensor, got {}D with shape {:?}",
-                t.dim(),
-                t.sizes()
-            ),
-        ));
-    }
-    Ok(())
-}

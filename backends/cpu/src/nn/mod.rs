@@ -11,11 +11,17 @@ pub(crate) mod vecmath;
 
 mod conv;
 mod conv_core;
+mod embedding;
+mod loss;
 mod norm;
 mod norm_core;
+mod pool;
 mod softmax;
 mod softmax_core;
 
 pub use conv::*;
+pub use embedding::*;
+pub use loss::*;
 pub use norm::*;
+pub use pool::*;
 pub use softmax::*;

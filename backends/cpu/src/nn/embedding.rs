@@ -1,0 +1,206 @@
+//! `embedding`, `embedding_dense_backward` and `one_hot`.
+//!
+//! Owns: index validation and the row gathers / scatters of these ops.
+//! Must not: touch other ops' numerics.
+
+use super::io::{compute_dtype, err, make_output, shape_err, Compute};
+use crate::copy::to_vec_as;
+use opal::{DType, Result, Tensor};
+
+fn indices_i64(indices: &Tensor, op: &str) -> Result<Vec<i64>> {
+    match indices.dtype() {
+        DType::I64 | DType::I32 => to_vec_as::<i64>(indices),
+        other => Err(err(op, format!("Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got {other} instead"))),
+    }
+}
+
+/// Rows of `weight` picked by `indices`: shape `indices.shape + [embedding_dim]`.
+/// `padding_idx`, `scale_grad_by_freq` and `sparse` only matter for the backward.
+pub fn embedding(
+    weight: &Tensor,
+    indices: &Tensor,
+    padding_idx: i64,
+    scale_grad_by_freq: bool,
+    sparse: bool,
+) -> Result<Tensor> {
+    const OP: &str = "embedding";
+    let _ = (padding_idx, scale_grad_by_freq, sparse);
+    if weight.dim() != 2 {
+        return Err(shape_err(OP, "'weight' must be 2-D"));
+    }
+    let iv = indices_i64(indices, OP)?;
+    let (rows, dim) = (weight.sizes()[0], weight.sizes()[1] as usize);
+    if let Some(bad) = iv.iter().find(|&&i| i < 0 || i >= rows) {
+        return Err(err(
+            OP,
+            format!("index out of range in self (index {bad}, {rows} rows)"),
+        ));
+    }
+    let mut shape = indices.sizes().to_vec();
+    shape.push(dim as i64);
+    crate::shape::remap::remap(weight, &shape, None, |idx| {
+        let (last, lead) = idx.split_last().map_or((0, &[][..]), |(l, r)| (*l, r));
+        let st = crate::shape::remap::contiguous_strides(indices.sizes());
+        let k: usize = lead.iter().zip(&st).map(|(&i, &s)| i * s as usize).sum();
+        Ok(Some(iv[k] as usize * dim + last))
+    })
+}
+
+/// Gradient of `embedding` w.r.t. its weight: rows of `grad_output` summed into the
+/// rows their indices name, skipping `padding_idx`; with `scale_grad_by_freq` each
+/// contribution is divided by how often its index occurs.
+pub fn embedding_dense_backward(
+    grad_output: &Tensor,
+    indices: &Tensor,
+    num_weights: i64,
+    padding_idx: i64,
+    scale_grad_by_freq: bool,
+) -> Result<Tensor> {
+    const OP: &str = "embedding_dense_backward";
+    let cd = compute_dtype(grad_output.dtype(), OP)?;
+    let iv = indices_i64(indices, OP)?;
+    if num_weights < 0 {
+        return Err(err(OP, "num_weights must be non-negative"));
+    }
+    let dim = grad_output.sizes().last().copied().unwrap_or(1) as usize;
+    if grad_output.numel() as usize != iv.len() * dim {
+        return Err(shape_err(
+            OP,
+            format!(
+                "grad_output of shape {:?} does not match indices of shape {:?}",
+                grad_output.sizes(),
+                indices.sizes()
+            ),
+        ));
+    }
+    if let Some(bad) = iv.iter().find(|&&i| i < 0 || i >= num_weights) {
+        return Err(err(
+            OP,
+            format!("index {bad} out of range for {num_weights} weights"),
+        ));
+    }
+    fn run<C: Compute>(
+        g: &Tensor,
+        iv: &[i64],
+        nw: usize,
+        dim: usize,
+        pad: i64,
+        freq: bool,
+    ) -> Result<Tensor> {
+        let gv = to_vec_as::<C>(g)?;
+        let mut counts = vec![0usize; nw];
+        if freq {
+            for &i in iv {
+                counts[i as usize] += 1;
+            }
+        }
+        make_output::<C>(&[nw as i64, dim as i64], g.dtype(), |o| {
+            o.iter_mut().for_each(|v| *v = num_traits::zero());
+            for (k, &i) in iv.iter().enumerate() {
+                if i == pad {
+                    continue;
+                }
+                let scale = if freq {
+                    C::one() / C::from(counts[i as usize]).unwrap_or_else(C::one)
+                } else {
+                    C::one()
+                };
+                let row = &mut o[i as usize * dim..(i as usize + 1) * dim];
+                for (r, &v) in row.iter_mut().zip(&gv[k * dim..(k + 1) * dim]) {
+                    *r = *r + v * scale;
+                }
+            }
+            Ok(())
+        })
+    }
+    match cd {
+        DType::F64 => run::<f64>(
+            grad_output,
+            &iv,
+            num_weights as usize,
+            dim,
+            padding_idx,
+            scale_grad_by_freq,
+        ),
+        _ => run::<f32>(
+            grad_output,
+            &iv,
+            num_weights as usize,
+            dim,
+            padding_idx,
+            scale_grad_by_freq,
+        ),
+    }
+}
+
+/// One-hot encoding of an int64 tensor: shape `self.shape + [num_classes]`
+/// (`num_classes = -1` means `max + 1`).
+pub fn one_hot(self_: &Tensor, num_classes: i64) -> Result<Tensor> {
+    const OP: &str = "one_hot";
+    if self_.dtype() != DType::I64 {
+        return Err(err(
+            OP,
+            "one_hot is only applicable to index tensor of type LongTensor.",
+        ));
+    }
+    let v = to_vec_as::<i64>(self_)?;
+    if v.iter().any(|&x| x < 0) {
+        return Err(err(OP, "Class values must be non-negative."));
+    }
+    let nc = if num_classes == -1 {
+        if v.is_empty() {
+            return Err(err(
+                OP,
+                "Can not infer total number of classes from empty tensor.",
+            ));
+        }
+        v.iter().copied().max().unwrap_or(0) + 1
+    } else {
+        if num_classes < 0 {
+            return Err(err(
+                OP,
+                format!("num_classes should be -1 or non-negative, got {num_classes}"),
+            ));
+        }
+        if v.iter().any(|&x| x >= num_classes) {
+            return Err(err(OP, "Class values must be smaller than num_classes."));
+        }
+        num_classes
+    };
+    let c = nc as usize;
+    let mut out = vec![0i64; v.len() * c];
+    for (k, &x) in v.iter().enumerate() {
+        out[k * c + x as usize] = 1;
+    }
+    let mut shape = self_.sizes().to_vec();
+    shape.push(nc);
+    Tensor::from_vec(out, &shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedding_roundtrip_and_one_hot() {
+        let w = Tensor::from_vec((0..6).map(|v| v as f32).collect::<Vec<_>>(), &[3, 2]).unwrap();
+        let i = Tensor::from_slice(&[2i64, 0, 2], &[3]).unwrap();
+        let e = embedding(&w, &i, -1, false, false).unwrap();
+        assert_eq!(e.to_vec::<f32>().unwrap(), vec![4., 5., 0., 1., 4., 5.]);
+        let g = Tensor::from_slice(&[1.0f32; 6], &[3, 2]).unwrap();
+        let gw = embedding_dense_backward(&g, &i, 3, 0, true).unwrap();
+        assert_eq!(gw.to_vec::<f32>().unwrap(), vec![0., 0., 0., 0., 1., 1.]);
+        assert!(embedding(
+            &w,
+            &Tensor::from_slice(&[3i64], &[1]).unwrap(),
+            -1,
+            false,
+            false
+        )
+        .is_err());
+        let oh = one_hot(&i, -1).unwrap();
+        assert_eq!(oh.sizes(), &[3, 3]);
+        assert_eq!(oh.to_vec::<i64>().unwrap(), vec![0, 0, 1, 1, 0, 0, 0, 0, 1]);
+        assert!(one_hot(&i, 2).is_err());
+    }
+}

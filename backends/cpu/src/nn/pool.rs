@@ -1,0 +1,604 @@
+//! 2-d pooling and resampling: `max_pool2d_with_indices` (+ backward),
+//! `avg_pool2d`, `_adaptive_avg_pool2d`, `upsample_nearest2d` (+ out= forms).
+//! Inputs are `[N, C, H, W]` or unbatched `[C, H, W]`; planes run in parallel.
+//!
+//! Owns: output-size rules (ceil_mode, padding limits), window loops, divisor rules.
+//! Must not: touch other ops' numerics.
+
+use super::io::{compute_dtype, err, make_output, shape_err, with_slice, write_out, Compute};
+use opal::{DType, Result, Tensor};
+use rayon::prelude::*;
+
+/// `(planes, h, w)` of a 3-d or 4-d input.
+fn planes(x: &Tensor, op: &str) -> Result<(usize, usize, usize)> {
+    let s = x.sizes();
+    if !(s.len() == 3 || s.len() == 4) {
+        return Err(shape_err(
+            op,
+            format!("non-empty 3D or 4D (batch mode) tensor expected for input, but got {s:?}"),
+        ));
+    }
+    let nd = s.len();
+    if s[nd - 3..].contains(&0) {
+        return Err(shape_err(op, format!("Expected input's non-batch dimensions to have positive length, but input has a shape of {s:?}")));
+    }
+    Ok((
+        s[..nd - 2].iter().product::<i64>() as usize,
+        s[nd - 2] as usize,
+        s[nd - 1] as usize,
+    ))
+}
+
+fn out_shape(x: &Tensor, oh: usize, ow: usize) -> Vec<i64> {
+    let s = x.sizes();
+    let mut o = s[..s.len() - 2].to_vec();
+    o.extend([oh as i64, ow as i64]);
+    o
+}
+
+/// A 1- or 2-element int list as a pair (`[k]` means `[k, k]`), or `default` when empty.
+fn pair(v: &[i64], default: Option<[i64; 2]>, name: &str, op: &str) -> Result<[i64; 2]> {
+    match (v.len(), default) {
+        (0, Some(d)) => Ok(d),
+        (1, _) => Ok([v[0], v[0]]),
+        (2, _) => Ok([v[0], v[1]]),
+        _ => Err(err(
+            op,
+            format!("{name} must either be a single int, or a tuple of two ints"),
+        )),
+    }
+}
+
+/// PyTorch's pooling output size, with ceil_mode's rule that the last window must
+/// start inside the (left-padded) input.
+fn pool_out(size: i64, k: i64, pad: i64, stride: i64, dil: i64, ceil: bool) -> i64 {
+    let num = size + 2 * pad - dil * (k - 1) - 1 + if ceil { stride - 1 } else { 0 };
+    let mut o = num.div_euclid(stride) + 1;
+    if ceil && (o - 1) * stride >= size + pad {
+        o -= 1;
+    }
+    o
+}
+
+struct Pool {
+    k: [i64; 2],
+    s: [i64; 2],
+    p: [i64; 2],
+    d: [i64; 2],
+    oh: usize,
+    ow: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pool_geometry(
+    h: usize,
+    w: usize,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+    op: &str,
+) -> Result<Pool> {
+    let k = pair(kernel_size, None, "kernel_size", op)?;
+    let s = pair(stride, Some(k), "stride", op)?;
+    let p = pair(padding, Some([0, 0]), "padding", op)?;
+    let d = pair(dilation, Some([1, 1]), "dilation", op)?;
+    if k.iter().any(|&v| v <= 0) {
+        return Err(err(
+            op,
+            format!(
+                "kernel size should be greater than zero, but got kH: {} kW: {}",
+                k[0], k[1]
+            ),
+        ));
+    }
+    if s.iter().any(|&v| v <= 0) {
+        return Err(err(
+            op,
+            format!(
+                "stride should be greater than zero, but got dH: {} dW: {}",
+                s[0], s[1]
+            ),
+        ));
+    }
+    if d.iter().any(|&v| v <= 0) {
+        return Err(err(
+            op,
+            format!(
+                "dilation should be greater than zero, but got dilationH: {} dilationW: {}",
+                d[0], d[1]
+            ),
+        ));
+    }
+    for i in 0..2 {
+        if p[i] < 0 || p[i] > k[i] / 2 {
+            return Err(err(op, format!("pad should be at most half of effective kernel size, but got pad={}, kernel_size={} and dilation={}", p[i], k[i], d[i])));
+        }
+    }
+    let oh = pool_out(h as i64, k[0], p[0], s[0], d[0], ceil_mode);
+    let ow = pool_out(w as i64, k[1], p[1], s[1], d[1], ceil_mode);
+    if oh < 1 || ow < 1 {
+        return Err(shape_err(op, format!("Given input size: ({h}x{w}). Calculated output size: ({oh}x{ow}). Output size is too small")));
+    }
+    Ok(Pool {
+        k,
+        s,
+        p,
+        d,
+        oh: oh as usize,
+        ow: ow as usize,
+    })
+}
+
+/// Max pooling returning values and, per output, the flat `h * W + w` position of
+/// the maximum inside its input plane. NaN counts as a maximum.
+pub fn max_pool2d_with_indices(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+) -> Result<(Tensor, Tensor)> {
+    const OP: &str = "max_pool2d_with_indices";
+    let cd = compute_dtype(self_.dtype(), OP)?;
+    let (np, h, w) = planes(self_, OP)?;
+    let g = pool_geometry(h, w, kernel_size, stride, padding, dilation, ceil_mode, OP)?;
+    let oshape = out_shape(self_, g.oh, g.ow);
+    let osz = g.oh * g.ow;
+    let mut idx = vec![0i64; np * osz];
+    fn run<C: Compute>(
+        x: &Tensor,
+        g: &Pool,
+        np: usize,
+        h: usize,
+        w: usize,
+        idx: &mut [i64],
+        oshape: &[i64],
+    ) -> Result<Tensor> {
+        let osz = g.oh * g.ow;
+        with_slice::<C, _>(x, |xs| {
+            make_output::<C>(oshape, x.dtype(), |ys| {
+                ys.par_chunks_mut(osz.max(1))
+                    .zip(idx.par_chunks_mut(osz.max(1)))
+                    .enumerate()
+                    .for_each(|(pl, (yp, ip))| {
+                        let xp = &xs[pl * h * w..(pl + 1) * h * w];
+                        for oy in 0..g.oh {
+                            for ox in 0..g.ow {
+                                let (mut best, mut bi) = (C::neg_infinity(), -1i64);
+                                for i in 0..g.k[0] {
+                                    let iy = oy as i64 * g.s[0] - g.p[0] + i * g.d[0];
+                                    if iy < 0 || iy >= h as i64 {
+                                        continue;
+                                    }
+                                    for j in 0..g.k[1] {
+                                        let ix = ox as i64 * g.s[1] - g.p[1] + j * g.d[1];
+                                        if ix < 0 || ix >= w as i64 {
+                                            continue;
+                                        }
+                                        let pos = iy * w as i64 + ix;
+                                        let v = xp[pos as usize];
+                                        if bi < 0 || v > best || v.is_nan() {
+                                            best = v;
+                                            bi = pos;
+                                        }
+                                    }
+                                }
+                                yp[oy * g.ow + ox] = best;
+                                ip[oy * g.ow + ox] = bi;
+                            }
+                        }
+                    });
+                let _ = np;
+                Ok(())
+            })
+        })
+    }
+    let vals = match cd {
+        DType::F64 => run::<f64>(self_, &g, np, h, w, &mut idx, &oshape)?,
+        _ => run::<f32>(self_, &g, np, h, w, &mut idx, &oshape)?,
+    };
+    let _ = osz;
+    Ok((vals, Tensor::from_vec(idx, &oshape)?))
+}
+
+/// `max_pool2d_with_indices` into `out` and `indices`.
+#[allow(clippy::too_many_arguments)]
+pub fn max_pool2d_with_indices_out(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+    out: &Tensor,
+    indices: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    const OP: &str = "max_pool2d_with_indices.out";
+    let (v, i) = max_pool2d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
+    Ok((write_out(&v, out, OP)?, write_out(&i, indices, OP)?))
+}
+
+/// Gradient of max pooling: each output gradient goes to its recorded argmax.
+#[allow(clippy::too_many_arguments)]
+pub fn max_pool2d_with_indices_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+    indices: &Tensor,
+) -> Result<Tensor> {
+    const OP: &str = "max_pool2d_with_indices_backward";
+    let cd = compute_dtype(self_.dtype(), OP)?;
+    let (np, h, w) = planes(self_, OP)?;
+    let g = pool_geometry(h, w, kernel_size, stride, padding, dilation, ceil_mode, OP)?;
+    let oshape = out_shape(self_, g.oh, g.ow);
+    if grad_output.sizes() != oshape.as_slice() || indices.sizes() != oshape.as_slice() {
+        return Err(shape_err(
+            OP,
+            format!(
+                "grad_output {:?} and indices {:?} must have the pooled shape {oshape:?}",
+                grad_output.sizes(),
+                indices.sizes()
+            ),
+        ));
+    }
+    if indices.dtype() != DType::I64 {
+        return Err(err(OP, "indices must be an int64 tensor"));
+    }
+    let iv = indices
+        .to_vec::<i64>()
+        .or_else(|_| crate::copy::to_vec_as::<i64>(indices))?;
+    fn run<C: Compute>(
+        go: &Tensor,
+        x: &Tensor,
+        iv: &[i64],
+        np: usize,
+        hw: usize,
+        osz: usize,
+    ) -> Result<Tensor> {
+        with_slice::<C, _>(go, |gs| {
+            make_output::<C>(x.sizes(), go.dtype(), |o| {
+                o.iter_mut().for_each(|v| *v = num_traits::zero());
+                for pl in 0..np {
+                    for k in 0..osz {
+                        let pos = iv[pl * osz + k];
+                        if pos < 0 || pos as usize >= hw {
+                            return Err(err(
+                                OP,
+                                format!("index {pos} out of range for a plane of {hw} elements"),
+                            ));
+                        }
+                        let t = &mut o[pl * hw + pos as usize];
+                        *t = *t + gs[pl * osz + k];
+                    }
+                }
+                Ok(())
+            })
+        })
+    }
+    let osz = g.oh * g.ow;
+    match cd {
+        DType::F64 => run::<f64>(grad_output, self_, &iv, np, h * w, osz),
+        _ => run::<f32>(grad_output, self_, &iv, np, h * w, osz),
+    }
+}
+
+/// `max_pool2d_with_indices_backward` into `grad_input`.
+#[allow(clippy::too_many_arguments)]
+pub fn max_pool2d_with_indices_backward_grad_input(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+    indices: &Tensor,
+    grad_input: &Tensor,
+) -> Result<Tensor> {
+    let r = max_pool2d_with_indices_backward(
+        grad_output,
+        self_,
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+        indices,
+    )?;
+    write_out(
+        &r,
+        grad_input,
+        "max_pool2d_with_indices_backward.grad_input",
+    )
+}
+
+/// Average pooling. The divisor is `divisor_override` when given, else the window
+/// size clipped to the padded input (`count_include_pad`) or to the input.
+#[allow(clippy::too_many_arguments)]
+pub fn avg_pool2d(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    const OP: &str = "avg_pool2d";
+    let cd = compute_dtype(self_.dtype(), OP)?;
+    if divisor_override == Some(0) {
+        return Err(err(OP, "divisor must be not zero"));
+    }
+    let (_, h, w) = planes(self_, OP)?;
+    let g = pool_geometry(h, w, kernel_size, stride, padding, &[1, 1], ceil_mode, OP)?;
+    let oshape = out_shape(self_, g.oh, g.ow);
+    fn run<C: Compute>(
+        x: &Tensor,
+        g: &Pool,
+        h: usize,
+        w: usize,
+        cip: bool,
+        div: Option<i64>,
+        oshape: &[i64],
+    ) -> Result<Tensor> {
+        let osz = g.oh * g.ow;
+        let (h, w) = (h as i64, w as i64);
+        with_slice::<C, _>(x, |xs| {
+            make_output::<C>(oshape, x.dtype(), |ys| {
+                ys.par_chunks_mut(osz.max(1))
+                    .enumerate()
+                    .for_each(|(pl, yp)| {
+                        let xp = &xs[pl * (h * w) as usize..(pl + 1) * (h * w) as usize];
+                        for oy in 0..g.oh as i64 {
+                            for ox in 0..g.ow as i64 {
+                                let (mut y0, mut x0) = (oy * g.s[0] - g.p[0], ox * g.s[1] - g.p[1]);
+                                let (mut y1, mut x1) =
+                                    ((y0 + g.k[0]).min(h + g.p[0]), (x0 + g.k[1]).min(w + g.p[1]));
+                                let padded = (y1 - y0) * (x1 - x0);
+                                y0 = y0.max(0);
+                                x0 = x0.max(0);
+                                y1 = y1.min(h);
+                                x1 = x1.min(w);
+                                let mut s = num_traits::zero::<C>();
+                                for iy in y0..y1 {
+                                    for ix in x0..x1 {
+                                        s = s + xp[(iy * w + ix) as usize];
+                                    }
+                                }
+                                let cnt =
+                                    div.unwrap_or(if cip { padded } else { (y1 - y0) * (x1 - x0) });
+                                yp[(oy * g.ow as i64 + ox) as usize] = if y0 >= y1 || x0 >= x1 {
+                                    num_traits::zero()
+                                } else {
+                                    s / C::from(cnt).unwrap_or_else(C::one)
+                                };
+                            }
+                        }
+                    });
+                Ok(())
+            })
+        })
+    }
+    match cd {
+        DType::F64 => run::<f64>(
+            self_,
+            &g,
+            h,
+            w,
+            count_include_pad,
+            divisor_override,
+            &oshape,
+        ),
+        _ => run::<f32>(
+            self_,
+            &g,
+            h,
+            w,
+            count_include_pad,
+            divisor_override,
+            &oshape,
+        ),
+    }
+}
+
+/// `avg_pool2d` into `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn avg_pool2d_out(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+    out: &Tensor,
+) -> Result<Tensor> {
+    let r = avg_pool2d(
+        self_,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )?;
+    write_out(&r, out, "avg_pool2d.out")
+}
+
+/// Adaptive average pooling to `output_size`: output cell `o` averages input rows
+/// `floor(o*H/OH) .. ceil((o+1)*H/OH)` (and likewise for columns).
+pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
+    const OP: &str = "_adaptive_avg_pool2d";
+    let cd = compute_dtype(self_.dtype(), OP)?;
+    let (_, h, w) = planes(self_, OP)?;
+    let o = pair(output_size, None, "output_size", OP)?;
+    if o.iter().any(|&v| v < 0) {
+        return Err(err(
+            OP,
+            format!("output_size must be non-negative, got {output_size:?}"),
+        ));
+    }
+    let (oh, ow) = (o[0] as usize, o[1] as usize);
+    let oshape = out_shape(self_, oh, ow);
+    fn run<C: Compute>(
+        x: &Tensor,
+        h: usize,
+        w: usize,
+        oh: usize,
+        ow: usize,
+        oshape: &[i64],
+    ) -> Result<Tensor> {
+        with_slice::<C, _>(x, |xs| {
+            make_output::<C>(oshape, x.dtype(), |ys| {
+                ys.par_chunks_mut((oh * ow).max(1))
+                    .enumerate()
+                    .for_each(|(pl, yp)| {
+                        let xp = &xs[pl * h * w..(pl + 1) * h * w];
+                        for oy in 0..oh {
+                            let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
+                            for ox in 0..ow {
+                                let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
+                                let mut s = num_traits::zero::<C>();
+                                for iy in y0..y1 {
+                                    for ix in x0..x1 {
+                                        s = s + xp[iy * w + ix];
+                                    }
+                                }
+                                yp[oy * ow + ox] =
+                                    s / C::from((y1 - y0) * (x1 - x0)).unwrap_or_else(C::one);
+                            }
+                        }
+                    });
+                Ok(())
+            })
+        })
+    }
+    match cd {
+        DType::F64 => run::<f64>(self_, h, w, oh, ow, &oshape),
+        _ => run::<f32>(self_, h, w, oh, ow, &oshape),
+    }
+}
+
+/// Source index of output `o` for nearest upsampling, computed in f32 as PyTorch
+/// does: `min(floor(o * scale), in - 1)` with `scale = 1/scale_factor` when given,
+/// else `in / out`.
+fn nearest_src(o: usize, in_size: usize, out_size: usize, scale: Option<f64>) -> usize {
+    let s = match scale {
+        Some(f) if f > 0.0 => (1.0 / f) as f32,
+        _ => in_size as f32 / out_size as f32,
+    };
+    ((o as f32 * s).floor() as usize).min(in_size - 1)
+}
+
+/// Nearest-neighbour upsampling of the last two dims to `output_size`. Works for
+/// every dtype (values are copied, not computed).
+pub fn upsample_nearest2d(
+    self_: &Tensor,
+    output_size: &[i64],
+    scales_h: Option<f64>,
+    scales_w: Option<f64>,
+) -> Result<Tensor> {
+    const OP: &str = "upsample_nearest2d";
+    if output_size.len() != 2 {
+        return Err(err(
+            OP,
+            format!(
+                "It is expected output_size equals to 2, but got size {}",
+                output_size.len()
+            ),
+        ));
+    }
+    if self_.dim() != 4 {
+        return Err(shape_err(
+            OP,
+            format!(
+                "It is expected input to be a 4-D tensor, but got {:?}",
+                self_.sizes()
+            ),
+        ));
+    }
+    let (_, h, w) = planes(self_, OP)?;
+    if output_size.iter().any(|&v| v <= 0) {
+        return Err(err(OP, format!("Input and output sizes should be greater than 0, but got output_size {output_size:?}")));
+    }
+    let (oh, ow) = (output_size[0] as usize, output_size[1] as usize);
+    let oshape = out_shape(self_, oh, ow);
+    let ys: Vec<usize> = (0..oh).map(|o| nearest_src(o, h, oh, scales_h)).collect();
+    let xs: Vec<usize> = (0..ow).map(|o| nearest_src(o, w, ow, scales_w)).collect();
+    crate::shape::remap::remap(self_, &oshape, None, |idx| {
+        let pl = idx[0] * self_.sizes()[1] as usize + idx[1];
+        Ok(Some(pl * h * w + ys[idx[2]] * w + xs[idx[3]]))
+    })
+}
+
+/// `upsample_nearest2d` into `out`.
+pub fn upsample_nearest2d_out(
+    self_: &Tensor,
+    output_size: &[i64],
+    scales_h: Option<f64>,
+    scales_w: Option<f64>,
+    out: &Tensor,
+) -> Result<Tensor> {
+    write_out(
+        &upsample_nearest2d(self_, output_size, scales_h, scales_w)?,
+        out,
+        "upsample_nearest2d.out",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plane() -> Tensor {
+        Tensor::from_vec((0..16).map(|v| v as f32).collect::<Vec<_>>(), &[1, 1, 4, 4]).unwrap()
+    }
+
+    #[test]
+    fn max_pool_values_indices_and_backward() {
+        let (v, i) =
+            max_pool2d_with_indices(&plane(), &[2, 2], &[], &[0, 0], &[1, 1], false).unwrap();
+        assert_eq!(v.to_vec::<f32>().unwrap(), vec![5., 7., 13., 15.]);
+        assert_eq!(i.to_vec::<i64>().unwrap(), vec![5, 7, 13, 15]);
+        let go = Tensor::from_slice(&[1.0f32; 4], &[1, 1, 2, 2]).unwrap();
+        let gi = max_pool2d_with_indices_backward(
+            &go,
+            &plane(),
+            &[2, 2],
+            &[2, 2],
+            &[0, 0],
+            &[1, 1],
+            false,
+            &i,
+        )
+        .unwrap();
+        assert_eq!(gi.to_vec::<f32>().unwrap().iter().sum::<f32>(), 4.0);
+        assert!(max_pool2d_with_indices(&plane(), &[2, 2], &[], &[2, 2], &[1, 1], false).is_err());
+        assert_eq!(pool_out(8, 3, 1, 2, 1, false), 4);
+        assert_eq!(pool_out(8, 3, 1, 2, 1, true), 5);
+        assert_eq!(pool_out(5, 2, 0, 2, 1, true), 3);
+    }
+
+    #[test]
+    fn avg_adaptive_upsample() {
+        let a = avg_pool2d(&plane(), &[2, 2], &[], &[], false, true, None).unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![2.5, 4.5, 10.5, 12.5]);
+        let p = avg_pool2d(&plane(), &[3, 3], &[2, 2], &[1, 1], false, false, None).unwrap();
+        assert_eq!(p.to_vec::<f32>().unwrap()[0], (0. + 1. + 4. + 5.) / 4.);
+        let pi = avg_pool2d(&plane(), &[3, 3], &[2, 2], &[1, 1], false, true, None).unwrap();
+        assert_eq!(pi.to_vec::<f32>().unwrap()[0], (0. + 1. + 4. + 5.) / 9.);
+        let ad = _adaptive_avg_pool2d(&plane(), &[1, 1]).unwrap();
+        assert_eq!(ad.to_vec::<f32>().unwrap(), vec![7.5]);
+        let ad3 = _adaptive_avg_pool2d(&plane(), &[3, 3]).unwrap();
+        assert_eq!(ad3.to_vec::<f32>().unwrap()[0], 2.5);
+        let u = upsample_nearest2d(&plane(), &[8, 8], None, None).unwrap();
+        assert_eq!(u.to_vec::<f32>().unwrap()[..4], [0., 0., 1., 1.]);
+    }
+}
