@@ -102,8 +102,10 @@ impl Tensor {
 
     /// The elements' raw native-endian bytes in logical order.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let base = self.raw_data_ptr()?;
+        // Borrow before loading the data pointer: a (borrow-excluded) resize may
+        // replace it until then.
         let _b = StorageBorrow::acquire(&self.storage().inner, false)?;
+        let base = self.raw_data_ptr()?;
         let es = self.element_size();
         let mut out = Vec::with_capacity(self.numel() as usize * es);
         for o in StridedOffsets::new(self.sizes(), self.strides(), self.numel()) {
@@ -148,8 +150,10 @@ impl Tensor {
             off += i * st;
         }
         let es = self.element_size();
-        let base = self.raw_data_ptr()?;
+        // Borrow before loading the data pointer: a (borrow-excluded) resize may
+        // replace it until then.
         let _b = StorageBorrow::acquire(&self.storage().inner, false)?;
+        let base = self.raw_data_ptr()?;
         // SAFETY: `off` is a valid element offset of this view; shared borrow held.
         let src =
             unsafe { std::slice::from_raw_parts(base.offset(off as isize * es as isize), es) };

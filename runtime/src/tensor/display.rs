@@ -190,10 +190,9 @@ impl fmt::Display for Tensor {
         if !self.device().is_cpu() {
             suffixes.push(format!("device='{}'", self.device()));
         }
-        let body = match (
-            self.raw_data_ptr(),
-            StorageBorrow::acquire(&self.storage().inner, false),
-        ) {
+        // Borrow first, then load the data pointer (a resize may replace it until then).
+        let borrow = StorageBorrow::acquire(&self.storage().inner, false);
+        let body = match (self.raw_data_ptr(), borrow) {
             _ if self.numel() == 0 => {
                 if self.sizes() != [0] {
                     suffixes.push(format!("size={}", size_tuple(self.sizes())));

@@ -311,6 +311,11 @@ impl Storage {
         }
         let _guard = StorageBorrow::acquire(&self.inner, true)?;
         let s = &self.inner;
+        // Re-read under the exclusive borrow: another resize may have grown it meanwhile.
+        let old = s.nbytes.load(Ordering::Acquire);
+        if nbytes <= old {
+            return Ok(());
+        }
         let new = s.allocator.allocate(s.device, nbytes)?;
         let old_ptr = s.data.load(Ordering::Acquire);
         if s.allocator.host_accessible() && old > 0 {
