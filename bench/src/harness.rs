@@ -121,7 +121,7 @@ pub enum Unit {
 #[derive(Default, Debug)]
 pub struct Results {
     entries: Vec<(String, f64, Unit)>,
-    /// Set when not the anchor's wall clock (`"thread_cpu"`), printed in the JSON.
+    /// Set when not the anchor's wall clock (`"thread_cpu"`); printed in the JSON.
     pub clock: Option<&'static str>,
 }
 
@@ -144,7 +144,8 @@ impl Results {
         &self.entries
     }
 
-    /// One JSON object: `engine`, `threads`, then every key (2 decimals).
+    /// One JSON object: `engine`, `threads`, `clock` (only when not the wall clock),
+    /// then every key (2 decimals).
     pub fn to_json(&self) -> String {
         let mut m = serde_json::Map::new();
         m.insert("engine".into(), format!("opal {}", opal_version()).into());

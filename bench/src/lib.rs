@@ -10,6 +10,7 @@ use harness::{Config, Results};
 /// Runs the measurements whose names are in `only` (all when empty).
 pub fn run_all(cfg: &Config, only: &[String]) -> Results {
     let mut r = Results::default();
+    r.clock = (cfg.clock == harness::Clock::ThreadCpu).then_some("thread_cpu");
     for m in measures::all() {
         if only.is_empty() || only.iter().any(|o| o == m.name) {
             (m.run)(cfg, &mut r);
