@@ -18,6 +18,39 @@
 //! | [`ops`] | generated operators (written by `opal-codegen` via `build.rs`) |
 //!
 //! The API used by generated code and backends is fixed in `docs/design.md`.
+//!
+//! # Quick tour
+//!
+//! ```
+//! use opal::{DType, Device, Scalar, Tensor};
+//! // Tensors from Rust data, and back.
+//! let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+//! assert_eq!(t.to_string(), "tensor([[1., 2.],\n        [3., 4.]])");
+//! let col = t.as_strided(&[2], &[2], 1)?; // a view: second column
+//! assert_eq!(col.to_vec::<f32>()?, vec![2.0, 4.0]);
+//! assert_eq!(Tensor::scalar_tensor(&Scalar::Int(7), DType::I32, Device::cpu())?.item()?, Scalar::Int(7));
+//!
+//! // Kernels write through shared handles under a storage borrow.
+//! t.write::<f32>()?.as_mut_slice().unwrap()[0] = 10.0;
+//! assert_eq!(t.get(&[0, 0])?, Scalar::Float(10.0));
+//!
+//! // An out-of-tree device: a name for a PrivateUse key and an allocator.
+//! use opal::dispatch::DispatchKey;
+//! use opal::tensor::{register_allocator, CpuAllocator};
+//! static HOST: CpuAllocator = CpuAllocator;
+//! opal::register_privateuse_backend(DispatchKey::PrivateUse1, "emu")?;
+//! register_allocator(opal::DeviceType::PrivateUse1, &HOST);
+//! let e = Tensor::empty(&[2], DType::F32, "emu:0".parse()?)?;
+//! assert!(e.key_set().has(DispatchKey::PrivateUse1));
+//!
+//! // Reproducible random numbers.
+//! let g = opal::Generator::new(Device::cpu());
+//! g.manual_seed(0);
+//! let a = g.next_f64();
+//! g.manual_seed(0);
+//! assert_eq!(a, g.next_f64());
+//! # Ok::<(), opal::OpalError>(())
+//! ```
 
 pub mod device;
 pub mod dispatch;
