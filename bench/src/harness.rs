@@ -100,6 +100,25 @@ pub fn median_ns_on<R>(clock: Clock, reps: usize, iters: usize, mut f: impl FnMu
     v[v.len() / 2]
 }
 
+/// Like two [`median_ns`] calls, but the repetitions of `f` and `g` alternate, so
+/// both see the same machine conditions (their difference is then far less noisy on
+/// a shared machine). Returns `(median f, median g)`.
+pub fn median_pair_ns<R, S>(
+    cfg: &Config,
+    anchor_iters: usize,
+    mut f: impl FnMut() -> R,
+    mut g: impl FnMut() -> S,
+) -> (f64, f64) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..cfg.reps.max(1) {
+        a.push(median_ns_on(cfg.clock, 1, cfg.iters(anchor_iters), &mut f));
+        b.push(median_ns_on(cfg.clock, 1, cfg.iters(anchor_iters), &mut g));
+    }
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    (a[a.len() / 2], b[b.len() / 2])
+}
+
 /// [`median_ns_on`] with the configured clock.
 pub fn median_ns<R>(cfg: &Config, anchor_iters: usize, f: impl FnMut() -> R) -> f64 {
     median_ns_on(cfg.clock, cfg.reps, cfg.iters(anchor_iters), f)
