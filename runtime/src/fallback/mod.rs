@@ -36,6 +36,8 @@ pub trait DeviceTransfer: Send + Sync + 'static {
 
     /// Writes the values of `src`, a CPU tensor, into `dst`, a tensor on this device
     /// with the same sizes and dtype (either may be strided).
+    // `self` is the transfer object, not the source; the name pairs with `to_cpu`.
+    #[allow(clippy::wrong_self_convention)]
     fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()>;
 }
 
