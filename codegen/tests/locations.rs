@@ -89,3 +89,23 @@ fn pytorch_2_15_locations_point_at_their_text() {
     }
     assert!(checked > 9_000, "{checked}");
 }
+
+#[test]
+fn flow_style_and_quoted_entries_are_located_too() {
+    let src =
+        "- {func: \"neg(Tensor self) -> Tensor\", variants: method, dispatch: {CPU: neg_cpu}}\n";
+    let m = opal_codegen::load_str(src, "flow.yaml", None).unwrap_or_else(|d| panic!("{d}"));
+    let f = &m.functions[0];
+    assert_eq!((f.loc.line, f.loc.col), (1, 1));
+    let v = f.key_locs["variants"];
+    assert_eq!(&src[v.offset..v.offset + v.len], "variants");
+    let cpu = f.dispatch["CPU"].loc;
+    assert_eq!(&src[cpu.offset..cpu.offset + cpu.len], "CPU");
+    let a = &f.func.arguments.positional[0];
+    assert_eq!(&src[a.loc.offset..a.loc.offset + a.loc.len], "Tensor self");
+    // An error inside the flow entry points at the token.
+    let bad = src.replace("Tensor self", "Tensr self");
+    let d = opal_codegen::load_str(&bad, "flow.yaml", None).unwrap_err();
+    let at = d.items[0].loc;
+    assert_eq!(&bad[at.offset..at.offset + at.len], "Tensr");
+}

@@ -7,9 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_yaml::{Mapping, Value};
-
-use super::outline::{OutlineEntry, OutlineKey};
+use super::node::Node;
+use super::outline::LineIndex;
 use super::schema::{edit_distance, parse_operator_name_at, parse_schema_at, split_namespace};
 use crate::diagnostics::Diagnostic;
 use crate::model::{BackendKernel, DeviceCheck, Loc, NativeFunction, Origin, Variants};
@@ -36,53 +35,40 @@ pub const KNOWN_KEYS: [&str; 18] = [
     "ufunc_inner_loop",
 ];
 
-/// Where things of one entry are, as far as the outline found them.
-struct Locs<'a> {
+/// Locates the scalars of one entry in the file.
+struct Locs<'s> {
     entry: Loc,
-    outline: Option<&'a OutlineEntry>,
+    src: &'s str,
+    idx: &'s LineIndex<'s>,
 }
 
-impl<'a> Locs<'a> {
-    fn key(&self, name: &str) -> Option<&'a OutlineKey> {
-        self.outline.and_then(|o| o.key(name))
+impl Locs<'_> {
+    /// Where `node` is, when yaml_serde handed it over as a slice of the file.
+    fn of(&self, node: &Node<'_>) -> Option<Loc> {
+        node.span_in(self.src).map(|(o, l)| self.idx.loc(o, l))
     }
 
-    fn key_loc(&self, name: &str) -> Loc {
-        self.key(name).map_or(self.entry, |k| k.loc)
+    fn key_loc(&self, key: &Node<'_>) -> Loc {
+        self.of(key).unwrap_or(self.entry)
     }
 
-    fn value_loc(&self, name: &str) -> Loc {
-        match self.key(name) {
-            Some(k) if k.value.len > 0 => k.value,
-            Some(k) => k.loc,
-            None => self.entry,
-        }
-    }
-
-    fn child_loc(&self, key: &str, child: &str) -> Loc {
-        self.key(key)
-            .and_then(|k| k.children.iter().find(|c| c.name == child))
-            .map_or_else(|| self.key_loc(key), |c| c.loc)
-    }
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "nothing".into(),
-        Value::Bool(b) => format!("the bool `{}`", if *b { "True" } else { "False" }),
-        Value::Number(n) => format!("the number `{n}`"),
-        Value::String(s) => format!("the string `{s}`"),
-        Value::Sequence(_) => "a list".into(),
-        Value::Mapping(_) => "a mapping".into(),
-        Value::Tagged(t) => format!("a value tagged `{}`", t.tag),
+    /// The value's own span, else its first located scalar, else the key's.
+    fn value_loc(&self, key: &Node<'_>, value: &Node<'_>) -> Loc {
+        self.of(value)
+            .or_else(|| {
+                value
+                    .first_span_in(self.src)
+                    .map(|(o, l)| self.idx.loc(o, l))
+            })
+            .unwrap_or_else(|| self.key_loc(key))
     }
 }
 
-fn type_error(key: &str, want: &str, v: &Value, loc: Loc, example: &str) -> Diagnostic {
+fn type_error(key: &str, want: &str, v: &Node<'_>, loc: Loc, example: &str) -> Diagnostic {
     Diagnostic::new(
         "opal::key_type",
         loc,
-        format!("`{key}` must be {want}, found {}", describe(v)),
+        format!("`{key}` must be {want}, found {}", v.describe()),
     )
     .label(format!("expected {want}"))
     .hint(format!("write it like `{key}: {example}`"))
@@ -91,42 +77,57 @@ fn type_error(key: &str, want: &str, v: &Value, loc: Loc, example: &str) -> Diag
 /// Parses one entry; problems go to `errs`. Returns `None` when the entry has no
 /// usable schema.
 pub(crate) fn parse_entry(
-    map: &Mapping,
-    outline: Option<&OutlineEntry>,
+    map: &[(Node<'_>, Node<'_>)],
     entry_loc: Loc,
     src: &str,
+    idx: &LineIndex<'_>,
     errs: &mut Vec<Diagnostic>,
 ) -> Option<NativeFunction> {
     let locs = Locs {
         entry: entry_loc,
-        outline,
+        src,
+        idx,
     };
     let mut key_locs = BTreeMap::new();
-    let mut values: BTreeMap<&str, &Value> = BTreeMap::new();
+    let mut values: BTreeMap<&str, (&Node<'_>, &Node<'_>)> = BTreeMap::new();
     for (k, v) in map {
         let Some(name) = k.as_str() else {
             errs.push(
                 Diagnostic::new(
                     "opal::unknown_key",
                     entry_loc,
-                    format!("entry key {} is not a name", describe(k)),
+                    format!("entry key {} is not a name", k.describe()),
                 )
                 .label("in this entry")
                 .hint(format!("known keys: {}", KNOWN_KEYS.join(", "))),
             );
             continue;
         };
+        let at = locs.key_loc(k);
         match KNOWN_KEYS.iter().find(|known| **known == name) {
             Some(known) => {
-                key_locs.insert(name.to_string(), locs.key_loc(name));
-                values.insert(known, v);
+                if let Some(first) = key_locs.insert(name.to_string(), at) {
+                    errs.push(
+                        Diagnostic::new(
+                            "opal::duplicate_key",
+                            at,
+                            format!("key `{name}` is given twice in this entry"),
+                        )
+                        .label("second occurrence")
+                        .hint(format!(
+                            "merge it with the `{name}:` on line {}",
+                            first.line
+                        )),
+                    );
+                }
+                values.insert(known, (k, v));
             }
-            None => errs.push(unknown_key(name, locs.key_loc(name))),
+            None => errs.push(unknown_key(name, at)),
         }
     }
 
-    let func_v = match values.get("func") {
-        Some(v) => *v,
+    let (func_k, func_v) = match values.get("func") {
+        Some(kv) => *kv,
         None => {
             errs.push(
                 Diagnostic::new("opal::missing_func", entry_loc, "entry has no `func:` key")
@@ -141,12 +142,15 @@ pub(crate) fn parse_entry(
             "func",
             "a schema string",
             func_v,
-            locs.value_loc("func"),
+            locs.value_loc(func_k, func_v),
             "abs(Tensor self) -> Tensor",
         ));
         return None;
     };
-    let base = func_base(func_s, locs.key("func"), src, entry_loc);
+    // Exact when yaml_serde lent the scalar (plain, or quoted without escapes);
+    // otherwise token positions are relative to the key.
+    let mut base = locs.value_loc(func_k, func_v);
+    base.len = func_s.len();
     let (namespace, _) = split_namespace(func_s);
     let func = match parse_schema_at(func_s, base) {
         Ok(f) => f,
@@ -188,8 +192,8 @@ pub(crate) fn parse_entry(
         has_composite_explicit_autograd_kernel: false,
     };
 
-    for (&key, &v) in &values {
-        let vloc = locs.value_loc(key);
+    for (&key, &(knode, v)) in &values {
+        let vloc = locs.value_loc(knode, v);
         match key {
             "func" => {}
             "variants" => match v.as_str() {
@@ -214,10 +218,10 @@ pub(crate) fn parse_entry(
                 None => errs.push(type_error(key, "a string", v, vloc, "function, method")),
             },
             "dispatch" => match v {
-                Value::Mapping(m) => {
+                Node::Map(m) => {
                     for (k, kernel) in m {
                         let (Some(keys), Some(kernel)) = (k.as_str(), kernel.as_str()) else {
-                            let at = k.as_str().map_or(vloc, |s| locs.child_loc("dispatch", s));
+                            let at = locs.of(k).unwrap_or(vloc);
                             errs.push(type_error(
                                 "dispatch",
                                 "a mapping of dispatch keys to kernel names",
@@ -227,7 +231,7 @@ pub(crate) fn parse_entry(
                             ));
                             continue;
                         };
-                        let at = locs.child_loc("dispatch", keys);
+                        let at = locs.of(k).unwrap_or(vloc);
                         for part in keys.split(',') {
                             let name = part.trim();
                             let mut loc = at;
@@ -335,8 +339,8 @@ pub(crate) fn parse_entry(
                 }
             }
             "tags" => match v {
-                Value::String(s) => nf.tags = vec![s.clone()],
-                Value::Sequence(items) => {
+                Node::Str(s) => nf.tags = vec![s.to_string()],
+                Node::Seq(items) => {
                     for item in items {
                         match item.as_str() {
                             Some(s) => nf.tags.push(s.to_string()),
@@ -365,10 +369,11 @@ pub(crate) fn parse_entry(
                 nf.cpp_no_default_args = string_list(key, v, vloc, "['dim']", errs)
             }
             "ufunc_inner_loop" => match v {
-                Value::String(s) => {
-                    nf.ufunc_inner_loop.insert("Generic".to_string(), s.clone());
+                Node::Str(s) => {
+                    nf.ufunc_inner_loop
+                        .insert("Generic".to_string(), s.to_string());
                 }
-                Value::Mapping(m) => {
+                Node::Map(m) => {
                     for (k, val) in m {
                         match (k.as_str(), val.as_str()) {
                             (Some(k), Some(val)) => {
@@ -415,16 +420,16 @@ fn unknown_key(name: &str, loc: Loc) -> Diagnostic {
         .hint(hint)
 }
 
-fn flag(key: &str, v: &Value, loc: Loc, out: &mut bool, errs: &mut Vec<Diagnostic>) {
+fn flag(key: &str, v: &Node<'_>, loc: Loc, out: &mut bool, errs: &mut Vec<Diagnostic>) {
     match v {
-        Value::Bool(b) => *out = *b,
+        Node::Bool(b) => *out = *b,
         _ => errs.push(type_error(key, "True or False", v, loc, "True")),
     }
 }
 
 fn string<'v>(
     key: &str,
-    v: &'v Value,
+    v: &'v Node<'_>,
     loc: Loc,
     example: &str,
     errs: &mut Vec<Diagnostic>,
@@ -438,13 +443,13 @@ fn string<'v>(
 
 fn string_list(
     key: &str,
-    v: &Value,
+    v: &Node<'_>,
     loc: Loc,
     example: &str,
     errs: &mut Vec<Diagnostic>,
 ) -> Vec<String> {
     match v {
-        Value::Sequence(items) if items.iter().all(Value::is_string) => items
+        Node::Seq(items) if items.iter().all(|i| i.as_str().is_some()) => items
             .iter()
             .filter_map(|i| i.as_str().map(str::to_string))
             .collect(),
@@ -453,22 +458,4 @@ fn string_list(
             Vec::new()
         }
     }
-}
-
-/// Where the schema string's first character is in the file: exact for plain or
-/// simply quoted one-line scalars, the value's start otherwise.
-fn func_base(func: &str, key: Option<&OutlineKey>, src: &str, entry: Loc) -> Loc {
-    let Some(k) = key else { return entry };
-    let v = k.value;
-    let raw = src.get(v.offset..v.offset + v.len).unwrap_or("");
-    let mut base = v;
-    if raw.len() >= 2
-        && (raw.starts_with('"') || raw.starts_with('\''))
-        && &raw[1..raw.len() - 1] == func
-    {
-        base.offset += 1;
-        base.col += 1;
-    }
-    base.len = func.len();
-    base
 }

@@ -6,6 +6,7 @@
 
 mod entry;
 pub mod lexer;
+pub mod node;
 pub mod outline;
 mod schema;
 mod yaml;

@@ -4,9 +4,8 @@
 //! Owns: decoding, YAML syntax errors, the document's shape (a list of mappings).
 //! Must not: interpret keys (that is `entry`) or apply semantic rules.
 
-use serde_yaml::Value;
-
 use super::entry::parse_entry;
+use super::node::Node;
 use super::outline::{outline, LineIndex};
 use crate::diagnostics::Diagnostic;
 use crate::model::{Loc, NativeFunction};
@@ -51,15 +50,7 @@ pub fn decode(bytes: &[u8]) -> Result<&str, Diagnostic> {
 /// Turns a yaml_serde error into a located diagnostic.
 fn yaml_error(e: &serde_yaml::Error, src: &str) -> Diagnostic {
     let idx = LineIndex::new(src);
-    let loc = e.location().map_or(
-        Loc {
-            offset: 0,
-            len: 0,
-            line: 1,
-            col: 1,
-        },
-        |l| idx.loc(l.index(), 1),
-    );
+    let loc = e.location().map_or(START, |l| idx.loc(l.index(), 1));
     let text = e.to_string();
     // yaml_serde appends "at line L column C"; the diagnostic shows that already.
     let message = match text.find(" at line ") {
@@ -78,10 +69,29 @@ fn yaml_error(e: &serde_yaml::Error, src: &str) -> Diagnostic {
         .hint(hint)
 }
 
+const START: Loc = Loc {
+    offset: 0,
+    len: 0,
+    line: 1,
+    col: 1,
+};
+
+/// The location of a top-level item: from its `- ` to the end of that line, found
+/// from the first scalar yaml_serde located inside it.
+fn item_loc(item: &Node<'_>, src: &str, idx: &LineIndex<'_>) -> Option<Loc> {
+    let (first, _) = item.first_span_in(src)?;
+    let line_start = src[..first].rfind('\n').map_or(0, |i| i + 1);
+    let lead = &src[line_start..first];
+    // `- func:` (block) or `- {func:` (flow): start at the dash when there is one.
+    let start = lead.find('-').map_or(first, |i| line_start + i);
+    let line_end = src[first..].find('\n').map_or(src.len(), |i| first + i);
+    Some(idx.loc(start, src[start..line_end].trim_end().len()))
+}
+
 /// Parses `src` as a `native_functions.yaml`.
 pub fn parse_native_yaml(src: &str) -> Parsed {
     let mut out = Parsed::default();
-    let doc: Value = match serde_yaml::from_str(src) {
+    let doc: Node<'_> = match serde_yaml::from_str(src) {
         Ok(v) => v,
         Err(e) => {
             out.errors.push(yaml_error(&e, src));
@@ -89,23 +99,18 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
         }
     };
     let items = match doc {
-        Value::Sequence(items) => items,
-        Value::Null => return out,
+        Node::Seq(items) => items,
+        Node::Null => return out,
         other => {
             let what = match other {
-                Value::Mapping(_) => "a mapping",
-                Value::String(_) => "a string",
+                Node::Map(_) => "a mapping",
+                Node::Str(_) => "a string",
                 _ => "a single value",
             };
             out.errors.push(
                 Diagnostic::new(
                     "opal::not_a_list",
-                    Loc {
-                        offset: 0,
-                        len: 0,
-                        line: 1,
-                        col: 1,
-                    },
+                    START,
                     format!("the file is {what}, not a list of entries"),
                 )
                 .label("top level")
@@ -114,30 +119,29 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
             return out;
         }
     };
-    let lines = outline(src);
-    // When the outline saw a different number of items the file is not in the
-    // block style it understands; positions then fall back to the file start.
-    let aligned = lines.len() == items.len();
-    let fallback = Loc {
-        offset: 0,
-        len: 0,
-        line: 1,
-        col: 1,
-    };
+    let idx = LineIndex::new(src);
+    // Items without any located scalar (e.g. `- []`) are found by the outline scan,
+    // only computed when needed.
+    let mut lines = None;
+    out.functions.reserve(items.len());
     for (i, item) in items.iter().enumerate() {
-        let ol = if aligned { lines.get(i) } else { None };
-        let entry_loc = ol.map_or(fallback, |o| o.loc);
+        let entry_loc = item_loc(item, src, &idx).unwrap_or_else(|| {
+            let ol = lines.get_or_insert_with(|| outline(src));
+            ol.get(i)
+                .filter(|_| ol.len() == items.len())
+                .map_or(START, |o| o.loc)
+        });
         match item {
-            Value::Mapping(m) => {
-                if let Some(f) = parse_entry(m, ol, entry_loc, src, &mut out.errors) {
+            Node::Map(m) => {
+                if let Some(f) = parse_entry(m, entry_loc, src, &idx, &mut out.errors) {
                     out.functions.push(f);
                 }
             }
             other => {
                 let what = match other {
-                    Value::String(s) => format!("the string `{s}`"),
-                    Value::Sequence(_) => "a list".into(),
-                    Value::Null => "empty".into(),
+                    Node::Str(s) => format!("the string `{s}`"),
+                    Node::Seq(_) => "a list".into(),
+                    Node::Null => "empty".into(),
                     _ => "a single value".into(),
                 };
                 out.errors.push(
@@ -157,43 +161,37 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
 
 /// Reads the tag names of a `tags.yaml` (a list of `- tag: name` mappings).
 pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
-    let doc: Value = serde_yaml::from_str(src).map_err(|e| vec![yaml_error(&e, src)])?;
-    let lines = outline(src);
+    let doc: Node<'_> = serde_yaml::from_str(src).map_err(|e| vec![yaml_error(&e, src)])?;
+    let idx = LineIndex::new(src);
     let mut tags = Vec::new();
     let mut errs = Vec::new();
     let items = match doc {
-        Value::Sequence(items) => items,
-        Value::Null => Vec::new(),
+        Node::Seq(items) => items,
+        Node::Null => Vec::new(),
         _ => {
             return Err(vec![Diagnostic::new(
                 "opal::not_a_list",
-                Loc {
-                    offset: 0,
-                    len: 0,
-                    line: 1,
-                    col: 1,
-                },
+                START,
                 "tags.yaml is not a list of `- tag:` entries",
             )
             .label("top level")
             .hint("write each tag as `- tag: name` with a `desc:`")])
         }
     };
-    for (i, item) in items.iter().enumerate() {
-        match item.get("tag").and_then(Value::as_str) {
+    for item in &items {
+        let tag = match item {
+            Node::Map(pairs) => pairs
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("tag"))
+                .and_then(|(_, v)| v.as_str()),
+            _ => None,
+        };
+        match tag {
             Some(t) => tags.push(t.to_string()),
             None => errs.push(
                 Diagnostic::new(
                     "opal::bad_tag_entry",
-                    lines.get(i).map_or(
-                        Loc {
-                            offset: 0,
-                            len: 0,
-                            line: 1,
-                            col: 1,
-                        },
-                        |o| o.loc,
-                    ),
+                    item_loc(item, src, &idx).unwrap_or(START),
                     "tags.yaml entry has no `tag:` name",
                 )
                 .label("this entry")

@@ -166,6 +166,49 @@ fn out_args_from_returns(f: &FunctionSchema) -> (Vec<Return>, Vec<Argument>) {
     (rets, outs)
 }
 
+/// A string equal for exactly the functions whose [`signature`] is equal, written
+/// without building the signature schema (this runs for every function).
+fn signature_key(f: &NativeFunction) -> String {
+    use std::fmt::Write;
+    let s = &f.func;
+    let n = &s.name.name;
+    let mut k = String::with_capacity(160);
+    let dunder = if n.dunder_method { "__" } else { "" };
+    let _ = write!(k, "{}::{dunder}{}(", f.namespace, n.base);
+    let opts = s.tensor_options_range();
+    // bernoulli.p spells its default differently; see `signature`.
+    let bernoulli_p = n.base == "bernoulli" && !n.inplace && s.name.overload_name == "p";
+    for a in &s.arguments.positional {
+        let default = match &a.default {
+            None if bernoulli_p && a.name == "p" => Some("0.5"),
+            d => d.as_deref(),
+        };
+        let _ = write!(k, "{} {}={:?},", a.ty, a.name, default);
+    }
+    k.push('*');
+    for (i, a) in s.arguments.kwarg_only.iter().enumerate() {
+        if !opts.as_ref().is_some_and(|r| r.contains(&i)) {
+            let _ = write!(k, "{} {}={:?},", a.ty, a.name, a.default.as_deref());
+        }
+    }
+    k.push_str(")->");
+    for r in &s.returns {
+        let _ = write!(k, "{},", r.ty);
+    }
+    let self_arg = s.self_arg().into_iter();
+    for a in self_arg
+        .chain(&s.arguments.out)
+        .chain(s.post_self_positional())
+    {
+        if let Some(an) = a.annotation.as_ref().filter(|an| an.is_write) {
+            if !s.returns.iter().any(|r| r.annotation.as_ref() == Some(an)) {
+                let _ = write!(k, "{},", a.ty);
+            }
+        }
+    }
+    k
+}
+
 /// The out= schema torchgen derives from an in-place, mutable or functional schema.
 pub fn to_out(f: &FunctionSchema) -> FunctionSchema {
     let name = without_inplace(f, out_overload(f));
@@ -313,9 +356,10 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
 /// reports groups whose `autogen:` names differ from what can be generated.
 pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<NativeFunction> {
     let mut order: Vec<String> = Vec::new();
-    let mut groups: HashMap<String, BTreeMap<SchemaKind, usize>> = HashMap::new();
+    let mut groups: HashMap<String, BTreeMap<SchemaKind, usize>> =
+        HashMap::with_capacity(fns.len());
     for (i, f) in fns.iter().enumerate() {
-        let key = format!("{}::{}", f.namespace, signature(&f.func, false));
+        let key = signature_key(f);
         let g = groups.entry(key.clone()).or_default();
         if g.is_empty() {
             order.push(key);

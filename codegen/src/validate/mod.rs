@@ -12,7 +12,7 @@ mod rules;
 use std::collections::HashMap;
 
 use crate::diagnostics::Diagnostic;
-use crate::model::{NativeFunction, NativeFunctions};
+use crate::model::{NativeFunction, NativeFunctions, OperatorName};
 
 pub use rules::cpp_name;
 
@@ -49,9 +49,10 @@ fn check_duplicates(
     generated: &[NativeFunction],
     errs: &mut Vec<Diagnostic>,
 ) {
-    let mut seen: HashMap<String, &NativeFunction> = HashMap::new();
+    let mut seen: HashMap<(&str, &OperatorName), &NativeFunction> =
+        HashMap::with_capacity(fns.len() + generated.len());
     for f in fns.iter().chain(generated) {
-        let key = format!("{}::{}", f.namespace, f.func.name);
+        let key = (f.namespace.as_str(), &f.func.name);
         if let Some(first) = seen.get(&key) {
             let (loc, label) = match &f.origin {
                 crate::model::Origin::Declared => (f.func.loc, "declared again here"),
@@ -80,14 +81,10 @@ fn check_duplicates(
 
 /// Rules between declared functions.
 fn check_all(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) {
-    let by_name: HashMap<String, &NativeFunction> = fns
+    let by_name: HashMap<(&str, &OperatorName), &NativeFunction> = fns
         .iter()
-        .map(|f| (format!("{}::{}", f.namespace, f.func.name), f))
+        .map(|f| ((f.namespace.as_str(), &f.func.name), f))
         .collect();
-    let mut base_names: HashMap<String, usize> = HashMap::new();
-    for f in fns {
-        *base_names.entry(f.func.name.name.to_string()).or_default() += 1;
-    }
     for f in fns {
         if let Some(d) = &f.structured_delegate {
             let loc = f
@@ -95,7 +92,7 @@ fn check_all(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) {
                 .get("structured_delegate")
                 .copied()
                 .unwrap_or(f.func.loc);
-            match by_name.get(&format!("{}::{}", f.namespace, d)) {
+            match by_name.get(&(f.namespace.as_str(), d)) {
                 None => errs.push(
                     Diagnostic::new(
                         "opal::delegate_missing",
@@ -122,27 +119,34 @@ fn check_all(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) {
                 Some(_) => {}
             }
         }
-        let name = f.func.name.to_string();
-        let base = &f.func.name.name;
-        if f.tags.iter().any(|t| t == "inplace_view")
-            && name != "resize_"
-            && name != "resize_as_"
-            && base.to_string() != "set_"
-        {
-            let mut out_of_place = base.clone();
-            out_of_place.inplace = false;
-            if !base.inplace || !base_names.contains_key(&out_of_place.to_string()) {
-                errs.push(
-                    Diagnostic::new(
-                        "opal::inplace_view",
-                        f.key_locs.get("tags").copied().unwrap_or(f.func.loc),
-                        format!("`{name}` is tagged inplace_view but has no out-of-place view `{out_of_place}`"),
-                    )
-                    .label("inplace_view tag")
-                    .hint("inplace_view ops end in `_` and have a view op of the same name without it"),
-                );
-            }
+        if f.tags.iter().any(|t| t == "inplace_view") {
+            check_inplace_view(f, fns, errs);
         }
+    }
+}
+
+/// An `inplace_view` op is in-place and has an out-of-place view of the same name.
+fn check_inplace_view(f: &NativeFunction, fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) {
+    let name = f.func.name.to_string();
+    let base = &f.func.name.name;
+    // resize_/resize_as_/set_ are in-place views without view siblings.
+    if name == "resize_" || name == "resize_as_" || base.to_string() == "set_" {
+        return;
+    }
+    let mut out_of_place = base.clone();
+    out_of_place.inplace = false;
+    if !base.inplace || !fns.iter().any(|g| g.func.name.name == out_of_place) {
+        errs.push(
+            Diagnostic::new(
+                "opal::inplace_view",
+                f.key_locs.get("tags").copied().unwrap_or(f.func.loc),
+                format!(
+                    "`{name}` is tagged inplace_view but has no out-of-place view `{out_of_place}`"
+                ),
+            )
+            .label("inplace_view tag")
+            .hint("inplace_view ops end in `_` and have a view op of the same name without it"),
+        );
     }
 }
 

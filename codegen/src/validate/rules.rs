@@ -226,14 +226,14 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
             );
         }
     }
-    let defaulted: Vec<&str> = f
-        .func
-        .arguments
-        .all()
-        .filter(|a| a.default.is_some())
-        .map(|a| a.name.as_str())
-        .collect();
     for n in &f.cpp_no_default_args {
+        let defaulted: Vec<&str> = f
+            .func
+            .arguments
+            .all()
+            .filter(|a| a.default.is_some())
+            .map(|a| a.name.as_str())
+            .collect();
         if !defaulted.contains(&n.as_str()) {
             err(
                 "opal::cpp_no_default_args",
