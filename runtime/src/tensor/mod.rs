@@ -139,7 +139,10 @@ impl Tensor {
     #[inline]
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
         let meta = Meta::contiguous(sizes, 0)?;
-        let nbytes = meta.required_bytes(dtype)?;
+        // Contiguous at offset 0: exactly numel elements (numel is non-negative).
+        let nbytes = (meta.numel as usize)
+            .checked_mul(dtype.size())
+            .ok_or_else(|| OpalError::shape("tensor byte size overflows"))?;
         let storage = Storage::new(nbytes, device)?;
         Ok(Tensor::from_parts(storage, meta, dtype, false))
     }
