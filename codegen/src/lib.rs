@@ -18,3 +18,8 @@ pub mod parse;
 pub mod validate;
 
 pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};
+pub mod builder;
+pub mod emit;
+pub mod ident;
+
+pub use builder::Builder;

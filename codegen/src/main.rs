@@ -30,6 +30,8 @@ commands! {
     Check(cli::check::Check),
     /// Print the canonical schema of each `func:` entry, in file order.
     Schemas(cli::schemas::Schemas),
+    /// Generate the typed operator layer (mod.rs + included files) from a native_functions.yaml.
+    Generate(cli::generate::Generate),
 }
 
 /// Opal's operator code generator: reads PyTorch-style native_functions.yaml files.

@@ -5,6 +5,7 @@
 //! generation logic (that lives in the library).
 
 pub mod check;
+pub mod generate;
 pub mod schemas;
 
 use std::io::IsTerminal;

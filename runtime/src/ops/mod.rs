@@ -3,3 +3,14 @@
 //!
 //! Owns: only the `include!` of generated code (and nothing written by hand that
 //! duplicates it). Must not: contain per-op glue written by hand.
+//!
+//! Per operator `name.overload` (Rust name `name_overload`, overload lowercased, see
+//! `opal_codegen::ident`):
+//! - `ops::add_tensor(&a, &b)`: required arguments, defaults applied;
+//! - `ops::add_tensor::with(&a, &b, ops::add_tensor::Options::default().alpha(2))`;
+//! - `ops::add_tensor::call(..)` (every argument), `redispatch(ks, ..)`, `Sig`, `DEF`,
+//!   `boxed(f)`, `kernel(f)`, and where they apply `backend_select` and `structured`;
+//! - `Tensor` methods for `variants: method` ops through the [`TensorOps`] trait;
+//! - [`def_all`], [`init`], [`ALL_DEFS`].
+
+include!(concat!(env!("OUT_DIR"), "/opal_ops/mod.rs"));

@@ -1,0 +1,414 @@
+//! Schema -> Rust naming and type translation: the one place where operator,
+//! argument and type names of the schema language become Rust identifiers and types.
+//!
+//! Owns: the overload naming rule, argument renaming (`self` -> `self_`, keywords ->
+//! raw identifiers), the per-op module layout names (`Sig`, `DEF`, `Options`, ...),
+//! the schema type -> Rust type table of `docs/design.md` (borrowed argument form and
+//! owned form) and the owned -> borrowed conversion used when forwarding values.
+//! Must not: emit whole items (that is `crate::emit`), parse schemas, or read files.
+//!
+//! # Naming rule
+//!
+//! An operator `name.overload` becomes the Rust identifier
+//! `stem [+ "_" + lowercase(overload)] [+ "_"]`, where `stem` is the name without the
+//! trailing `_` of an in-place operator, the overload part is present when the
+//! overload is, and the final `_` when the operator is in-place (dunder names such as
+//! `__iand__` stay whole): `add.Tensor` -> `add_tensor`, `add_.Tensor` ->
+//! `add_tensor_`, `add.out` -> `add_out`, `relu` -> `relu`, `relu_` -> `relu_`,
+//! `__and__.Scalar` -> `__and___scalar`, `mT` -> `mT`. In-place operators thus keep
+//! PyTorch's and Rust's trailing-underscore convention (`t.add_tensor_(&u)`).
+//! The operator name keeps its case (PyTorch has both `t` and `T`). The identifier
+//! depends on nothing but the operator's own name and overload, so adding overloads
+//! never renames existing functions. Two operators that would map to the same
+//! identifier are reported as a codegen error (this never happens for PyTorch 2.15:
+//! a test checks the whole file). Rust keywords become raw identifiers (`r#where`).
+//!
+//! The identifier names both a free function (all defaults applied) and a module of
+//! the same name holding everything else about the operator (`Sig`, `DEF`, `call`,
+//! `with`, `Options`, `redispatch`, `boxed`, `kernel`, ...). Functions and modules
+//! live in different Rust namespaces, so they never clash.
+
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::quote;
+
+use crate::model::{BaseTy, OperatorName, Type};
+
+/// Words that are keywords in some Rust edition (strict and reserved).
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "Self", "static", "struct", "super", "trait", "true", "try", "type",
+    "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Keywords that cannot be raw identifiers; these get a trailing `_` instead.
+const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
+
+/// Name of the extension trait carrying `Tensor` methods.
+pub const METHODS_TRAIT: &str = "TensorOps";
+/// Per-op module item: the typed kernel signature alias.
+pub const SIG: &str = "Sig";
+/// Per-op module item: the static `OpDef`.
+pub const DEF: &str = "DEF";
+/// Per-op module item: the options struct (only for ops with defaulted arguments).
+pub const OPTIONS: &str = "Options";
+
+/// Whether `s` is a plain Rust identifier (ASCII letters, digits, `_`; not starting
+/// with a digit; not `_` alone).
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    match chars.next() {
+        Some(c) if c == '_' || c.is_ascii_alphabetic() => {}
+        _ => return false,
+    }
+    s != "_" && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+/// The Rust identifier string (without `r#`) of an operator, by the naming rule in
+/// the module docs. Errors when the name cannot be a Rust identifier.
+pub fn op_ident(name: &OperatorName) -> Result<String, String> {
+    let full = name.name.to_string();
+    let inplace = name.name.inplace && !name.name.dunder_method;
+    let stem = match full.strip_suffix('_') {
+        Some(stem) if inplace => stem,
+        _ => full.as_str(),
+    };
+    let mut ident = stem.to_string();
+    if !name.overload_name.is_empty() {
+        ident.push('_');
+        ident.push_str(&name.overload_name.to_lowercase());
+    }
+    if inplace {
+        ident.push('_');
+    }
+    if !is_identifier(&ident) {
+        return Err(format!("operator name `{name}` is not a Rust identifier"));
+    }
+    if NOT_RAW.contains(&ident.as_str()) {
+        return Ok(format!("{ident}_"));
+    }
+    Ok(ident)
+}
+
+/// Name of the `Tensor` method that takes an options value, for the op method `m`:
+/// `add_tensor` -> `add_tensor_with`, in-place `add_tensor_` -> `add_tensor_with_`.
+pub fn with_method(m: &str) -> String {
+    match m.strip_suffix('_') {
+        Some(stem) if !stem.ends_with('_') => format!("{stem}_with_"),
+        _ => format!("{m}_with"),
+    }
+}
+
+/// The Rust name of a schema argument: `self` -> `self_`, other keywords stay and
+/// become raw identifiers when turned into an [`Ident`].
+pub fn arg_ident(name: &str) -> Result<String, String> {
+    if !is_identifier(name) {
+        return Err(format!("argument name `{name}` is not a Rust identifier"));
+    }
+    if name.starts_with("__") {
+        return Err(format!(
+            "argument name `{name}` starts with `__`, which generated code reserves for its locals"
+        ));
+    }
+    if NOT_RAW.contains(&name) {
+        return Ok(format!("{name}_"));
+    }
+    Ok(name.to_string())
+}
+
+/// An [`Ident`] for a string produced by this module (raw when it is a keyword).
+/// The string must satisfy [`is_identifier`]; callers only pass names that went
+/// through [`op_ident`] / [`arg_ident`] or fixed names.
+pub fn ident(s: &str) -> Ident {
+    if KEYWORDS.contains(&s) && !NOT_RAW.contains(&s) {
+        Ident::new_raw(s, Span::call_site())
+    } else {
+        Ident::new(s, Span::call_site())
+    }
+}
+
+/// Whether an identifier needs `#[allow(non_snake_case)]`: PyTorch's `T`, `mH`, ...
+/// and dunder operators (`__and___scalar`), which rustc does not count as snake case.
+pub fn needs_non_snake_allow(s: &str) -> bool {
+    s.chars().any(|c| c.is_ascii_uppercase()) || s.trim_matches('_').contains("__")
+}
+
+/// How values of a type are passed to typed functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passing {
+    /// Passed as-is (`i64`, `f64`, `bool`, `DType`, `Device`, ... and `Option`s of them).
+    Value,
+    /// Passed as `&T` (`Tensor`, `Scalar`, `Generator`, ... and lists as `&[T]`, `str` as `&str`).
+    Ref,
+    /// Passed as `Option<&T>` / `Option<&[T]>` / `Option<&str>` (`.as_ref()` / `.as_deref()`).
+    OptRef,
+    /// `Option<&[T]>` / `Option<&str>` from `Option<Vec<T>>` / `Option<String>`.
+    OptDeref,
+}
+
+/// The type table. Types are written by their short names (`Tensor`, `Scalar`,
+/// `DType`, `Option`, `Vec`): every generated scope imports the generated `prelude`
+/// module, which re-exports exactly these names from the runtime by absolute path
+/// (see [`PRELUDE`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Types;
+
+/// Runtime names the generated `prelude` re-exports: (path under the runtime root,
+/// names). Generated code uses these names unqualified.
+pub const PRELUDE: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "DType",
+            "Device",
+            "Dimname",
+            "FromIValue",
+            "Generator",
+            "IValue",
+            "IntoIValue",
+            "Layout",
+            "MemoryFormat",
+            "Opaque",
+            "OpalError",
+            "QScheme",
+            "Result",
+            "Scalar",
+            "Stack",
+            "Storage",
+            "Stream",
+            "Tensor",
+        ],
+    ),
+    (
+        "dispatch",
+        &[
+            "ArgDef",
+            "BoxedKernelFn",
+            "DispatchKey",
+            "DispatchKeySet",
+            "Dispatcher",
+            "Kernel",
+            "KernelFunction",
+            "OpDef",
+            "OpSlot",
+            "OperatorHandle",
+        ],
+    ),
+];
+
+impl Types {
+    fn base_owned(&self, b: BaseTy) -> TokenStream {
+        match b {
+            BaseTy::Tensor => quote!(Tensor),
+            BaseTy::Int | BaseTy::SymInt | BaseTy::DeviceIndex => quote!(i64),
+            BaseTy::DimVector => quote!(Vec<i64>),
+            BaseTy::Float => quote!(f64),
+            BaseTy::Bool | BaseTy::SymBool => quote!(bool),
+            BaseTy::Str => quote!(String),
+            BaseTy::Scalar => quote!(Scalar),
+            BaseTy::ScalarType => quote!(DType),
+            BaseTy::Layout => quote!(Layout),
+            BaseTy::Device => quote!(Device),
+            BaseTy::MemoryFormat => quote!(MemoryFormat),
+            BaseTy::Generator => quote!(Generator),
+            BaseTy::Dimname => quote!(Dimname),
+            BaseTy::Storage => quote!(Storage),
+            BaseTy::Stream => quote!(Stream),
+            BaseTy::QScheme => quote!(QScheme),
+            BaseTy::ConstQuantizerPtr | BaseTy::GraphModule => quote!(Opaque),
+        }
+    }
+
+    /// How a base type is passed when not wrapped.
+    fn base_passing(b: BaseTy) -> Passing {
+        match b {
+            BaseTy::Tensor
+            | BaseTy::Str
+            | BaseTy::Scalar
+            | BaseTy::Generator
+            | BaseTy::Storage
+            | BaseTy::ConstQuantizerPtr
+            | BaseTy::GraphModule
+            | BaseTy::DimVector => Passing::Ref,
+            _ => Passing::Value,
+        }
+    }
+
+    /// How a (possibly wrapped) type is passed.
+    pub fn passing(ty: &Type) -> Passing {
+        match ty {
+            Type::Base(b) => Self::base_passing(*b),
+            Type::List { .. } => Passing::Ref,
+            Type::Optional(inner) => match &**inner {
+                Type::List { .. } | Type::Base(BaseTy::Str) | Type::Base(BaseTy::DimVector) => {
+                    Passing::OptDeref
+                }
+                Type::Base(b) if Self::base_passing(*b) == Passing::Ref => Passing::OptRef,
+                _ => Passing::Value,
+            },
+        }
+    }
+
+    /// The owned Rust type (options fields, returns, boxed unpacking).
+    pub fn owned(&self, ty: &Type) -> TokenStream {
+        match ty {
+            Type::Base(b) => self.base_owned(*b),
+            Type::Optional(inner) => {
+                let t = self.owned(inner);
+                quote!(Option<#t>)
+            }
+            Type::List { elem, .. } => {
+                let t = self.owned(elem);
+                quote!(Vec<#t>)
+            }
+        }
+    }
+
+    /// The borrowed argument type of typed signatures and stubs.
+    pub fn arg(&self, ty: &Type) -> TokenStream {
+        match ty {
+            Type::Base(BaseTy::Str) => quote!(&str),
+            Type::Base(BaseTy::DimVector) => quote!(&[i64]),
+            Type::Base(b) => {
+                let t = self.base_owned(*b);
+                match Self::base_passing(*b) {
+                    Passing::Ref => quote!(&#t),
+                    _ => t,
+                }
+            }
+            Type::List { elem, .. } => {
+                let t = self.owned(elem);
+                quote!(&[#t])
+            }
+            Type::Optional(inner) => match Self::passing(ty) {
+                Passing::Value => {
+                    let t = self.owned(inner);
+                    quote!(Option<#t>)
+                }
+                _ => {
+                    let t = self.arg(inner);
+                    quote!(Option<#t>)
+                }
+            },
+        }
+    }
+
+    /// The Rust return type for a list of schema return types: `()`, one owned type,
+    /// or a tuple.
+    pub fn returns<'a>(&self, tys: impl ExactSizeIterator<Item = &'a Type>) -> TokenStream {
+        let n = tys.len();
+        let ts: Vec<TokenStream> = tys.map(|t| self.owned(t)).collect();
+        if n == 1 {
+            ts.into_iter().next().unwrap_or_else(|| quote!(()))
+        } else {
+            quote!((#(#ts),*))
+        }
+    }
+
+    /// `Result<T>` of the runtime.
+    pub fn result(&self, t: TokenStream) -> TokenStream {
+        quote!(Result<#t>)
+    }
+}
+
+/// Converts an owned place expression (a local or a field, of the type's owned form)
+/// into the argument form, without moving out of it.
+pub fn owned_to_arg(expr: TokenStream, ty: &Type) -> TokenStream {
+    match Types::passing(ty) {
+        Passing::Value => quote!(#expr),
+        Passing::Ref => quote!(&#expr),
+        Passing::OptRef => quote!(#expr.as_ref()),
+        Passing::OptDeref => quote!(#expr.as_deref()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::BaseOperatorName;
+
+    fn name(base: &str, inplace: bool, overload: &str) -> OperatorName {
+        OperatorName {
+            name: BaseOperatorName {
+                base: base.to_string(),
+                inplace,
+                dunder_method: false,
+                functional_overload: false,
+            },
+            overload_name: overload.to_string(),
+        }
+    }
+
+    #[test]
+    fn naming_rule() {
+        assert_eq!(
+            op_ident(&name("add", false, "Tensor")).unwrap(),
+            "add_tensor"
+        );
+        assert_eq!(
+            op_ident(&name("add", true, "Tensor")).unwrap(),
+            "add__tensor"
+        );
+        assert_eq!(op_ident(&name("add", false, "out")).unwrap(), "add_out");
+        assert_eq!(op_ident(&name("relu", false, "")).unwrap(), "relu");
+        assert_eq!(op_ident(&name("mT", false, "")).unwrap(), "mT");
+        assert_eq!(
+            op_ident(&name("sum", false, "dim_IntList")).unwrap(),
+            "sum_dim_intlist"
+        );
+        assert_eq!(ident("where").to_string(), "r#where");
+        assert_eq!(arg_ident("self").unwrap(), "self_");
+        assert_eq!(ident(&arg_ident("unsafe").unwrap()).to_string(), "r#unsafe");
+        assert!(arg_ident("__x").is_err());
+        assert!(arg_ident("a-b").is_err());
+        assert!(needs_non_snake_allow("mT"));
+    }
+
+    fn ts(t: TokenStream) -> String {
+        t.to_string().replace(' ', "")
+    }
+
+    #[test]
+    fn type_table() {
+        let t = Types;
+        let opt = |t: Type| Type::Optional(Box::new(t));
+        let list = |t: Type| Type::List {
+            elem: Box::new(t),
+            size: None,
+        };
+        let b = Type::Base;
+        assert_eq!(ts(t.arg(&b(BaseTy::Tensor))), "&Tensor");
+        assert_eq!(ts(t.arg(&opt(b(BaseTy::Tensor)))), "Option<&Tensor>");
+        assert_eq!(ts(t.arg(&list(b(BaseTy::Tensor)))), "&[Tensor]");
+        assert_eq!(
+            ts(t.arg(&list(opt(b(BaseTy::Tensor))))),
+            "&[Option<Tensor>]"
+        );
+        assert_eq!(ts(t.arg(&b(BaseTy::SymInt))), "i64");
+        assert_eq!(ts(t.arg(&list(b(BaseTy::SymInt)))), "&[i64]");
+        assert_eq!(ts(t.arg(&opt(list(b(BaseTy::Int))))), "Option<&[i64]>");
+        assert_eq!(ts(t.arg(&b(BaseTy::Str))), "&str");
+        assert_eq!(ts(t.arg(&opt(b(BaseTy::Str)))), "Option<&str>");
+        assert_eq!(ts(t.arg(&b(BaseTy::ScalarType))), "DType");
+        assert_eq!(ts(t.arg(&opt(b(BaseTy::Device)))), "Option<Device>");
+        assert_eq!(ts(t.arg(&b(BaseTy::Scalar))), "&Scalar");
+        assert_eq!(ts(t.owned(&b(BaseTy::Str))), "String");
+        assert_eq!(ts(t.arg(&b(BaseTy::GraphModule))), "&Opaque");
+        assert_eq!(
+            ts(owned_to_arg(quote!(x), &opt(list(b(BaseTy::Int))))),
+            "x.as_deref()"
+        );
+        assert_eq!(
+            ts(owned_to_arg(quote!(x), &opt(b(BaseTy::Tensor)))),
+            "x.as_ref()"
+        );
+        assert_eq!(ts(owned_to_arg(quote!(x), &b(BaseTy::Int))), "x");
+        assert_eq!(ts(owned_to_arg(quote!(x), &b(BaseTy::Tensor))), "&x");
+        assert_eq!(
+            ts(t.returns([b(BaseTy::Tensor), b(BaseTy::Int)].iter())),
+            "(Tensor,i64)"
+        );
+        assert_eq!(ts(t.returns([].iter())), "()");
+    }
+}
