@@ -44,19 +44,26 @@ impl OutlineEntry {
 pub struct LineIndex<'a> {
     src: &'a str,
     starts: Vec<usize>,
+    /// All-ASCII files (the usual case) have columns equal to byte distances.
+    ascii: bool,
 }
 
 impl<'a> LineIndex<'a> {
     /// Indexes the line starts of `src`.
     pub fn new(src: &'a str) -> Self {
-        let mut starts = vec![0];
+        let mut starts = Vec::with_capacity(src.len() / 32 + 1);
+        starts.push(0);
         starts.extend(
             src.bytes()
                 .enumerate()
                 .filter(|(_, b)| *b == b'\n')
                 .map(|(i, _)| i + 1),
         );
-        LineIndex { src, starts }
+        LineIndex {
+            src,
+            starts,
+            ascii: src.is_ascii(),
+        }
     }
 
     /// The location of `offset..offset+len`.
@@ -64,10 +71,13 @@ impl<'a> LineIndex<'a> {
         let offset = offset.min(self.src.len());
         let line = self.starts.partition_point(|&s| s <= offset) - 1;
         let start = self.starts[line];
-        let col = self
-            .src
-            .get(start..offset)
-            .map_or(offset - start, |s| s.chars().count());
+        let col = if self.ascii {
+            offset - start
+        } else {
+            self.src
+                .get(start..offset)
+                .map_or(offset - start, |s| s.chars().count())
+        };
         Loc {
             offset,
             len,

@@ -88,8 +88,15 @@ fn item_loc(item: &Node<'_>, src: &str, idx: &LineIndex<'_>) -> Option<Loc> {
     Some(idx.loc(start, src[start..line_end].trim_end().len()))
 }
 
-/// Parses `src` as a `native_functions.yaml`.
+/// Parses `src` as a `native_functions.yaml`. Large block-style files are cut at
+/// their top-level `- ` lines and the pieces parsed on several threads; anything
+/// unusual (aliases across pieces, other top-level shapes, any YAML error) is
+/// parsed again as one document, which is then authoritative.
 pub fn parse_native_yaml(src: &str) -> Parsed {
+    parse_in_pieces(src).unwrap_or_else(|| parse_whole(src))
+}
+
+fn parse_whole(src: &str) -> Parsed {
     let mut out = Parsed::default();
     let doc: Node<'_> = match serde_yaml::from_str(src) {
         Ok(v) => v,
@@ -123,17 +130,30 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
     // Items without any located scalar (e.g. `- []`) are found by the outline scan,
     // only computed when needed.
     let mut lines = None;
+    let n = items.len();
+    parse_items(&items, 0, src, &idx, &mut out, |i| {
+        let ol = lines.get_or_insert_with(|| outline(src));
+        ol.get(i).filter(|_| ol.len() == n).map_or(START, |o| o.loc)
+    });
+    out
+}
+
+/// Turns top-level items (the first being item number `first`) into functions.
+fn parse_items(
+    items: &[Node<'_>],
+    first: usize,
+    src: &str,
+    idx: &LineIndex<'_>,
+    out: &mut Parsed,
+    mut fallback_loc: impl FnMut(usize) -> Loc,
+) {
     out.functions.reserve(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let entry_loc = item_loc(item, src, &idx).unwrap_or_else(|| {
-            let ol = lines.get_or_insert_with(|| outline(src));
-            ol.get(i)
-                .filter(|_| ol.len() == items.len())
-                .map_or(START, |o| o.loc)
-        });
+    for (j, item) in items.iter().enumerate() {
+        let i = first + j;
+        let entry_loc = item_loc(item, src, idx).unwrap_or_else(|| fallback_loc(i));
         match item {
             Node::Map(m) => {
-                if let Some(f) = parse_entry(m, entry_loc, src, &idx, &mut out.errors) {
+                if let Some(f) = parse_entry(m, entry_loc, src, idx, &mut out.errors) {
                     out.functions.push(f);
                 }
             }
@@ -156,7 +176,76 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
             }
         }
     }
-    out
+}
+
+/// Byte offsets of the top-level items of a plain block sequence at column 0, or
+/// `None` when the file has any other top-level line (directives, markers, keys).
+fn item_starts(src: &str) -> Option<Vec<usize>> {
+    let mut starts = Vec::new();
+    let mut offset = 0;
+    for line in src.split_inclusive('\n') {
+        let at = offset;
+        offset += line.len();
+        let b = line.as_bytes();
+        match b.first() {
+            Some(b'-') if matches!(b.get(1), Some(b' ' | b'\n' | b'\r') | None) => starts.push(at),
+            Some(b' ' | b'\n' | b'\r' | b'#') | None => {}
+            _ => return None,
+        }
+    }
+    Some(starts)
+}
+
+fn parse_in_pieces(src: &str) -> Option<Parsed> {
+    const MIN_PIECE: usize = 64 * 1024;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let pieces = threads.min(src.len() / MIN_PIECE);
+    if pieces < 2 {
+        return None;
+    }
+    let starts = item_starts(src)?;
+    if starts.len() < pieces * 16 {
+        return None;
+    }
+    // Piece k holds items bounds[k]..bounds[k+1]; the first also holds the preamble.
+    let bounds: Vec<usize> = (0..=pieces).map(|k| k * starts.len() / pieces).collect();
+    let idx = LineIndex::new(src);
+    let results: Vec<Option<Parsed>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..pieces)
+            .map(|k| {
+                let (first, last) = (bounds[k], bounds[k + 1]);
+                let from = if k == 0 { 0 } else { starts[first] };
+                let to = starts.get(last).copied().unwrap_or(src.len());
+                let (idx, starts) = (&idx, &starts);
+                scope.spawn(move || {
+                    let items = match serde_yaml::from_str::<Node<'_>>(&src[from..to]) {
+                        Ok(Node::Seq(items)) if items.len() == last - first => items,
+                        _ => return None,
+                    };
+                    let mut out = Parsed::default();
+                    parse_items(&items, first, src, idx, &mut out, |i| {
+                        let at = starts[i];
+                        let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
+                        idx.loc(at, src[at..end].trim_end().len())
+                    });
+                    Some(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut out = Parsed::default();
+    for r in results {
+        let r = r?;
+        out.functions.extend(r.functions);
+        out.errors.extend(r.errors);
+    }
+    Some(out)
 }
 
 /// Reads the tag names of a `tags.yaml` (a list of `- tag: name` mappings).
@@ -203,5 +292,73 @@ pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
         Ok(tags)
     } else {
         Err(errs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pytorch_2_15() -> String {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/fixtures/pytorch-2.15/native_functions.yaml"
+        );
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    fn same(a: &Parsed, b: &Parsed) {
+        assert_eq!(a.functions.len(), b.functions.len());
+        assert!(a.functions == b.functions, "functions differ");
+        assert_eq!(a.errors, b.errors);
+    }
+
+    #[test]
+    fn pieces_give_the_same_result_as_one_document() {
+        let src = pytorch_2_15();
+        let whole = parse_whole(&src);
+        assert_eq!(whole.functions.len(), 2590);
+        match parse_in_pieces(&src) {
+            Some(p) => same(&p, &whole),
+            None => assert_eq!(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                1,
+                "pieces refused on a multi-core machine"
+            ),
+        }
+        same(&parse_native_yaml(&src), &whole);
+    }
+
+    #[test]
+    fn errors_in_pieces_match_one_document() {
+        let src = pytorch_2_15().replacen(
+            "  variants: function, method",
+            "  variants: function, methd",
+            40,
+        );
+        let src = src.replacen("(Tensor self", "(Tensr self", 1);
+        let whole = parse_whole(&src);
+        assert!(whole.errors.len() > 2);
+        same(&parse_native_yaml(&src), &whole);
+    }
+
+    #[test]
+    fn aliases_across_pieces_fall_back_to_one_document() {
+        let mut src =
+            pytorch_2_15().replacen("  variants: function\n", "  variants: &v function\n", 1);
+        src.push_str("\n- func: zzz_alias_user(Tensor self) -> Tensor\n  variants: *v\n");
+        let got = parse_native_yaml(&src);
+        assert!(got.errors.is_empty(), "{:?}", got.errors.first());
+        assert_eq!(got.functions.len(), 2591);
+        same(&got, &parse_whole(&src));
+    }
+
+    #[test]
+    fn yaml_syntax_errors_come_from_the_whole_document() {
+        let src = pytorch_2_15().replacen("  dispatch:\n    CPU:", "  dispatch:\n   CPU:", 1);
+        let got = parse_native_yaml(&src);
+        assert_eq!(got.errors.len(), 1);
+        assert_eq!(got.errors[0].code, "opal::yaml");
+        same(&got, &parse_whole(&src));
     }
 }

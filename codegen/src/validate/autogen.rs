@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::FastHash;
+
 use crate::diagnostics::Diagnostic;
 use crate::model::{
     Annotation, Argument, Arguments, BackendKernel, BaseOperatorName, DeviceCheck, FunctionSchema,
@@ -273,15 +275,21 @@ pub fn to_functional(f: &FunctionSchema) -> FunctionSchema {
     s
 }
 
+/// `set_` is an in-place view op that torchgen still groups like a normal one.
+fn is_set(n: &BaseOperatorName) -> bool {
+    n.base == "set" && n.inplace && !n.dunder_method && !n.functional_overload
+}
+
 fn is_view_op(f: &NativeFunction) -> bool {
-    let name = f.func.name.to_string();
     let non_mutating_view = f
         .func
         .returns
         .iter()
         .any(|r| r.annotation.as_ref().is_some_and(|a| !a.is_write));
-    let inplace_view =
-        f.tags.iter().any(|t| t == "inplace_view") && name != "resize_" && name != "resize_as_";
+    let inplace_view = f.tags.iter().any(|t| t == "inplace_view") && {
+        let name = f.func.name.to_string();
+        name != "resize_" && name != "resize_as_"
+    };
     let wildcard = f.func.arguments.all().any(|a| {
         a.annotation
             .as_ref()
@@ -356,8 +364,8 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
 /// reports groups whose `autogen:` names differ from what can be generated.
 pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<NativeFunction> {
     let mut order: Vec<String> = Vec::new();
-    let mut groups: HashMap<String, BTreeMap<SchemaKind, usize>> =
-        HashMap::with_capacity(fns.len());
+    let mut groups: HashMap<String, BTreeMap<SchemaKind, usize>, FastHash> =
+        HashMap::with_capacity_and_hasher(fns.len(), FastHash::default());
     for (i, f) in fns.iter().enumerate() {
         let key = signature_key(f);
         let g = groups.entry(key.clone()).or_default();
@@ -381,7 +389,7 @@ pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<Nativ
         let skip = members.iter().all(|f| f.manual_cpp_binding)
             || members
                 .iter()
-                .any(|f| is_view_op(f) && f.func.name.name.to_string() != "set_")
+                .any(|f| is_view_op(f) && !is_set(&f.func.name.name))
             // Composite-implicit ops decompose, so only `core` ones get variants.
             || (members.iter().all(|f| f.has_composite_implicit_autograd_kernel)
                 && !members.iter().any(|f| f.tags.iter().any(|t| t == "core")))

@@ -10,11 +10,37 @@ pub mod keys;
 mod rules;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::diagnostics::Diagnostic;
 use crate::model::{NativeFunction, NativeFunctions, OperatorName};
 
 pub use rules::cpp_name;
+
+/// FNV-1a hashing for the validator's name maps: keys are short trusted strings,
+/// where SipHash's flood resistance only costs time.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+pub(crate) type FastHash = BuildHasherDefault<Fnv>;
 
 /// Validates declared functions (file order) and completes them into the final
 /// model; problems go to `errs`. `known_tags` is `tags.yaml`'s list, `None` when no
@@ -25,10 +51,35 @@ pub fn validate(
     errs: &mut Vec<Diagnostic>,
 ) -> NativeFunctions {
     let mut fns = declared;
-    for f in &mut fns {
-        rules::check_schema(f, errs);
-        rules::check_keys(f, known_tags, errs);
-        rules::resolve(f, known_tags, errs);
+    let per_function = |part: &mut [NativeFunction]| {
+        let mut errs = Vec::new();
+        for f in part {
+            rules::check_schema(f, &mut errs);
+            rules::check_keys(f, known_tags, &mut errs);
+            rules::resolve(f, known_tags, &mut errs);
+        }
+        errs
+    };
+    // Rules on single functions are independent: run them on a few threads for big
+    // files, keeping the errors in function order.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads > 1 && fns.len() >= 1024 {
+        let chunk = fns.len().div_ceil(threads);
+        let found: Vec<Vec<Diagnostic>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = fns
+                .chunks_mut(chunk)
+                .map(|part| scope.spawn(move || per_function(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        errs.extend(found.into_iter().flatten());
+    } else {
+        errs.extend(per_function(&mut fns));
     }
     check_all(&fns, errs);
     let mut generated = autogen::generate(&fns, errs);
@@ -49,8 +100,8 @@ fn check_duplicates(
     generated: &[NativeFunction],
     errs: &mut Vec<Diagnostic>,
 ) {
-    let mut seen: HashMap<(&str, &OperatorName), &NativeFunction> =
-        HashMap::with_capacity(fns.len() + generated.len());
+    let mut seen: HashMap<(&str, &OperatorName), &NativeFunction, FastHash> =
+        HashMap::with_capacity_and_hasher(fns.len() + generated.len(), FastHash::default());
     for f in fns.iter().chain(generated) {
         let key = (f.namespace.as_str(), &f.func.name);
         if let Some(first) = seen.get(&key) {
@@ -81,7 +132,7 @@ fn check_duplicates(
 
 /// Rules between declared functions.
 fn check_all(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) {
-    let by_name: HashMap<(&str, &OperatorName), &NativeFunction> = fns
+    let by_name: HashMap<(&str, &OperatorName), &NativeFunction, FastHash> = fns
         .iter()
         .map(|f| ((f.namespace.as_str(), &f.func.name), f))
         .collect();
