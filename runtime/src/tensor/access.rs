@@ -5,7 +5,7 @@
 //! anything (kernels do) or allocate on the common path.
 
 use super::meta::{Meta, StridedOffsets};
-use super::storage::{borrow_error, release, try_acquire, StorageBorrow, StorageImpl};
+use super::storage::{borrow_error, release, try_acquire, StorageBorrow, StorageBuf};
 use super::Tensor;
 use crate::dtype::{Complex, DType, Element};
 use crate::error::{ErrorKind, OpalError, Result};
@@ -205,7 +205,7 @@ impl Tensor {
     /// conflict while another handle writes this storage.
     pub fn read<T: Element>(&self) -> Result<TensorRead<'_, T>> {
         check_access::<T>(self)?;
-        let borrow = StorageBorrow::acquire(&self.storage().inner, false)?;
+        let borrow = StorageBorrow::acquire(self.storage(), false)?;
         Ok(TensorRead {
             meta: self.meta(),
             ptr: self.raw_data_ptr()?.cast(),
@@ -217,7 +217,7 @@ impl Tensor {
     /// conflict while any other handle reads or writes this storage.
     pub fn write<T: Element>(&self) -> Result<TensorWrite<'_, T>> {
         check_access::<T>(self)?;
-        let borrow = StorageBorrow::acquire(&self.storage().inner, true)?;
+        let borrow = StorageBorrow::acquire(self.storage(), true)?;
         Ok(TensorWrite {
             meta: self.meta(),
             ptr: self.raw_data_ptr()?.cast(),
@@ -244,9 +244,9 @@ const INLINE_HELD: usize = 6;
 /// assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
 /// ```
 pub struct KernelAccess<'a> {
-    inline: [(*const StorageImpl, bool); INLINE_HELD],
+    inline: [(*const StorageBuf, bool); INLINE_HELD],
     len: usize,
-    spill: Vec<(*const StorageImpl, bool)>,
+    spill: Vec<(*const StorageBuf, bool)>,
     _life: PhantomData<&'a Tensor>,
 }
 
@@ -264,10 +264,10 @@ impl<'a> KernelAccess<'a> {
         };
         // Writes first, so a storage that is both read and written is marked exclusive.
         for t in writes {
-            acc.note(&t.storage().inner, true);
+            acc.note(t.storage(), true);
         }
         for t in reads {
-            acc.note(&t.storage().inner, false);
+            acc.note(t.storage(), false);
         }
         for i in 0..acc.count() {
             let (s, excl) = acc.entry(i);
@@ -292,7 +292,7 @@ impl<'a> KernelAccess<'a> {
     }
 
     #[inline]
-    fn entry(&self, i: usize) -> (*const StorageImpl, bool) {
+    fn entry(&self, i: usize) -> (*const StorageBuf, bool) {
         if i < self.len {
             self.inline[i]
         } else {
@@ -301,8 +301,8 @@ impl<'a> KernelAccess<'a> {
     }
 
     #[inline]
-    fn note(&mut self, s: &StorageImpl, exclusive: bool) {
-        let p = s as *const StorageImpl;
+    fn note(&mut self, s: &StorageBuf, exclusive: bool) {
+        let p = s as *const StorageBuf;
         for e in self.inline[..self.len]
             .iter_mut()
             .chain(self.spill.iter_mut())
@@ -321,7 +321,7 @@ impl<'a> KernelAccess<'a> {
     }
 
     fn held(&self, t: &Tensor) -> Option<bool> {
-        let p = &*t.storage().inner as *const StorageImpl;
+        let p = t.storage() as *const StorageBuf;
         (0..self.count())
             .map(|i| self.entry(i))
             .find(|e| e.0 == p)

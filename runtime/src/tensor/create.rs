@@ -86,9 +86,9 @@ impl Tensor {
     /// where a tensor is expected; it takes part in type promotion like a scalar.
     pub fn wrapped_number(s: &Scalar) -> Result<Tensor> {
         let t = Tensor::scalar_tensor(s, s.dtype(), Device::cpu())?;
-        let storage = t.storage().clone();
+        let storage = t.storage_handle();
         Ok(Tensor::from_parts(
-            storage,
+            super::StorageSlot::Shared(storage),
             Meta::contiguous(&[], 0)?,
             s.dtype(),
             true,
@@ -104,7 +104,7 @@ impl Tensor {
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         // Borrow before loading the data pointer: a (borrow-excluded) resize may
         // replace it until then.
-        let _b = StorageBorrow::acquire(&self.storage().inner, false)?;
+        let _b = StorageBorrow::acquire(self.storage(), false)?;
         let base = self.raw_data_ptr()?;
         let es = self.element_size();
         let mut out = Vec::with_capacity(self.numel() as usize * es);
@@ -152,7 +152,7 @@ impl Tensor {
         let es = self.element_size();
         // Borrow before loading the data pointer: a (borrow-excluded) resize may
         // replace it until then.
-        let _b = StorageBorrow::acquire(&self.storage().inner, false)?;
+        let _b = StorageBorrow::acquire(self.storage(), false)?;
         let base = self.raw_data_ptr()?;
         // SAFETY: `off` is a valid element offset of this view; shared borrow held.
         let src =

@@ -191,7 +191,7 @@ impl fmt::Display for Tensor {
             suffixes.push(format!("device='{}'", self.device()));
         }
         // Borrow first, then load the data pointer (a resize may replace it until then).
-        let borrow = StorageBorrow::acquire(&self.storage().inner, false);
+        let borrow = StorageBorrow::acquire(self.storage(), false);
         let body = match (self.raw_data_ptr(), borrow) {
             _ if self.numel() == 0 => {
                 if self.sizes() != [0] {

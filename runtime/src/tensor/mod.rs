@@ -44,7 +44,9 @@ mod meta;
 pub mod storage;
 
 pub use access::{KernelAccess, TensorRead, TensorWrite};
-pub use storage::{allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage};
+pub use storage::{
+    allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage, StorageBuf,
+};
 
 use crate::device::Device;
 use crate::dispatch::{DispatchKey, DispatchKeySet};
@@ -55,8 +57,16 @@ use meta::Meta;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Arc;
 
+/// Where a tensor's bytes live: in the tensor itself (a fresh tensor: one allocation
+/// for metadata and buffer) or behind a shared [`Storage`] handle (views, tensors
+/// made from a storage).
+pub(crate) enum StorageSlot {
+    Own(StorageBuf),
+    Shared(Storage),
+}
+
 pub(crate) struct TensorImpl {
-    storage: Storage,
+    storage: StorageSlot,
     /// Metadata at creation.
     meta: Meta,
     /// Null, or a leaked `Box<Meta>` published by `resize_` that replaces `meta`;
@@ -73,6 +83,16 @@ pub(crate) struct TensorImpl {
 unsafe impl Send for TensorImpl {}
 // SAFETY: see `Send`; shared access only reads the boxes through atomics.
 unsafe impl Sync for TensorImpl {}
+
+impl TensorImpl {
+    #[inline]
+    pub(crate) fn storage_buf(&self) -> &StorageBuf {
+        match &self.storage {
+            StorageSlot::Own(b) => b,
+            StorageSlot::Shared(s) => s,
+        }
+    }
+}
 
 impl Drop for TensorImpl {
     fn drop(&mut self) {
@@ -108,8 +128,11 @@ pub(crate) fn keys_for_device(device: Device) -> DispatchKeySet {
 
 impl Tensor {
     #[inline]
-    fn from_parts(storage: Storage, meta: Meta, dtype: DType, wrapped_number: bool) -> Tensor {
-        let device = storage.device();
+    fn from_parts(storage: StorageSlot, meta: Meta, dtype: DType, wrapped_number: bool) -> Tensor {
+        let device = match &storage {
+            StorageSlot::Own(b) => b.device(),
+            StorageSlot::Shared(s) => s.device(),
+        };
         Tensor {
             inner: Arc::new(TensorImpl {
                 storage,
@@ -143,8 +166,13 @@ impl Tensor {
         let nbytes = (meta.numel as usize)
             .checked_mul(dtype.size())
             .ok_or_else(|| OpalError::shape("tensor byte size overflows"))?;
-        let storage = Storage::new(nbytes, device)?;
-        Ok(Tensor::from_parts(storage, meta, dtype, false))
+        let storage = StorageBuf::alloc(nbytes, device)?;
+        Ok(Tensor::from_parts(
+            StorageSlot::Own(storage),
+            meta,
+            dtype,
+            false,
+        ))
     }
 
     /// A new tensor with explicit strides (non-negative), backed by just enough storage.
@@ -156,8 +184,13 @@ impl Tensor {
     ) -> Result<Tensor> {
         let meta = Meta::strided(sizes, strides, 0)?;
         let nbytes = meta.required_bytes(dtype)?;
-        let storage = Storage::new(nbytes, device)?;
-        Ok(Tensor::from_parts(storage, meta, dtype, false))
+        let storage = StorageBuf::alloc(nbytes, device)?;
+        Ok(Tensor::from_parts(
+            StorageSlot::Own(storage),
+            meta,
+            dtype,
+            false,
+        ))
     }
 
     /// A tensor over an existing storage (checked to be large enough).
@@ -170,15 +203,20 @@ impl Tensor {
     ) -> Result<Tensor> {
         let meta = Meta::strided(sizes, strides, offset)?;
         meta.check_fits(dtype, storage.nbytes())?;
-        Ok(Tensor::from_parts(storage, meta, dtype, false))
+        Ok(Tensor::from_parts(
+            StorageSlot::Shared(storage),
+            meta,
+            dtype,
+            false,
+        ))
     }
 
     /// A view of the same storage with new sizes, strides and storage offset.
     pub fn as_strided(&self, sizes: &[i64], strides: &[i64], offset: i64) -> Result<Tensor> {
         let meta = Meta::strided(sizes, strides, offset)?;
-        meta.check_fits(self.dtype(), self.inner.storage.nbytes())?;
+        meta.check_fits(self.dtype(), self.storage().nbytes())?;
         Ok(Tensor::from_parts(
-            self.inner.storage.clone(),
+            StorageSlot::Shared(self.storage_handle()),
             meta,
             self.dtype(),
             false,
@@ -194,7 +232,7 @@ impl Tensor {
         }
         let meta = Meta::contiguous(sizes, self.storage_offset())?;
         let need = meta.required_bytes(self.dtype())?;
-        self.inner.storage.grow(need)?;
+        self.storage().grow(need)?;
         let new = Box::into_raw(Box::new(meta));
         let slot = &self.inner.meta_override;
         let mut cur = slot.load(Ordering::Acquire);
@@ -269,10 +307,18 @@ impl Tensor {
         self.inner.key_set
     }
 
-    /// The storage (shared with views).
+    /// The storage buffer (shared with views): `nbytes`, `device`, `data_ptr`, ...
     #[inline]
-    pub fn storage(&self) -> &Storage {
-        &self.inner.storage
+    pub fn storage(&self) -> &StorageBuf {
+        self.inner.storage_buf()
+    }
+
+    /// An owned handle to the storage (keeps it alive; `Storage` schema arguments).
+    pub fn storage_handle(&self) -> Storage {
+        match &self.inner.storage {
+            StorageSlot::Own(_) => Storage::in_tensor(self.inner.clone()),
+            StorageSlot::Shared(s) => s.clone(),
+        }
     }
 
     /// Bytes per element.
@@ -297,7 +343,7 @@ impl Tensor {
     /// True when both tensors share a storage (e.g. one is a view of the other).
     #[inline]
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        self.inner.storage.ptr_eq(&other.inner.storage)
+        std::ptr::eq(self.storage(), other.storage())
     }
 
     /// Raw pointer to the first element (after the offset), checking `T`'s dtype and
@@ -319,14 +365,14 @@ impl Tensor {
     /// Errors on devices without host-visible data.
     #[inline]
     pub fn raw_data_ptr(&self) -> Result<*mut u8> {
-        if !self.inner.storage.is_host_accessible() {
+        if !self.storage().is_host_accessible() {
             return Err(OpalError::device(format!(
                 "tensors on device '{}' have no host-accessible data",
                 self.device()
             )));
         }
         let off = self.storage_offset() as usize * self.element_size();
-        Ok(self.inner.storage.data_ptr().wrapping_add(off))
+        Ok(self.storage().data_ptr().wrapping_add(off))
     }
 }
 

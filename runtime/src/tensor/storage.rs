@@ -1,4 +1,5 @@
-//! [`Storage`] (a refcounted byte buffer on one device), the [`Allocator`] trait and
+//! [`Storage`] (a refcounted handle to a [`StorageBuf`], a byte buffer on one
+//! device), the [`Allocator`] trait and
 //! the per-device allocator registry, and the per-storage borrow state that makes
 //! kernel data access race-free (see the `tensor` module docs).
 //!
@@ -167,9 +168,15 @@ pub fn allocator(device: DeviceType) -> Result<&'static dyn Allocator> {
 /// Borrow-state value meaning "exclusively borrowed".
 const WRITER: u32 = u32::MAX;
 
-pub(crate) struct StorageImpl {
-    /// Start of the buffer. Atomic because a (rare, exclusively borrowed) resize
-    /// replaces it while other threads may read it.
+/// The buffer of a storage: bytes on one device, their allocator, and the borrow
+/// state. Reached through [`crate::Tensor::storage`] or a [`Storage`] handle.
+///
+/// Movable: tiny CPU buffers live in `inline` and are addressed through it (a null
+/// `data` means "inline"), so a `StorageBuf` can sit inside the tensor that owns it
+/// (one allocation per fresh tensor) without self-references.
+pub struct StorageBuf {
+    /// Start of a heap buffer, or null for the inline buffer. Atomic because a (rare,
+    /// exclusively borrowed) resize replaces it while other threads may read it.
     data: AtomicPtr<u8>,
     nbytes: AtomicUsize,
     device: Device,
@@ -177,7 +184,7 @@ pub(crate) struct StorageImpl {
     /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
     borrow: AtomicU32,
     /// Small-buffer optimization: tiny tensors of the built-in CPU allocator keep
-    /// their bytes here, saving an allocation (`data` then points at this buffer).
+    /// their bytes here, saving an allocation.
     inline: InlineBuf,
 }
 
@@ -188,25 +195,130 @@ const INLINE_BYTES: usize = 32;
 #[repr(C, align(16))]
 struct InlineBuf(UnsafeCell<[u8; INLINE_BYTES]>);
 
-// SAFETY: the bytes behind `data` (heap or the inline buffer) are only accessed under
-// the borrow protocol (`borrow`), or through raw pointers whose dereference is the
-// caller's `unsafe` responsibility; all other fields are atomics or immutable.
-unsafe impl Sync for StorageImpl {}
-// SAFETY: see Sync; the storage owns its buffer and may be freed from any thread.
-unsafe impl Send for StorageImpl {}
+// SAFETY: the bytes (heap or inline) are only accessed under the borrow protocol
+// (`borrow`), or through raw pointers whose dereference is the caller's `unsafe`
+// responsibility; all other fields are atomics or immutable.
+unsafe impl Sync for StorageBuf {}
+// SAFETY: see Sync; the buffer owns its bytes and may be freed from any thread.
+unsafe impl Send for StorageBuf {}
 
-impl StorageImpl {
+impl StorageBuf {
+    /// A zeroed buffer of `nbytes` on `device` from the device's allocator (inline
+    /// for tiny buffers of the built-in CPU allocator).
+    #[inline]
+    pub(crate) fn alloc(nbytes: usize, device: Device) -> Result<StorageBuf> {
+        let custom_cpu = !ALLOCATORS[DeviceType::Cpu as usize]
+            .load(Ordering::Relaxed)
+            .is_null();
+        if nbytes <= INLINE_BYTES && device.is_cpu() && !custom_cpu {
+            return Ok(StorageBuf::with_ptr(
+                std::ptr::null_mut(),
+                nbytes,
+                device,
+                &CPU_ALLOCATOR,
+            ));
+        }
+        let a = allocator(device.device_type())?;
+        StorageBuf::alloc_with(nbytes, device, a)
+    }
+
+    pub(crate) fn alloc_with(
+        nbytes: usize,
+        device: Device,
+        allocator: &'static dyn Allocator,
+    ) -> Result<StorageBuf> {
+        let p = allocator.allocate(device, nbytes)?;
+        Ok(StorageBuf::with_ptr(p.as_ptr(), nbytes, device, allocator))
+    }
+
+    #[inline]
+    fn with_ptr(
+        data: *mut u8,
+        nbytes: usize,
+        device: Device,
+        allocator: &'static dyn Allocator,
+    ) -> StorageBuf {
+        StorageBuf {
+            data: AtomicPtr::new(data),
+            nbytes: AtomicUsize::new(nbytes),
+            device,
+            allocator,
+            borrow: AtomicU32::new(0),
+            inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
+        }
+    }
+
     #[inline]
     fn inline_ptr(&self) -> *mut u8 {
         self.inline.0.get().cast()
     }
+
+    /// Size in bytes.
+    #[inline]
+    pub fn nbytes(&self) -> usize {
+        self.nbytes.load(Ordering::Acquire)
+    }
+
+    /// The device.
+    #[inline]
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Whether host code may access the bytes (false for meta and true device memory).
+    #[inline]
+    pub fn is_host_accessible(&self) -> bool {
+        self.allocator.host_accessible()
+    }
+
+    /// Start of the buffer. Dereferencing it is `unsafe`: hold a borrow (tensor
+    /// `read`/`write` guards or [`crate::tensor::KernelAccess`]) while doing so.
+    #[inline]
+    pub fn data_ptr(&self) -> *mut u8 {
+        let p = self.data.load(Ordering::Acquire);
+        if p.is_null() {
+            self.inline_ptr()
+        } else {
+            p
+        }
+    }
+
+    /// Grows the buffer to at least `nbytes` (keeping the bytes, zeroing the rest),
+    /// in place so every view sees it. Needs the storage to be unborrowed.
+    pub fn grow(&self, nbytes: usize) -> Result<()> {
+        if nbytes <= self.nbytes() {
+            return Ok(());
+        }
+        let _guard = StorageBorrow::acquire(self, true)?;
+        // Re-read under the exclusive borrow: another resize may have grown it meanwhile.
+        let old = self.nbytes.load(Ordering::Acquire);
+        if nbytes <= old {
+            return Ok(());
+        }
+        let new = self.allocator.allocate(self.device, nbytes)?;
+        let old_heap = self.data.load(Ordering::Acquire);
+        let old_ptr = self.data_ptr();
+        if self.allocator.host_accessible() && old > 0 {
+            // SAFETY: both buffers are valid for `old` bytes (old: the live buffer of
+            // `old` bytes; new: `nbytes > old`), distinct, and we hold the exclusive
+            // borrow so nobody else accesses them.
+            unsafe { std::ptr::copy_nonoverlapping(old_ptr, new.as_ptr(), old) };
+        }
+        self.data.store(new.as_ptr(), Ordering::Release);
+        self.nbytes.store(nbytes, Ordering::Release);
+        if let Some(p) = NonNull::new(old_heap) {
+            // SAFETY: a non-null `data` was this allocator's allocation of `old` bytes;
+            // it is unreachable now (replaced above) and no borrow is outstanding.
+            unsafe { self.allocator.deallocate(self.device, p, old) };
+        }
+        Ok(())
+    }
 }
 
-impl Drop for StorageImpl {
+impl Drop for StorageBuf {
     fn drop(&mut self) {
-        let inline = self.inline_ptr();
-        if let Some(p) = NonNull::new(*self.data.get_mut()).filter(|p| p.as_ptr() != inline) {
-            // SAFETY: `data`/`nbytes` always describe the live allocation made by
+        if let Some(p) = NonNull::new(*self.data.get_mut()) {
+            // SAFETY: a non-null `data` with `nbytes` is the live allocation made by
             // `self.allocator` for `self.device`; nothing uses it after drop.
             unsafe {
                 self.allocator
@@ -216,35 +328,51 @@ impl Drop for StorageImpl {
     }
 }
 
-/// A refcounted byte buffer on one device (schema type `Storage`); `Clone` shares it.
-/// Views of a tensor share one storage.
+impl fmt::Debug for StorageBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Storage(nbytes={}, device='{}')",
+            self.nbytes(),
+            self.device()
+        )
+    }
+}
+
+#[derive(Clone)]
+enum Handle {
+    /// A standalone buffer.
+    Heap(Arc<StorageBuf>),
+    /// The buffer owned inline by a tensor (its first tensor); the handle keeps that
+    /// tensor's block alive.
+    InTensor(Arc<super::TensorImpl>),
+}
+
+/// A refcounted handle to a byte buffer on one device (schema type `Storage`);
+/// `Clone` shares it. Views of a tensor share one storage. Derefs to [`StorageBuf`]
+/// (`nbytes`, `device`, `data_ptr`, `grow`, ...).
 #[derive(Clone)]
 pub struct Storage {
-    pub(crate) inner: Arc<StorageImpl>,
+    handle: Handle,
+}
+
+impl std::ops::Deref for Storage {
+    type Target = StorageBuf;
+    #[inline]
+    fn deref(&self) -> &StorageBuf {
+        match &self.handle {
+            Handle::Heap(b) => b,
+            Handle::InTensor(t) => t.storage_buf(),
+        }
+    }
 }
 
 impl Storage {
     /// Allocates `nbytes` on `device` with the device's registered allocator.
-    #[inline]
     pub fn new(nbytes: usize, device: Device) -> Result<Storage> {
-        let custom_cpu = !ALLOCATORS[DeviceType::Cpu as usize]
-            .load(Ordering::Relaxed)
-            .is_null();
-        if nbytes <= INLINE_BYTES && device.is_cpu() && !custom_cpu {
-            let inner = Arc::new(StorageImpl {
-                data: AtomicPtr::new(std::ptr::null_mut()),
-                nbytes: AtomicUsize::new(nbytes),
-                device,
-                allocator: &CPU_ALLOCATOR,
-                borrow: AtomicU32::new(0),
-                inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
-            });
-            // Not shared yet: point `data` at the buffer's final (heap) address.
-            inner.data.store(inner.inline_ptr(), Ordering::Relaxed);
-            return Ok(Storage { inner });
-        }
-        let allocator = allocator(device.device_type())?;
-        Storage::with_allocator(nbytes, device, allocator)
+        Ok(Storage {
+            handle: Handle::Heap(Arc::new(StorageBuf::alloc(nbytes, device)?)),
+        })
     }
 
     /// Allocates `nbytes` on `device` with a specific allocator.
@@ -253,85 +381,22 @@ impl Storage {
         device: Device,
         allocator: &'static dyn Allocator,
     ) -> Result<Storage> {
-        let p = allocator.allocate(device, nbytes)?;
         Ok(Storage {
-            inner: Arc::new(StorageImpl {
-                data: AtomicPtr::new(p.as_ptr()),
-                nbytes: AtomicUsize::new(nbytes),
-                device,
-                allocator,
-                borrow: AtomicU32::new(0),
-                inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
-            }),
+            handle: Handle::Heap(Arc::new(StorageBuf::alloc_with(nbytes, device, allocator)?)),
         })
     }
 
-    /// Size in bytes.
-    #[inline]
-    pub fn nbytes(&self) -> usize {
-        self.inner.nbytes.load(Ordering::Acquire)
-    }
-
-    /// The device.
-    #[inline]
-    pub fn device(&self) -> Device {
-        self.inner.device
-    }
-
-    /// Whether host code may access the bytes (false for meta and true device memory).
-    #[inline]
-    pub fn is_host_accessible(&self) -> bool {
-        self.inner.allocator.host_accessible()
-    }
-
-    /// Start of the buffer. Dereferencing it is `unsafe`: hold a borrow (tensor
-    /// `read`/`write` guards or [`crate::tensor::KernelAccess`]) while doing so.
-    #[inline]
-    pub fn data_ptr(&self) -> *mut u8 {
-        self.inner.data.load(Ordering::Acquire)
+    /// The handle for the buffer a tensor owns inline.
+    pub(crate) fn in_tensor(t: Arc<super::TensorImpl>) -> Storage {
+        Storage {
+            handle: Handle::InTensor(t),
+        }
     }
 
     /// True when both handles share one buffer.
     #[inline]
     pub fn ptr_eq(&self, other: &Storage) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    /// Number of handles (storages and tensors' storages) sharing this buffer.
-    pub fn use_count(&self) -> usize {
-        Arc::strong_count(&self.inner)
-    }
-
-    /// Grows the buffer to at least `nbytes` (keeping the bytes, zeroing the rest),
-    /// in place so every view sees it. Needs the storage to be unborrowed.
-    pub fn grow(&self, nbytes: usize) -> Result<()> {
-        let old = self.nbytes();
-        if nbytes <= old {
-            return Ok(());
-        }
-        let _guard = StorageBorrow::acquire(&self.inner, true)?;
-        let s = &self.inner;
-        // Re-read under the exclusive borrow: another resize may have grown it meanwhile.
-        let old = s.nbytes.load(Ordering::Acquire);
-        if nbytes <= old {
-            return Ok(());
-        }
-        let new = s.allocator.allocate(s.device, nbytes)?;
-        let old_ptr = s.data.load(Ordering::Acquire);
-        if s.allocator.host_accessible() && old > 0 {
-            // SAFETY: both buffers are valid for `old` bytes (old: live allocation of
-            // `old` bytes; new: `nbytes > old`), distinct, and we hold the exclusive
-            // borrow so nobody else accesses them.
-            unsafe { std::ptr::copy_nonoverlapping(old_ptr, new.as_ptr(), old) };
-        }
-        s.data.store(new.as_ptr(), Ordering::Release);
-        s.nbytes.store(nbytes, Ordering::Release);
-        if let Some(p) = NonNull::new(old_ptr).filter(|p| p.as_ptr() != s.inline_ptr()) {
-            // SAFETY: old_ptr/old described the previous allocation of this allocator;
-            // it is unreachable now (replaced above) and no borrow is outstanding.
-            unsafe { s.allocator.deallocate(s.device, p, old) };
-        }
-        Ok(())
+        std::ptr::eq::<StorageBuf>(&**self, &**other)
     }
 }
 
@@ -348,14 +413,14 @@ impl fmt::Debug for Storage {
 
 /// An acquired borrow of one storage, released on drop.
 pub(crate) struct StorageBorrow<'a> {
-    s: &'a StorageImpl,
+    s: &'a StorageBuf,
     exclusive: bool,
 }
 
 impl<'a> StorageBorrow<'a> {
     /// Tries to borrow `s` shared or exclusively; never blocks.
     #[inline]
-    pub(crate) fn acquire(s: &'a StorageImpl, exclusive: bool) -> Result<Self> {
+    pub(crate) fn acquire(s: &'a StorageBuf, exclusive: bool) -> Result<Self> {
         if try_acquire(s, exclusive) {
             Ok(StorageBorrow { s, exclusive })
         } else {
@@ -372,7 +437,7 @@ impl Drop for StorageBorrow<'_> {
 }
 
 #[inline]
-pub(crate) fn try_acquire(s: &StorageImpl, exclusive: bool) -> bool {
+pub(crate) fn try_acquire(s: &StorageBuf, exclusive: bool) -> bool {
     if exclusive {
         s.borrow
             .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
@@ -395,7 +460,7 @@ pub(crate) fn try_acquire(s: &StorageImpl, exclusive: bool) -> bool {
 }
 
 #[inline]
-pub(crate) fn release(s: &StorageImpl, exclusive: bool) {
+pub(crate) fn release(s: &StorageBuf, exclusive: bool) {
     if exclusive {
         s.borrow.store(0, Ordering::Release);
     } else {
