@@ -59,7 +59,9 @@ pub struct NativeFunction {
     pub structured_inherits: Option<String>,
     pub precomputed: Vec<String>,
     pub autogen: Vec<OperatorName>,
-    /// Tags as written, sorted and deduplicated.
+    /// Tags as written plus the ones torchgen adds when `tags.yaml` defines them
+    /// (`pt2_compliant_tag` on `aten` ops, `out`/`inplace` by schema kind,
+    /// `generated` on autogen functions); sorted and deduplicated.
     pub tags: Vec<String>,
     pub device_check: DeviceCheck,
     pub device_guard: bool,
@@ -84,4 +86,42 @@ pub struct NativeFunctions {
     pub functions: Vec<NativeFunction>,
     /// Tags known from `tags.yaml` (empty when none was given).
     pub known_tags: Vec<String>,
+}
+
+impl NativeFunction {
+    /// A function with every YAML key at the value torchgen assumes when the key is
+    /// absent (function variant, ExactSame device check, device guard on, nothing
+    /// else set), and no dispatch table yet.
+    pub fn new(namespace: String, func: FunctionSchema, origin: Origin, loc: Loc) -> Self {
+        NativeFunction {
+            namespace,
+            func,
+            origin,
+            loc,
+            key_locs: BTreeMap::new(),
+            variants: Variants {
+                function: true,
+                method: false,
+            },
+            dispatch: BTreeMap::new(),
+            structured: false,
+            structured_delegate: None,
+            structured_inherits: None,
+            precomputed: Vec::new(),
+            autogen: Vec::new(),
+            tags: Vec::new(),
+            device_check: DeviceCheck::ExactSame,
+            device_guard: true,
+            manual_cpp_binding: false,
+            manual_kernel_registration: false,
+            use_const_ref_for_mutable_tensors: false,
+            python_module: None,
+            category_override: None,
+            cpp_no_default_args: Vec::new(),
+            ufunc_inner_loop: BTreeMap::new(),
+            is_abstract: false,
+            has_composite_implicit_autograd_kernel: false,
+            has_composite_explicit_autograd_kernel: false,
+        }
+    }
 }

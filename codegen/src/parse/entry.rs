@@ -161,36 +161,8 @@ pub(crate) fn parse_entry(
     };
 
     let n_before = errs.len();
-    let mut nf = NativeFunction {
-        namespace: namespace.to_string(),
-        func,
-        origin: Origin::Declared,
-        loc: entry_loc,
-        key_locs,
-        variants: Variants {
-            function: true,
-            method: false,
-        },
-        dispatch: BTreeMap::new(),
-        structured: false,
-        structured_delegate: None,
-        structured_inherits: None,
-        precomputed: Vec::new(),
-        autogen: Vec::new(),
-        tags: Vec::new(),
-        device_check: DeviceCheck::ExactSame,
-        device_guard: true,
-        manual_cpp_binding: false,
-        manual_kernel_registration: false,
-        use_const_ref_for_mutable_tensors: false,
-        python_module: None,
-        category_override: None,
-        cpp_no_default_args: Vec::new(),
-        ufunc_inner_loop: BTreeMap::new(),
-        is_abstract: false,
-        has_composite_implicit_autograd_kernel: false,
-        has_composite_explicit_autograd_kernel: false,
-    };
+    let mut nf = NativeFunction::new(namespace.to_string(), func, Origin::Declared, entry_loc);
+    nf.key_locs = key_locs;
 
     for (&key, &(knode, v)) in &values {
         let vloc = locs.value_loc(knode, v);

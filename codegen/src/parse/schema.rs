@@ -37,26 +37,13 @@ pub fn parse_schema(src: &str) -> Result<FunctionSchema, Diagnostic> {
 /// location in the result (and in the error) points into that file. An optional
 /// `namespace::` prefix is accepted and dropped.
 pub fn parse_schema_at(src: &str, base: Loc) -> Result<FunctionSchema, Diagnostic> {
-    let toks = lex(src, base)?;
-    let mut p = Parser {
-        src,
-        toks,
-        pos: 0,
-        base,
-    };
-    p.schema()
+    Parser::new(src, base)?.schema()
 }
 
 /// Parses an operator name such as `add.out` (for `structured_delegate:` and
 /// `autogen:` values) located at `base`.
 pub fn parse_operator_name_at(src: &str, base: Loc) -> Result<OperatorName, Diagnostic> {
-    let toks = lex(src, base)?;
-    let mut p = Parser {
-        src,
-        toks,
-        pos: 0,
-        base,
-    };
+    let mut p = Parser::new(src, base)?;
     let name = p.operator_name()?;
     if p.peek().kind != Tok::Eof {
         return Err(p
@@ -92,6 +79,15 @@ enum Lit {
 }
 
 impl<'a> Parser<'a> {
+    fn new(src: &'a str, base: Loc) -> Result<Self, Diagnostic> {
+        Ok(Parser {
+            src,
+            toks: lex(src, base)?,
+            pos: 0,
+            base,
+        })
+    }
+
     fn peek(&self) -> Token {
         self.toks[self.pos.min(self.toks.len() - 1)]
     }

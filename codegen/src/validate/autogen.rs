@@ -13,7 +13,7 @@ use super::FastHash;
 use crate::diagnostics::Diagnostic;
 use crate::model::{
     Annotation, Argument, Arguments, BackendKernel, BaseOperatorName, DeviceCheck, FunctionSchema,
-    NativeFunction, OperatorName, Origin, Return, SchemaKind, Type, Variants,
+    NativeFunction, OperatorName, Origin, Return, SchemaKind, Type,
 };
 
 fn strip(a: &Argument) -> Argument {
@@ -213,50 +213,39 @@ fn signature_key(f: &NativeFunction) -> String {
 
 /// The out= schema torchgen derives from an in-place, mutable or functional schema.
 pub fn to_out(f: &FunctionSchema) -> FunctionSchema {
-    let name = without_inplace(f, out_overload(f));
-    match f.kind() {
+    let (arguments, returns) = match f.kind() {
+        // In-place: `self` loses its annotation to a new `out` argument; returns stay.
         SchemaKind::Inplace => {
             let mut arguments = f.arguments.clone();
-            let mut out = None;
             if let Some(i) = f.self_index() {
                 let s = &mut arguments.positional[i];
-                out = Some(Argument {
+                let out = Argument {
                     name: "out".into(),
                     default: None,
                     ..s.clone()
-                });
+                };
                 s.annotation = None;
+                arguments.out.push(out);
             }
-            arguments.out.extend(out);
-            FunctionSchema {
-                name,
-                arguments,
-                returns: f.returns.clone(),
-                loc: f.loc,
-            }
+            (arguments, f.returns.clone())
         }
-        SchemaKind::Mutable => {
+        // Mutable keeps its annotated arguments; functional ones are stripped.
+        kind => {
             let (returns, outs) = out_args_from_returns(f);
-            let mut arguments = f.arguments.clone();
+            let mut arguments = if kind == SchemaKind::Mutable {
+                f.arguments.clone()
+            } else {
+                arguments_signature(f)
+            };
             arguments.out = outs;
-            FunctionSchema {
-                name,
-                arguments,
-                returns,
-                loc: f.loc,
-            }
+            (arguments, returns)
         }
-        _ => {
-            let (returns, outs) = out_args_from_returns(f);
-            let mut arguments = arguments_signature(f);
-            arguments.out = outs;
-            FunctionSchema {
-                name,
-                arguments,
-                returns,
-                loc: f.loc,
-            }
-        }
+    };
+    FunctionSchema {
+        name: without_inplace(f, out_overload(f)),
+        arguments,
+        returns,
+        loc: f.loc,
     }
 }
 
@@ -326,38 +315,18 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
             loc: base.loc,
         },
     );
-    NativeFunction {
-        namespace: base.namespace.clone(),
-        func,
-        origin: Origin::Autogen {
-            from: base.func.name.clone(),
-        },
-        loc: base.loc,
-        key_locs: BTreeMap::new(),
-        variants: Variants {
-            function: true,
-            method: false,
-        },
-        dispatch,
-        structured: false,
-        structured_delegate: None,
-        structured_inherits: None,
-        precomputed: Vec::new(),
-        autogen: Vec::new(),
-        tags,
-        device_check: DeviceCheck::NoCheck,
-        device_guard: false,
-        manual_cpp_binding: false,
-        manual_kernel_registration: false,
-        use_const_ref_for_mutable_tensors: base.use_const_ref_for_mutable_tensors,
-        python_module: None,
-        category_override: None,
-        cpp_no_default_args: Vec::new(),
-        ufunc_inner_loop: BTreeMap::new(),
-        is_abstract: base.is_abstract,
-        has_composite_implicit_autograd_kernel: false,
-        has_composite_explicit_autograd_kernel: true,
-    }
+    let origin = Origin::Autogen {
+        from: base.func.name.clone(),
+    };
+    let mut f = NativeFunction::new(base.namespace.clone(), func, origin, base.loc);
+    f.dispatch = dispatch;
+    f.tags = tags;
+    f.device_check = DeviceCheck::NoCheck;
+    f.device_guard = false;
+    f.use_const_ref_for_mutable_tensors = base.use_const_ref_for_mutable_tensors;
+    f.is_abstract = base.is_abstract;
+    f.has_composite_explicit_autograd_kernel = true;
+    f
 }
 
 /// Generates the functions `autogen:` asks for (appended in torchgen's order) and
