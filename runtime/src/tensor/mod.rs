@@ -34,6 +34,15 @@
 //!
 //! [`Tensor::data_ptr`] returns a raw pointer without borrowing; only dereference it
 //! while holding a guard.
+//!
+//! # Memory layout
+//!
+//! A tensor made by `empty`/`from_slice`/... is one heap block: metadata (up to 5
+//! dimensions inline), its [`StorageBuf`] and, for CPU buffers of at most 32 bytes,
+//! the data itself. Its views hold a [`Storage`] handle that keeps that block alive;
+//! `Storage::new` makes standalone buffers. Memory comes from the allocator
+//! registered for the device type ([`register_allocator`]); the built-in CPU
+//! allocator zero-fills, so safe reads never see uninitialized bytes.
 
 #![warn(missing_docs)]
 
