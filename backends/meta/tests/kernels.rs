@@ -90,10 +90,10 @@ fn out_resizes_and_checks_casts() {
 fn inplace_cannot_broadcast_self() {
     let small = meta(&[3], DType::F32);
     let big = meta(&[2, 3], DType::F32);
-    assert!(pw::add__tensor(&big, &small, &Scalar::Int(1))
+    assert!(pw::add_tensor_(&big, &small, &Scalar::Int(1))
         .unwrap()
         .is_same(&big));
-    let e = pw::add__tensor(&small, &big, &Scalar::Int(1))
+    let e = pw::add_tensor_(&small, &big, &Scalar::Int(1))
         .unwrap_err()
         .to_string();
     assert!(
@@ -101,7 +101,7 @@ fn inplace_cannot_broadcast_self() {
         "{e}"
     );
     let ints = meta(&[3], DType::I64);
-    assert!(pw::div__tensor(&ints, &ints).is_err());
+    assert!(pw::div_tensor_(&ints, &ints).is_err());
 }
 
 #[test]

@@ -1,11 +1,12 @@
 //! Shape tracing: a small MLP (linear -> relu -> linear -> log_softmax -> nll_loss,
-//! plus its backward through the same kernels) run on meta tensors. Nothing is
-//! allocated or computed; every intermediate's sizes and dtype come out exactly
-//! as PyTorch would produce them, and a wrong layer size is caught as an error
-//! naming the op.
+//! plus the backward of its second layer) called through Opal's generated ops on
+//! meta tensors, as a user would: the dispatcher routes every call to the Meta
+//! backend. Nothing is allocated or computed; every intermediate's sizes and dtype
+//! come out as PyTorch would produce them, and a wrong layer size is caught as an
+//! error naming the op.
 
+use opal::ops;
 use opal::{DType, Device, Result, Scalar, Tensor};
-use opal_meta::kernels::{linalg, nn, pointwise, reduce, view};
 
 fn meta(sizes: &[i64], dtype: DType) -> Tensor {
     Tensor::empty(sizes, dtype, Device::meta()).unwrap()
@@ -20,18 +21,18 @@ struct Mlp {
 
 /// Forward pass; returns every traced intermediate by name.
 fn forward(m: &Mlp, x: &Tensor, target: &Tensor) -> Result<Vec<(&'static str, Tensor)>> {
-    let h = linalg::linear(x, &m.w1, Some(&m.b1))?;
-    let a = pointwise::relu(&h)?;
-    let logits = linalg::linear(&a, &m.w2, Some(&m.b2))?;
-    let logp = reduce::_log_softmax(&logits, 1, false)?;
-    let (loss, total_weight) = nn::nll_loss_forward(&logp, target, None, 1, -100)?;
+    let h = ops::linear::call(x, &m.w1, Some(&m.b1))?;
+    let a = ops::relu(&h)?;
+    let logits = ops::linear::call(&a, &m.w2, Some(&m.b2))?;
+    let logp = ops::_log_softmax(&logits, 1, false)?;
+    let (loss, total_weight) = ops::nll_loss_forward(&logp, target, None, 1, -100)?;
     // Backward of the second layer, to trace gradient shapes too.
-    let grad_logp = nn::nll_loss_backward(&loss, &logp, target, None, 1, -100, &total_weight)?;
-    let grad_logits = reduce::_log_softmax_backward_data(&grad_logp, &logp, 1, DType::F32)?;
-    let grad_w2 = linalg::mm(&view::t(&grad_logits)?, &a)?;
-    let grad_b2 = reduce::sum_dim_intlist(&grad_logits, Some(&[0]), false, None)?;
-    let grad_a = linalg::mm(&grad_logits, &m.w2)?;
-    let grad_h = pointwise::threshold_backward(&grad_a, &a, &Scalar::Int(0))?;
+    let grad_logp = ops::nll_loss_backward(&loss, &logp, target, None, 1, -100, &total_weight)?;
+    let grad_logits = ops::_log_softmax_backward_data(&grad_logp, &logp, 1, DType::F32)?;
+    let grad_w2 = ops::mm(&ops::t(&grad_logits)?, &a)?;
+    let grad_b2 = ops::sum_dim_intlist::call(&grad_logits, Some(&[0]), false, None)?;
+    let grad_a = ops::mm(&grad_logits, &m.w2)?;
+    let grad_h = ops::threshold_backward(&grad_a, &a, &Scalar::Int(0))?;
     Ok(vec![
         ("hidden", h),
         ("relu", a),
@@ -55,6 +56,7 @@ fn mlp(inp: i64, hidden: i64, out: i64) -> Mlp {
 
 #[test]
 fn traces_mlp_shapes_without_data() {
+    opal_meta::init().unwrap();
     let m = mlp(784, 256, 10);
     let x = meta(&[32, 784], DType::F32);
     let target = meta(&[32], DType::I64);
@@ -85,6 +87,7 @@ fn traces_mlp_shapes_without_data() {
 
 #[test]
 fn tracing_catches_a_layer_size_mismatch() {
+    opal_meta::init().unwrap();
     let mut m = mlp(784, 256, 10);
     m.w2 = meta(&[10, 128], DType::F32); // second layer expects 128 inputs
     let err = match forward(&m, &meta(&[32, 784], DType::F32), &meta(&[32], DType::I64)) {

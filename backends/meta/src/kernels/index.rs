@@ -209,7 +209,7 @@ exact_out_variants! {
 }
 
 inplace_variants! {
-    scatter__src = "scatter_.src" from scatter_src(dim: i64, index: &Tensor, src: &Tensor);
+    scatter_src_ = "scatter_.src" from scatter_src(dim: i64, index: &Tensor, src: &Tensor);
     scatter_add_ = "scatter_add_" from scatter_add(dim: i64, index: &Tensor, src: &Tensor);
     tril_ = "tril_" from tril(diagonal: i64);
     triu_ = "triu_" from triu(diagonal: i64);

@@ -1,16 +1,12 @@
 //! Meta-device kernels: one pub function per operator of Opal's
 //! `native_functions.yaml`, named by codegen's naming rule (`add.Tensor` ->
-//! `add_tensor`, `add_.Tensor` -> `add__tensor`, `add.out` -> `add_out`), taking the
+//! `add_tensor`, `add_.Tensor` -> `add_tensor_`, `add.out` -> `add_out`), taking the
 //! typed arguments of `docs/design.md` and returning tensors on the `meta` device
 //! that own no data.
 //!
 //! Owns: turning the [`crate::shape`] rules into tensors, and the shared `out=` and
 //! in-place conventions ([`finish_out`], [`finish_inplace`]). Must not: compute a
 //! shape rule inline (add it to `shape` so other backends can reuse it) or read data.
-
-// Kernel names follow codegen's naming rule, which keeps the `_` of in-place ops
-// before the overload (`add_.Tensor` -> `add__tensor`), so they are not snake case.
-#![allow(non_snake_case)]
 
 pub mod factory;
 pub mod index;
@@ -134,7 +130,7 @@ macro_rules! exact_out_variants {
     )*};
 }
 
-/// Generates in-place variants: `inplace_variants!(add__tensor = "add_.Tensor" from
+/// Generates in-place variants: `inplace_variants!(add_tensor_ = "add_.Tensor" from
 /// add_tensor(other: &Tensor, alpha: &Scalar));` (`self_` is implied first).
 macro_rules! inplace_variants {
     ($($inp:ident = $name:literal from $f:ident($($a:ident: $t:ty),* $(,)?);)*) => {$(

@@ -249,7 +249,7 @@ pub fn t_(self_: &Tensor) -> Result<Tensor> {
 }
 
 /// `squeeze_.dim`.
-pub fn squeeze__dim(self_: &Tensor, dim: i64) -> Result<Tensor> {
+pub fn squeeze_dim_(self_: &Tensor, dim: i64) -> Result<Tensor> {
     let g = v::squeeze_dim("squeeze_", &strided_of(self_), dim)?;
     if g.sizes == self_.sizes() {
         return Ok(self_.clone());
