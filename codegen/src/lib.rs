@@ -18,8 +18,10 @@ pub mod parse;
 pub mod validate;
 
 pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};
+pub mod backend;
 pub mod builder;
 pub mod emit;
 pub mod ident;
 
+pub use backend::BackendBuilder;
 pub use builder::Builder;

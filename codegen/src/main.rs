@@ -32,6 +32,10 @@ commands! {
     Schemas(cli::schemas::Schemas),
     /// Generate the typed operator layer (mod.rs + included files) from a native_functions.yaml.
     Generate(cli::generate::Generate),
+    /// Generate a backend's kernel trait, adapters and registration from a backend YAML.
+    Backend(cli::backend::Backend),
+    /// Report how a backend runs each op: native, adapter, composite, fallback or missing.
+    Coverage(cli::coverage::Coverage),
 }
 
 /// Opal's operator code generator: reads PyTorch-style native_functions.yaml files.

@@ -4,14 +4,14 @@
 //! bytes change, and fails the build with the same `path:line:col` diagnostics as
 //! the CLI.
 //!
+//! In the `main` of a backend crate's `build.rs`:
+//!
 //! ```no_run
-//! // build.rs of a backend crate
-//! fn main() {
-//!     opal_codegen::BackendBuilder::new("backend.yaml")
-//!         .native("../../native_functions.yaml")
-//!         .run_or_exit();
-//! }
-//! // src/lib.rs:
+//! opal_codegen::BackendBuilder::new("backend.yaml")
+//!     .native("../../native_functions.yaml")
+//!     .ops_path("::opal::ops") // the YAML opal itself was generated from
+//!     .run_or_exit();
+//! // and in src/lib.rs:
 //! // pub mod generated { include!(concat!(env!("OUT_DIR"), "/backend_emu.rs")); }
 //! ```
 //!
@@ -30,6 +30,7 @@ pub struct BackendBuilder {
     out_dir: Option<PathBuf>,
     file_name: Option<String>,
     namespace: Option<String>,
+    ops_path: Option<String>,
     cargo_output: bool,
 }
 
@@ -43,6 +44,7 @@ impl BackendBuilder {
             out_dir: None,
             file_name: None,
             namespace: None,
+            ops_path: None,
             cargo_output: true,
         }
     }
@@ -72,6 +74,14 @@ impl BackendBuilder {
         self
     }
 
+    /// Refer to existing per-op items at `path` instead of carrying a copy: use
+    /// `"::opal::ops"` when the native YAML is the one `opal` was generated from
+    /// (much smaller output). Without it the output compiles for any native YAML.
+    pub fn ops_path(mut self, path: impl Into<String>) -> Self {
+        self.ops_path = Some(path.into());
+        self
+    }
+
     /// Whether to print `cargo:rerun-if-changed` lines (default: true).
     pub fn cargo_output(mut self, on: bool) -> Self {
         self.cargo_output = on;
@@ -96,7 +106,8 @@ impl BackendBuilder {
         }
         let inputs = load_inputs(&self.backend, native, self.namespace.as_deref())
             .map_err(Box::<BackendErrors>::new)?;
-        let code = generate_code(&inputs, false).map_err(Box::<BackendErrors>::new)?;
+        let code = generate_code(&inputs, false, self.ops_path.as_deref())
+            .map_err(Box::<BackendErrors>::new)?;
         let dir = match &self.out_dir {
             Some(d) => d.clone(),
             None => PathBuf::from(

@@ -11,7 +11,7 @@
 //! Owns: the backend-specific items. Must not: name things (`crate::ident`), or
 //! re-implement per-op emission (`crate::emit`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -46,14 +46,21 @@ pub struct BackendEmitOptions {
     pub native_source: String,
     /// Declare `pub mod kernels;` (the starter implementation) in the output.
     pub with_skeleton_mod: bool,
+    /// Also produce the starter implementation ([`BackendCode::skeleton`]).
+    pub skeleton: bool,
+    /// Where the per-op items of the native YAML already exist (`::opal::ops` when
+    /// the native YAML is the one `opal` itself was generated from). `None`: the
+    /// output carries its own copy of the per-op items of the ops it registers, so it
+    /// compiles for any native YAML.
+    pub ops_path: Option<String>,
 }
 
-/// The generated code: `mod.rs` (the whole backend module) and the starter
-/// implementation (written only on request, never over an existing file).
+/// The generated code: `mod.rs` (the whole backend module) and, when asked for, the
+/// starter implementation (written only on request, never over an existing file).
 #[derive(Clone, Debug)]
 pub struct BackendCode {
     pub module: String,
-    pub skeleton: String,
+    pub skeleton: Option<String>,
 }
 
 /// The name of the kernel trait of a backend (`Emu` -> `EmuKernels`).
@@ -82,7 +89,34 @@ pub fn generate(
     opts: &BackendEmitOptions,
 ) -> Result<BackendCode, Vec<BackendDiagnostic>> {
     let ns = spec.namespace.value.as_str();
-    let full = eplan::plan(natives, ns).map_err(|es| {
+    // Plan only the functions this output touches: the supported ops, the ops
+    // derived from them, and the siblings a derivation calls (same delegate).
+    let mut wanted: HashSet<String> = plan
+        .ops
+        .iter()
+        .map(|o| o.func.func.name.to_string())
+        .collect();
+    let delegates: HashSet<String> = plan
+        .derived
+        .iter()
+        .filter_map(|d| d.func.structured_delegate.as_ref().map(|n| n.to_string()))
+        .collect();
+    wanted.extend(plan.derived.iter().map(|d| d.func.func.name.to_string()));
+    let reduced = NativeFunctions {
+        functions: natives
+            .functions
+            .iter()
+            .filter(|f| {
+                wanted.contains(&f.func.name.to_string())
+                    || f.structured_delegate
+                        .as_ref()
+                        .is_some_and(|d| delegates.contains(&d.to_string()))
+            })
+            .cloned()
+            .collect(),
+        known_tags: Vec::new(),
+    };
+    let full = eplan::plan(&reduced, ns).map_err(|es| {
         es.into_iter()
             .map(|e| err(spec.backend.loc, "opal::backend::native", e.message))
             .collect::<Vec<_>>()
@@ -92,12 +126,6 @@ pub fn generate(
         .iter()
         .enumerate()
         .map(|(i, o)| (o.op_name.as_str(), i))
-        .collect();
-    let by_ident: HashMap<&str, usize> = full
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.ident_str.as_str(), i))
         .collect();
     let mut errors = Vec::new();
 
@@ -193,33 +221,55 @@ pub fn generate(
             }
         }
     }
-    let mut needed: BTreeSet<usize> = BTreeSet::new();
-    for e in &entries {
-        needed.insert(by_name[e.cur.op_name.as_str()]);
-    }
-    for d in &derived {
-        needed.insert(by_name[d.op_name.as_str()]);
-        if let Some(s) = &d.structured {
-            for id in [&s.meta_op, &s.out_op] {
-                let key = id.to_string();
-                if let Some(&i) = by_ident.get(key.trim_start_matches("r#")) {
-                    needed.insert(i);
+    // Every planned op is registered or called by a derivation.
+    let needed: Vec<usize> = (0..full.ops.len()).collect();
+
+    let cx = Ctx::new(&RuntimePath::Opal);
+    let ops_module = match &opts.ops_path {
+        Some(path) => {
+            let path: syn::Path = syn::parse_str(path).map_err(|e| {
+                vec![err(
+                    spec.backend.loc,
+                    "opal::backend::ops_path",
+                    format!("`{path}` is not a Rust path: {e}"),
+                )]
+            })?;
+            let doc = emit::doc(&format!(
+                "The operators this backend registers (`Sig`, `DEF`, `kernel`, ...), generated \
+                 from the same native YAML into `{}`.",
+                quote!(#path).to_string().replace(' ', "")
+            ));
+            quote! {
+                #doc
+                pub use #path as ops;
+            }
+        }
+        None => {
+            let op_items = needed.iter().map(|&i| emit::op_items(&cx, &full.ops[i]));
+            // Definitions and BackendSelect kernels of exactly the ops this output carries.
+            let sub = eplan::Plan {
+                namespace: ns.to_string(),
+                ops: needed.iter().map(|&i| full.ops[i].clone()).collect(),
+                unsupported: Vec::new(),
+            };
+            let def_all = emit::registry::def_all(&cx, &sub);
+            let prelude = emit::support::prelude(&cx);
+            let support = emit::support::support(&cx);
+            quote! {
+                /// The operators this backend registers: their typed signatures (`Sig`),
+                /// definitions (`DEF`), entry points and kernel adapters, generated from the
+                /// native YAML.
+                #[allow(dead_code, unused_imports, non_snake_case, clippy::all, reason = "generated per-op items; not all are used by every backend")]
+                pub mod ops {
+                    #prelude
+                    use self::prelude::*;
+                    #support
+                    #def_all
+                    #(#op_items)*
                 }
             }
         }
-    }
-
-    let cx = Ctx::new(&RuntimePath::Opal);
-    let op_items = needed.iter().map(|&i| emit::op_items(&cx, &full.ops[i]));
-    // Definitions and BackendSelect kernels of exactly the ops this output carries.
-    let sub = eplan::Plan {
-        namespace: ns.to_string(),
-        ops: needed.iter().map(|&i| full.ops[i].clone()).collect(),
-        unsupported: Vec::new(),
     };
-    let def_all = emit::registry::def_all(&cx, &sub);
-    let prelude = emit::support::prelude(&cx);
-    let support = emit::support::support(&cx);
 
     let b = &spec.backend.value;
     let key_name = spec.dispatch_key.value.as_str();
@@ -344,17 +394,7 @@ pub fn generate(
         #[allow(unused_imports, reason = "runtime names used by the generated items below")]
         use self::ops::prelude::*;
 
-        /// The operators this backend registers: their typed signatures (`Sig`),
-        /// definitions (`DEF`), entry points and kernel adapters, generated from the
-        /// native YAML.
-        #[allow(dead_code, unused_imports, non_snake_case, clippy::all, reason = "generated per-op items; not all are used by every backend")]
-        pub mod ops {
-            #prelude
-            use self::prelude::*;
-            #support
-            #def_all
-            #(#op_items)*
-        }
+        #ops_module
 
         /// The dispatch key this backend registers under.
         pub const DISPATCH_KEY: ::opal::dispatch::DispatchKey = ::opal::dispatch::DispatchKey::#key;
@@ -397,8 +437,14 @@ pub fn generate(
     );
     let module = emit::format_file(&header, tokens)
         .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?;
-    let skeleton = skeleton(&cx, spec, &entries, &trait_id)
-        .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?;
+    let skeleton = if opts.skeleton {
+        Some(
+            skeleton(&cx, spec, &entries, &trait_id)
+                .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?,
+        )
+    } else {
+        None
+    };
     Ok(BackendCode { module, skeleton })
 }
 
@@ -449,85 +495,79 @@ fn trait_fn(cx: &Ctx, e: &Entry, backend: &str) -> TokenStream {
     }
 }
 
-/// Pops the returns of a boxed call off `__s` (in a scope with `DEF` and `support`).
-fn unbox_returns(op: &OpPlan) -> TokenStream {
-    let n = op.f.func.returns.len();
-    match n {
-        0 => quote!(::std::result::Result::Ok(())),
-        1 => quote!(support::ret1(__s, &DEF)),
-        _ => {
-            let gets = (0..n).map(|_| quote!(__r.next()?));
-            quote! {{
-                let mut __r = support::Rets::take(__s, &DEF)?;
-                ::std::result::Result::Ok((#(#gets),*))
-            }}
-        }
-    }
-}
-
 /// `fallback`: per supported op, the CPU fallback with the kernel's signature
-/// (added arguments at their defaults), and `fallback::full`: with the current one.
+/// (added arguments at their defaults), and in `fallback::full`, for adapted ops,
+/// with the current one.
 fn fallback_module(entries: &[Entry]) -> TokenStream {
     let cx = Ctx::new(&RuntimePath::Opal);
-    let full_fns = entries.iter().map(|e| {
+    let boxed_call = |e: &Entry, path: TokenStream| {
         let id = e.cur.ident();
-        let ps = params(&cx, e.cur.args.iter());
         let ns = names(e.cur.args.iter());
-        let ret = ret(&cx, e.cur);
-        let unbox = unbox_returns(e.cur);
-        let allow = many_args_allow(ps.len() + 1);
-        let snake = cx.non_snake(e.cur);
-        let doc = emit::doc(&format!(
-            "Runs `{}` through the CPU fallback with every argument of the current schema.\n\nSchema: `{}`",
-            e.cur.qualified, e.cur.schema
-        ));
         quote! {
-            #doc
-            #allow
-            #snake
-            pub fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret {
-                use super::super::ops::support;
-                use super::super::ops::#id::{Sig, DEF};
-                static SLOT: OpSlot<Sig> = OpSlot::new(&DEF);
-                let __h = SLOT.get()?.handle();
-                let mut __s: Stack = ::std::vec![#(#ns.into_ivalue()),*];
-                ::opal::fallback::cpu_fallback(__h, ks, &mut __s)?;
-                #unbox
-            }
+            ::opal::fallback::call(&#path::ops::#id::DEF, ks, ::std::vec![#(#ns.into_ivalue()),*])
         }
-    });
-    let ker_fns = entries.iter().map(|e| {
-        let id = e.cur.ident();
-        let ps = params(&cx, e.ker.args.iter());
-        let ret = ret(&cx, e.ker);
-        let allow = many_args_allow(ps.len() + 1);
-        let snake = cx.non_snake(e.cur);
-        let args = current_args(e);
-        let doc = emit::doc(&format!(
-            "Runs `{}` through the CPU fallback, with the kernel's own signature: for a \
-             kernel to hand over cases it does not handle.\n\nSchema: `{}`",
-            e.cur.qualified, e.ker.schema
-        ));
-        quote! {
-            #doc
-            #allow
-            #snake
-            pub fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret {
-                self::full::#id(ks, #(#args),*)
+    };
+    let full_fns = entries
+        .iter()
+        .filter(|e| matches!(e.compat, Compat::Adapter { .. }))
+        .map(|e| {
+            let id = e.cur.ident();
+            let ps = params(&cx, e.cur.args.iter());
+            let ret = ret(&cx, e.cur);
+            let allow = many_args_allow(ps.len() + 1);
+            let body = boxed_call(e, quote!(super::super));
+            let doc = emit::doc(&format!(
+                "`{}` on the CPU, every argument of: `{}`",
+                e.cur.qualified, e.cur.schema
+            ));
+            quote! {
+                #doc
+                #allow
+                pub fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret {
+                    #body
+                }
             }
-        }
-    });
+        });
+    let ker_fns = entries
+        .iter()
+        .filter(|e| !std::ptr::eq(e.cur, e.ker))
+        .map(|e| {
+            let id = e.cur.ident();
+            let ps = params(&cx, e.ker.args.iter());
+            let ret = ret(&cx, e.ker);
+            let allow = many_args_allow(ps.len() + 1);
+            let body = match e.compat {
+                Compat::Identical => boxed_call(e, quote!(super)),
+                Compat::Adapter { .. } => {
+                    let args = current_args(e);
+                    quote!(self::full::#id(ks, #(#args),*))
+                }
+            };
+            let doc = emit::doc(&format!(
+                "`{}` on the CPU, with the kernel's signature: `{}`",
+                e.cur.qualified, e.ker.schema
+            ));
+            quote! {
+                #doc
+                #allow
+                pub fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret {
+                    #body
+                }
+            }
+        });
     quote! {
-        /// The CPU fallback for the supported ops, callable from kernels (a kernel can
-        /// hand cases it does not handle, such as an unsupported dtype, to the CPU).
+        /// The CPU fallback for the pinned ops, with each kernel's own signature, so a
+        /// kernel can hand cases it does not handle (an unsupported dtype, say) to the
+        /// CPU and keep doing so unchanged when its op gains defaulted arguments. (Any
+        /// op: `::opal::fallback::call(&ops::<op>::DEF, ks, <boxed arguments>)`.)
         #[allow(dead_code, non_snake_case, reason = "kernels call the helpers they need; names follow operator names")]
         pub mod fallback {
             use super::ops::prelude::*;
 
             #(#ker_fns)*
 
-            /// The same with the current schema's arguments (what adapters call for
-            /// argument values a pinned kernel predates).
+            /// The same with the current schema's arguments, for adapted ops (what an
+            /// adapter calls for argument values its pinned kernel predates).
             pub mod full {
                 use super::super::ops::prelude::*;
 

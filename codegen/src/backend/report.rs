@@ -50,7 +50,7 @@ pub struct BackendErrors {
     pub native: Option<SourceFile>,
     pub items: Vec<BackendDiagnostic>,
     /// Errors of the native YAML itself, rendered by the native loader.
-    pub native_errors: Option<Diagnostics>,
+    pub native_errors: Option<Box<Diagnostics>>,
 }
 
 impl BackendErrors {

@@ -68,7 +68,7 @@ pub fn load_inputs(
         backend: backend_file.clone(),
         native: Some(native_file.clone()),
         items: Vec::new(),
-        native_errors: Some(d),
+        native_errors: Some(Box::new(d)),
     })?;
     Ok(Inputs {
         spec,
@@ -85,9 +85,13 @@ fn file_name(f: &SourceFile) -> String {
 }
 
 /// Resolves and generates; every problem is reported with both files at hand.
+/// `with_skeleton_mod` declares `pub mod kernels;` and produces the starter
+/// implementation; `ops_path` names where the per-op items already exist (see
+/// [`BackendEmitOptions::ops_path`]).
 pub fn generate_code(
     inputs: &Inputs,
     with_skeleton_mod: bool,
+    ops_path: Option<&str>,
 ) -> Result<BackendCode, BackendErrors> {
     let fail = |items| BackendErrors {
         backend: inputs.backend_file.clone(),
@@ -103,6 +107,8 @@ pub fn generate_code(
         backend_source: file_name(&inputs.backend_file),
         native_source: file_name(&inputs.native_file),
         with_skeleton_mod,
+        skeleton: with_skeleton_mod,
+        ops_path: ops_path.map(str::to_string),
     };
     generate(&inputs.spec, &inputs.natives, &plan, &opts).map_err(fail)
 }

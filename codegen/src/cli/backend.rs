@@ -33,6 +33,10 @@ pub struct Backend {
     /// Override the backend YAML's `namespace:`.
     #[arg(long)]
     pub namespace: Option<String>,
+    /// Refer to the per-op items at this path (e.g. `::opal::ops`, when the native
+    /// YAML is the one opal was generated from) instead of carrying a copy.
+    #[arg(long)]
+    pub ops_path: Option<String>,
 }
 
 impl Run for Backend {
@@ -43,7 +47,11 @@ impl Run for Backend {
         };
         let skeleton_path = self.out.join(SKELETON_FILE);
         let skeleton_exists = skeleton_path.exists();
-        let code = match generate_code(&inputs, self.init_skeleton || skeleton_exists) {
+        let code = match generate_code(
+            &inputs,
+            self.init_skeleton || skeleton_exists,
+            self.ops_path.as_deref(),
+        ) {
             Ok(c) => c,
             Err(e) => return fail_backend(&e),
         };
@@ -62,7 +70,8 @@ impl Run for Backend {
                     "kept {} (an existing skeleton is never overwritten)",
                     skeleton_path.display()
                 );
-            } else if let Err(e) = std::fs::write(&skeleton_path, &code.skeleton) {
+            } else if let Err(e) = std::fs::write(&skeleton_path, code.skeleton.unwrap_or_default())
+            {
                 eprintln!("error: cannot write {}: {e}", skeleton_path.display());
                 return ExitCode::from(1);
             } else {

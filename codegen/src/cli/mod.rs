@@ -4,7 +4,9 @@
 //! Owns: argument handling, printing and exit codes. Must not: contain loading or
 //! generation logic (that lives in the library).
 
+pub mod backend;
 pub mod check;
+pub mod coverage;
 pub mod generate;
 pub mod schemas;
 

@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::device::{Device, DeviceType};
-use crate::dispatch::{DispatchKeySet, KernelFunction, OperatorHandle};
+use crate::dispatch::{DispatchKeySet, Dispatcher, KernelFunction, OpDef, OperatorHandle};
 use crate::error::{OpalError, Result};
-use crate::ivalue::{IValue, Stack};
+use crate::ivalue::{FromIValue, IValue, Stack};
 use crate::tensor::Tensor;
 
 /// Copies tensor data between host memory and one device type.
@@ -77,6 +77,32 @@ pub fn calls() -> u64 {
 /// The fallback as a boxed `KernelFunction`, for `Library::fallback` or `impl_`.
 pub fn kernel() -> KernelFunction {
     KernelFunction::boxed(Arc::new(cpu_fallback))
+}
+
+/// Runs `def` through the CPU fallback with its arguments boxed on `stack` (schema
+/// order) and returns its returns as `R`: `()`, one value, or a tuple. What
+/// generated `fallback::<op>` helpers call.
+pub fn call<R: FromIValue>(def: &'static OpDef, ks: DispatchKeySet, mut stack: Stack) -> Result<R> {
+    let op = Dispatcher::global().def(def)?;
+    cpu_fallback(&op, ks, &mut stack)?;
+    let n = def.returns.len();
+    let at = stack.len().checked_sub(n).ok_or_else(|| {
+        OpalError::boxed(format!(
+            "CPU fallback: '{}' left {} values, its schema has {n} returns",
+            def.name,
+            stack.len()
+        ))
+    })?;
+    let mut rets = stack.split_off(at);
+    match (n, rets.pop()) {
+        (0, _) => R::from_ivalue(IValue::None),
+        (1, Some(v)) => R::from_ivalue(v),
+        (_, Some(last)) => {
+            rets.push(last);
+            R::from_ivalue(IValue::Tuple(rets))
+        }
+        (_, None) => R::from_ivalue(IValue::None),
+    }
 }
 
 /// Copies `t` to `device` (a new tensor with `t`'s sizes and dtype).

@@ -1,0 +1,159 @@
+//! Backend generation and coverage on the small fixtures: what a backend gets
+//! (kernels, adapters, derived structured ops, fallback), the coverage report in its
+//! three formats, both-file diagnostics for incompatible pins, determinism.
+
+use std::path::{Path, PathBuf};
+
+use opal_codegen::backend::run::{coverage_of, generate_code, load_inputs};
+use opal_codegen::backend::{Format, Status};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/backend")
+        .join(name)
+}
+
+fn inputs(backend: &str) -> opal_codegen::backend::run::Inputs {
+    load_inputs(&fixture(backend), &fixture("native.yaml"), None).expect("fixtures load")
+}
+
+/// The backend-specific part of the generated module (after the per-op items,
+/// which belong to the emitter's snapshots).
+fn backend_part(module: &str) -> &str {
+    let at = module
+        .find("/// The dispatch key this backend registers under.")
+        .expect("backend items");
+    &module[at..]
+}
+
+#[test]
+fn generated_backend_items() {
+    let code = generate_code(&inputs("emu.yaml"), true, None).expect("generates");
+    let part = backend_part(&code.module);
+    // One associated fn per supported op, typed, pinned signatures where pinned.
+    assert!(
+        part.contains("fn add_out(\n        ks: DispatchKeySet,"),
+        "{part}"
+    );
+    assert!(
+        part.contains("fn sum(ks: DispatchKeySet, self_: &Tensor) -> Result<Tensor>;"),
+        "{part}"
+    );
+    // The adapter passes the default to the old kernel, anything else to the fallback.
+    assert!(part.contains("if dtype.is_none() {\n            K::sum(ks, self_)\n        } else {\n            super::fallback::full::sum(ks, self_, dtype)"), "{part}");
+    // Derived structured ops and the fallback are registered.
+    assert!(
+        part.contains(
+            r#"lib.impl_("add.Tensor", ops::add_tensor::kernel(ops::add_tensor::structured))?;"#
+        ),
+        "{part}"
+    );
+    assert!(
+        part.contains("lib.fallback(::opal::fallback::kernel())?;"),
+        "{part}"
+    );
+    assert!(part.contains("pub mod kernels;"), "{part}");
+    insta::assert_snapshot!("emu_backend_items", part);
+    insta::assert_snapshot!("emu_skeleton", code.skeleton.expect("skeleton"));
+}
+
+#[test]
+fn without_fallback_an_adapter_names_op_argument_value_and_backend() {
+    let mut i = inputs("emu.yaml");
+    i.spec.fallback.value = opal_codegen::backend::FallbackPolicy::None;
+    let code = generate_code(&i, false, None).expect("generates");
+    let part = backend_part(&code.module);
+    assert!(!part.contains("pub mod fallback"), "{part}");
+    assert!(!part.contains("pub mod kernels;"), "{part}");
+    assert!(
+        part.contains("'aten::sum': argument 'dtype' = {:?} is not supported by backend Emu: its kernel was written against `sum(Tensor self) -> Tensor`, which predates 'dtype' (only the default None runs there), and the backend has no fallback"),
+        "{part}"
+    );
+}
+
+#[test]
+fn generation_is_deterministic() {
+    let i = inputs("emu.yaml");
+    let a = generate_code(&i, true, None).unwrap();
+    let b = generate_code(&i, true, None).unwrap();
+    assert_eq!(a.module, b.module);
+    assert_eq!(a.skeleton, b.skeleton);
+}
+
+#[test]
+fn coverage_in_three_formats() {
+    let (report, errors) = coverage_of(&inputs("emu.yaml"));
+    assert!(errors.is_none());
+    let status = |op: &str| report.ops.iter().find(|r| r.op == op).map(|r| r.status);
+    assert_eq!(status("add.out"), Some(Status::Native));
+    assert_eq!(
+        status("add.Tensor"),
+        Some(Status::Native),
+        "derived from add.out"
+    );
+    assert_eq!(status("add_.Tensor"), Some(Status::Native));
+    assert_eq!(status("mul.Tensor"), Some(Status::Native));
+    assert_eq!(status("sum"), Some(Status::Adapter));
+    assert_eq!(status("relu"), Some(Status::Fallback));
+    assert_eq!(status("square"), Some(Status::Composite));
+    assert_eq!(status("_cuda_only"), Some(Status::Missing));
+    let t = &report.totals;
+    assert_eq!(
+        (
+            t.native,
+            t.adapter,
+            t.composite,
+            t.fallback,
+            t.missing,
+            t.total
+        ),
+        (4, 1, 1, 1, 1, 8)
+    );
+
+    let text = report.render(Format::Text);
+    assert!(
+        text.contains("sum          adapter    pinned kernel predates dtype=None"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("total: native 4, adapter 1, composite 1, fallback 1, missing 1 (8 ops)\n"),
+        "{text}"
+    );
+    let md = report.render(Format::Markdown);
+    assert!(
+        md.contains("| `_cuda_only` | missing | no CPU kernel for the fallback |"),
+        "{md}"
+    );
+    assert!(md.contains("| adapter | 1 |"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&report.render(Format::Json)).expect("valid JSON");
+    assert_eq!(json["totals"]["native"], 4);
+    assert_eq!(json["ops"][5]["op"], "sum");
+    assert_eq!(json["ops"][5]["status"], "adapter");
+    insta::assert_snapshot!("emu_coverage_text", text);
+}
+
+#[test]
+fn incompatible_pins_show_both_yaml_locations() {
+    let i = inputs("bad_pins.yaml");
+    let e = generate_code(&i, false, None).expect_err("bad pins fail");
+    assert_eq!(e.items.len(), 5, "{e}");
+    let out = e.render(false, 100);
+    // The backend YAML location, then the native YAML's.
+    assert!(out.contains("bad_pins.yaml:7:"), "{out}");
+    assert!(out.contains("native.yaml:"), "{out}");
+    assert!(out.contains("did you mean 'add.out'?"), "{out}");
+    assert!(out.contains("'add.out' is listed twice"), "{out}");
+    let (report, errs) = coverage_of(&i);
+    assert!(errs.is_some());
+    let row = report.ops.iter().find(|r| r.op == "sum").unwrap();
+    assert_eq!(row.status, Status::Missing);
+    assert!(
+        row.detail
+            .starts_with("incompatible pin: argument 'dtype' of 'sum' was retyped"),
+        "{}",
+        row.detail
+    );
+    let shown = out.replace(env!("CARGO_MANIFEST_DIR"), "<codegen>");
+    insta::assert_snapshot!("bad_pins_diagnostics", shown);
+}
