@@ -52,7 +52,7 @@ mod display;
 mod meta;
 pub mod storage;
 
-pub use access::{KernelAccess, TensorRead, TensorWrite};
+pub use access::{KernelAccess, Pod, TensorRead, TensorWrite};
 pub use storage::{
     allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage, StorageBuf,
 };
