@@ -348,8 +348,14 @@ mod tests {
         );
         assert_eq!(
             op_ident(&name("add", true, "Tensor")).unwrap(),
-            "add__tensor"
+            "add_tensor_"
         );
+        assert_eq!(op_ident(&name("relu", true, "")).unwrap(), "relu_");
+        assert_eq!(with_method("add_tensor_"), "add_tensor_with_");
+        assert_eq!(with_method("add_tensor"), "add_tensor_with");
+        assert!(needs_non_snake_allow("__and___scalar"));
+        assert!(!needs_non_snake_allow("__and__"));
+        assert!(!needs_non_snake_allow("add_tensor_"));
         assert_eq!(op_ident(&name("add", false, "out")).unwrap(), "add_out");
         assert_eq!(op_ident(&name("relu", false, "")).unwrap(), "relu");
         assert_eq!(op_ident(&name("mT", false, "")).unwrap(), "mT");

@@ -1,1 +1,3 @@
 //! Opal's cross-crate tests.
+
+pub mod scratch;

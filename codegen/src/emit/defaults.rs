@@ -436,27 +436,26 @@ mod tests {
         let s = |t: TokenStream| t.to_string().replace(' ', "");
         assert_eq!(
             s(owned_expr(
-                &rt,
                 &opt(b(BaseTy::ScalarType)),
                 &Value::DType("I64")
             )),
             "Some(DType::I64)"
         );
         assert_eq!(
-            s(ivalue_expr(&rt, &Value::ScalarInt(1))),
+            s(ivalue_expr(&Value::ScalarInt(1))),
             "IValue::Scalar(Scalar::Int(1))"
         );
         assert_eq!(
-            s(ivalue_expr(&rt, &Value::Float(1e-5))),
+            s(ivalue_expr(&Value::Float(1e-5))),
             "IValue::Double(0.00001)"
         );
         assert_eq!(
-            s(value_expr(&rt, &Value::Float(f64::NEG_INFINITY))),
+            s(value_expr(&Value::Float(f64::NEG_INFINITY))),
             "f64::NEG_INFINITY"
         );
         assert_eq!(
-            s(ivalue_expr(&rt, &Value::IntList(vec![0, 1]))),
-            "::opal::IValue::IntList(vec![0,1])"
+            s(ivalue_expr(&Value::IntList(vec![0, 1]))),
+            "IValue::IntList(vec![0,1])"
         );
     }
 }

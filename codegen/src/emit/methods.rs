@@ -10,7 +10,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::plan::{ArgPlan, OpPlan, Plan};
-use super::signature::{many_args_allow, params, ret};
+use super::signature::{many_args_allow, params, ret_outside};
 use super::{op_doc, Ctx};
 use crate::ident;
 
@@ -23,7 +23,7 @@ struct Method {
 fn methods(cx: &Ctx, op: &OpPlan, self_idx: usize) -> Vec<Method> {
     let id = op.ident();
     let snake = cx.non_snake(op);
-    let ret = ret(cx, op);
+    let ret = ret_outside(cx, op);
     let required: Vec<&ArgPlan> = op.args.iter().filter(|a| a.default.is_none()).collect();
     let self_arg = &op.args[self_idx];
     let others: Vec<&ArgPlan> = required

@@ -17,10 +17,10 @@ use crate::ident::{self, owned_to_arg};
 use crate::model::{BaseTy, Type};
 
 /// A setter for one field.
-fn setter(cx: &Ctx, a: &ArgPlan) -> TokenStream {
+fn setter(cx: &Ctx, op: &OpPlan, a: &ArgPlan) -> TokenStream {
     let id = a.ident();
     let lit = a.arg.default.as_deref().unwrap_or("");
-    let doc = doc(&format!("Sets `{}` (schema default: `{lit}`).", a.arg.name));
+    let doc = op_doc(op, &format!("Sets `{}` (schema default: `{lit}`).", a.arg.name));
     let (inner, optional) = match a.ty() {
         Type::Optional(t) => (t.as_ref(), true),
         t => (t, false),
@@ -81,7 +81,7 @@ pub fn options(cx: &Ctx, op: &OpPlan) -> TokenStream {
             .unwrap_or_default();
         quote!(#id: #e)
     });
-    let setters = defaulted.iter().map(|a| setter(cx, a));
+    let setters = defaulted.iter().map(|a| setter(cx, op, a));
     let required: Vec<&ArgPlan> = op.args.iter().filter(|a| a.default.is_none()).collect();
     let mut ps = params(cx, required.iter().copied());
     let o = ident::ident(ident::OPTIONS);

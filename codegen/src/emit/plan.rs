@@ -177,12 +177,12 @@ pub fn plan<'a>(nf: &'a NativeFunctions, namespace: &str) -> Result<Plan<'a>, Ve
                 message: format!(
                     "operators `{other}` and `{op_name}` both map to the Rust name `{ident_str}`"
                 ),
-                loc: f.loc,
+                loc: f.func.loc,
                 other: Some(*other_loc),
             });
             continue;
         }
-        by_ident.insert(ident_str.clone(), (op_name.clone(), f.loc));
+        by_ident.insert(ident_str.clone(), (op_name.clone(), f.func.loc));
         let args = match plan_args(f) {
             Ok(a) => a,
             Err(reason) => {

@@ -11,13 +11,27 @@ use quote::quote;
 use super::plan::{OpPlan, Plan};
 use super::{defaults, doc, op_doc, Ctx};
 
+/// The type text with its alias annotation (`Tensor(a!)`, `int[]?`) from the canonical
+/// text of an argument or return, by dropping ` name[=default]`.
+fn annotated_type(printed: &str, name: &str, default: Option<&str>) -> String {
+    let mut suffix = String::new();
+    if !name.is_empty() {
+        suffix = format!(" {name}");
+    }
+    if let Some(d) = default {
+        suffix.push('=');
+        suffix.push_str(d);
+    }
+    printed.strip_suffix(&suffix).unwrap_or(printed).to_string()
+}
+
 /// The `DEF` static of one op.
 pub fn def(_cx: &Ctx, op: &OpPlan) -> TokenStream {
     let name = &op.qualified;
     let schema = &op.schema;
     let args = op.args.iter().map(|a| {
         let n = &a.arg.name;
-        let ty = a.ty().to_string();
+        let ty = annotated_type(&a.arg.to_string(), &a.arg.name, a.arg.default.as_deref());
         let default = match &a.default {
             Some(v) => {
                 let e = defaults::ivalue_expr(v);
@@ -42,7 +56,12 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> TokenStream {
         };
         quote!(support::arg(#n, #ty, #flags, #default))
     });
-    let rets = op.f.func.returns.iter().map(|r| r.ty.to_string());
+    let rets = op
+        .f
+        .func
+        .returns
+        .iter()
+        .map(|r| annotated_type(&r.to_string(), r.name.as_deref().unwrap_or(""), None));
     let doc = op_doc(op, "The operator's definition for the dispatcher.");
     quote! {
         #doc

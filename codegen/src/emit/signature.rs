@@ -29,9 +29,24 @@ pub fn names<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream
     .collect()
 }
 
-/// `Result<R>` of the op.
+/// `Result<R>` of the op as written inside its module: several returns are named by
+/// the module's `Output` tuple alias.
 pub fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
-    cx.types.result(cx.types.returns(op.return_types()))
+    if op.f.func.returns.len() > 1 {
+        cx.types.result(quote!(Output))
+    } else {
+        cx.types.result(cx.types.returns(op.return_types()))
+    }
+}
+
+/// `Result<R>` of the op as written outside its module (`op::Output` for tuples).
+pub fn ret_outside(cx: &Ctx, op: &OpPlan) -> TokenStream {
+    if op.f.func.returns.len() > 1 {
+        let id = op.ident();
+        cx.types.result(quote!(self::#id::Output))
+    } else {
+        cx.types.result(cx.types.returns(op.return_types()))
+    }
 }
 
 /// `#[allow(clippy::too_many_arguments)]` when a function of `n` parameters needs it.
@@ -51,7 +66,18 @@ pub fn sig(cx: &Ctx, op: &OpPlan) -> TokenStream {
         op,
         "Typed kernel signature: the dispatch key set, then the arguments in schema order.",
     );
+    let output = if op.f.func.returns.len() > 1 {
+        let t = cx.types.returns(op.return_types());
+        let odoc = op_doc(op, "The operator's returns, in schema order.");
+        quote! {
+            #odoc
+            pub type Output = #t;
+        }
+    } else {
+        quote!()
+    };
     quote! {
+        #output
         #doc
         pub type Sig = fn(DispatchKeySet #(, #tys)*) -> #ret;
     }

@@ -10,7 +10,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 
 use super::plan::{ArgPlan, OpPlan};
-use super::signature::{many_args_allow, names, params, ret};
+use super::signature::{many_args_allow, names, params, ret, ret_outside};
 use super::{defaults, op_doc, Ctx};
 use crate::model::{BaseTy, Type};
 
@@ -47,7 +47,7 @@ pub fn free_fn(cx: &Ctx, op: &OpPlan) -> TokenStream {
     let required: Vec<&ArgPlan> = op.args.iter().filter(|a| a.default.is_none()).collect();
     let ps = params(cx, required.iter().copied());
     let args = full_args(op, default_arg);
-    let ret = ret(cx, op);
+    let ret = ret_outside(cx, op);
     let what = if op.has_defaults() {
         format!(
             "`{}` with every defaulted argument at its default (`{}::with` takes an `Options` value).",
