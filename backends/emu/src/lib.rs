@@ -1,1 +1,73 @@
-//! An example out-of-tree accelerator for Opal, registered under PrivateUse1.
+//! `opal-emu`: an example out-of-tree accelerator for Opal. Its memory is a separate
+//! pool that the host reaches only through explicit copies ([`device`]); it registers
+//! under PrivateUse1 renamed to the device name `emu`, implements a real subset of
+//! ops natively through the trait generated from `emu.yaml` ([`kernels`]), and runs
+//! everything else on the CPU through Opal's CPU fallback. A second instance, `emu2`
+//! ([`emu2`], PrivateUse2, from `emu2.yaml`), shows several PrivateUse backends in
+//! one process.
+//!
+//! ```no_run
+//! opal_emu::init().unwrap();
+//! let dev = opal::Device::parse("emu").unwrap();
+//! ```
+//!
+//! Owns: the emu devices (pools, allocators, copies, kernels) and their
+//! registration. Must not: touch other backends or the runtime's internals.
+
+pub mod device;
+pub mod emu2;
+pub mod kernels;
+pub mod pool;
+
+use std::sync::OnceLock;
+
+use opal::{DeviceType, OpalError, Result};
+
+pub use emu2::Emu2;
+pub use kernels::Emu;
+pub use pool::StatsSnapshot;
+
+/// Generated from `emu.yaml` against the root `native_functions.yaml` by `build.rs`.
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/backend_emu.rs"));
+}
+
+/// Generated from `emu2.yaml` against the root `native_functions.yaml` by `build.rs`.
+pub mod generated2 {
+    include!(concat!(env!("OUT_DIR"), "/backend_emu2.rs"));
+}
+
+fn once(cell: &'static OnceLock<Result<(), String>>, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    cell.get_or_init(|| f().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(OpalError::msg)
+}
+
+/// Registers the `emu` device (PrivateUse1): its allocator, its name, its kernels and
+/// the CPU fallback (and the Meta kernels its derived ops use). Idempotent.
+pub fn init() -> Result<()> {
+    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
+    once(&INIT, || {
+        opal_meta::init()?;
+        opal::tensor::register_allocator(DeviceType::PrivateUse1, &device::EMU_ALLOCATOR);
+        generated::register::<Emu>()?.leak();
+        Ok(())
+    })
+}
+
+/// Registers the `emu2` device (PrivateUse2): allocator, name and kernels (no
+/// fallback). Idempotent.
+pub fn init_emu2() -> Result<()> {
+    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
+    once(&INIT, || {
+        opal_meta::init()?;
+        opal::tensor::register_allocator(DeviceType::PrivateUse2, &device::EMU2_ALLOCATOR);
+        generated2::register::<Emu2>()?.leak();
+        Ok(())
+    })
+}
+
+/// The memory and copy counters of an emu device (`emu` or `emu2`).
+pub fn stats(device: opal::Device) -> Result<StatsSnapshot> {
+    Ok(device::pool_of(device)?.snapshot())
+}
