@@ -8,7 +8,7 @@
 //! `opal-codegen`'s backend generator (BackendBuilder) is available, this table
 //! becomes the implementation of its generated `MetaKernels` trait.
 
-use crate::kernels::{factory, index, linalg, nn, pointwise, reduce, view};
+use crate::kernels::{autogen, factory, index, linalg, nn, pointwise, reduce, view};
 use opal::dispatch::{DispatchKey, DispatchKeySet, Dispatcher};
 use opal::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
 use std::sync::OnceLock;
@@ -356,6 +356,28 @@ meta_kernels! {
     factory::full_like(self_: &Tensor, fill_value: &Scalar, dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>, memory_format: Option<MemoryFormat>) -> Tensor;
     factory::rand(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
     factory::randn(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
+    autogen::add_scalar_out(self_: &Tensor, other: &Scalar, alpha: &Scalar, out: &Tensor) -> Tensor;
+    autogen::mul_scalar_out(self_: &Tensor, other: &Scalar, out: &Tensor) -> Tensor;
+    autogen::masked_fill_scalar_out(self_: &Tensor, mask: &Tensor, value: &Scalar, out: &Tensor) -> Tensor;
+    autogen::isnan_out(self_: &Tensor, out: &Tensor) -> Tensor;
+    autogen::relu_out(self_: &Tensor, out: &Tensor) -> Tensor;
+    autogen::sum_out(self_: &Tensor, dtype: Option<DType>, out: &Tensor) -> Tensor;
+    autogen::prod_out(self_: &Tensor, dtype: Option<DType>, out: &Tensor) -> Tensor;
+    autogen::convolution_out(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, stride: &[i64], padding: &[i64], dilation: &[i64], transposed: bool, output_padding: &[i64], groups: i64, out: &Tensor) -> Tensor;
+    autogen::convolution_backward_out(grad_output: &Tensor, input: &Tensor, weight: &Tensor, bias_sizes: Option<&[i64]>, stride: &[i64], padding: &[i64], dilation: &[i64], transposed: bool, output_padding: &[i64], groups: i64, output_mask: &[bool], out0: &Tensor, out1: &Tensor, out2: &Tensor) -> (Tensor, Tensor, Tensor);
+    autogen::_adaptive_avg_pool2d_out(self_: &Tensor, output_size: &[i64], out: &Tensor) -> Tensor;
+    autogen::native_layer_norm_out(input: &Tensor, normalized_shape: &[i64], weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64, out0: &Tensor, out1: &Tensor, out2: &Tensor) -> (Tensor, Tensor, Tensor);
+    autogen::native_layer_norm_backward_out(grad_out: &Tensor, input: &Tensor, normalized_shape: &[i64], mean: &Tensor, rstd: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, output_mask: &[bool], out0: &Tensor, out1: &Tensor, out2: &Tensor) -> (Tensor, Tensor, Tensor);
+    autogen::embedding_out(weight: &Tensor, indices: &Tensor, padding_idx: i64, scale_grad_by_freq: bool, sparse: bool, out: &Tensor) -> Tensor;
+    autogen::embedding_dense_backward_out(grad_output: &Tensor, indices: &Tensor, num_weights: i64, padding_idx: i64, scale_grad_by_freq: bool, out: &Tensor) -> Tensor;
+    autogen::flip_out(self_: &Tensor, dims: &[i64], out: &Tensor) -> Tensor;
+    autogen::roll_out(self_: &Tensor, shifts: &[i64], dims: &[i64], out: &Tensor) -> Tensor;
+    autogen::repeat_out(self_: &Tensor, repeats: &[i64], out: &Tensor) -> Tensor;
+    autogen::constant_pad_nd_out(self_: &Tensor, pad: &[i64], value: &Scalar, out: &Tensor) -> Tensor;
+    autogen::_to_copy_out(self_: &Tensor, non_blocking: bool, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
+    autogen::zeros_like_out(self_: &Tensor, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
+    autogen::ones_like_out(self_: &Tensor, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
+    autogen::full_like_out(self_: &Tensor, fill_value: &Scalar, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
 }
 
 /// Defines Opal's operators (if not yet done) and registers the Meta kernels for

@@ -299,3 +299,48 @@ fn factories() {
         &[1, 3]
     );
 }
+
+#[test]
+fn autogen_out_forms_resize_and_cast() {
+    use opal_meta::kernels::autogen;
+    let x = meta(&[2, 3], DType::F32);
+    let out = meta(&[0], DType::F32);
+    autogen::relu_out(&x, &out).unwrap();
+    assert_eq!(out.sizes(), &[2, 3]);
+    // The derived out= copies with a cast: an int64 `out` takes a float sum.
+    let o = meta(&[5], DType::I64);
+    autogen::sum_out(&x, None, &o).unwrap();
+    assert_eq!(o.sizes(), &[] as &[i64]);
+    // Outputs the mask did not request are left as given.
+    let (g, i, w) = (
+        meta(&[2, 4, 6, 6], DType::F32),
+        meta(&[2, 3, 8, 8], DType::F32),
+        meta(&[4, 3, 3, 3], DType::F32),
+    );
+    let outs = [
+        meta(&[0], DType::F32),
+        meta(&[0], DType::F32),
+        meta(&[0], DType::F32),
+    ];
+    let (a, _, c) = autogen::convolution_backward_out(
+        &g,
+        &i,
+        &w,
+        None,
+        &[1, 1],
+        &[0, 0],
+        &[1, 1],
+        false,
+        &[0, 0],
+        1,
+        &[true, false, true],
+        &outs[0],
+        &outs[1],
+        &outs[2],
+    )
+    .unwrap();
+    assert_eq!(
+        (a.sizes(), outs[1].sizes(), c.sizes()),
+        (&[2i64, 3, 8, 8][..], &[0i64][..], &[4i64][..])
+    );
+}

@@ -8,6 +8,7 @@
 //! in-place conventions ([`finish_out`], [`finish_inplace`]). Must not: compute a
 //! shape rule inline (add it to `shape` so other backends can reuse it) or read data.
 
+pub mod autogen;
 pub mod factory;
 pub mod index;
 pub mod linalg;
