@@ -57,16 +57,15 @@ pub fn adapters(cx: &Ctx, op: &OpPlan) -> TokenStream {
         op,
         "The `KernelFunction` of a typed kernel: its typed fast path plus its boxed adapter.",
     );
-    let take = if op.args.is_empty() {
-        quote!(support::Args::take(stack, &DEF)?;)
+    let a = if op.args.is_empty() {
+        quote!(_)
     } else {
-        quote!(let mut a = support::Args::take(stack, &DEF)?;)
+        quote!(a)
     };
     quote! {
         #bdoc
         pub fn boxed(f: Sig) -> ::std::sync::Arc<BoxedKernelFn> {
-            ::std::sync::Arc::new(move |_: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack| {
-                #take
+            support::boxed(&DEF, move |ks, #a, stack| {
                 #body
                 Ok(())
             })

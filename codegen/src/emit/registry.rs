@@ -32,13 +32,6 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> TokenStream {
     let args = op.args.iter().map(|a| {
         let n = &a.arg.name;
         let ty = annotated_type(&a.arg.to_string(), &a.arg.name, a.arg.default.as_deref());
-        let default = match &a.default {
-            Some(v) => {
-                let e = defaults::ivalue_expr(v);
-                quote!(Some(|| #e))
-            }
-            None => quote!(None),
-        };
         let mut flags = Vec::new();
         if a.kwarg_only {
             flags.push(quote!(support::KW));
@@ -49,12 +42,25 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> TokenStream {
         if a.arg.is_write() {
             flags.push(quote!(support::MUT));
         }
-        let flags = if flags.is_empty() {
-            quote!(0)
-        } else {
-            quote!(#(#flags)|*)
-        };
-        quote!(support::arg(#n, #ty, #flags, #default))
+        match (&a.default, flags.is_empty()) {
+            // The common case: positional, no default, not written to.
+            (None, true) => quote!(support::arg(#n, #ty)),
+            (default, _) => {
+                let flags = if flags.is_empty() {
+                    quote!(0)
+                } else {
+                    quote!(#(#flags)|*)
+                };
+                let default = match default {
+                    Some(v) => {
+                        let e = defaults::ivalue_expr(v);
+                        quote!(Some(|| #e))
+                    }
+                    None => quote!(None),
+                };
+                quote!(support::arg_full(#n, #ty, #flags, #default))
+            }
+        }
     });
     let rets = op
         .f

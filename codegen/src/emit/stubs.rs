@@ -90,16 +90,20 @@ fn arg_keys(op: &OpPlan) -> TokenStream {
     quote!(DispatchKeySet::empty() #(#adds)*)
 }
 
-/// Pops the returns of a boxed call off `__s` into the Rust return value.
-fn boxed_returns(op: &OpPlan) -> TokenStream {
+/// Calls the boxed kernel `__k` and pops its returns into the Rust return value.
+fn boxed_call(op: &OpPlan, ns: &[TokenStream]) -> TokenStream {
+    let call = quote!(support::call_boxed(__k, __op.handle(), ks, vec![#(#ns.into_ivalue()),*])?);
     let n = op.f.func.returns.len();
     match n {
-        0 => quote!(Ok(())),
-        1 => quote!(support::ret1(__s, &DEF)),
+        0 => quote!({
+            #call;
+            Ok(())
+        }),
+        1 => quote!(support::ret1(#call, &DEF)),
         _ => {
             let gets = (0..n).map(|_| quote!(__r.next()?));
             quote! {{
-                let mut __r = support::Rets::take(__s, &DEF)?;
+                let mut __r = support::Rets::take(#call, &DEF)?;
                 Ok((#(#gets),*))
             }}
         }
@@ -112,7 +116,7 @@ pub fn entry(cx: &Ctx, op: &OpPlan) -> TokenStream {
     let ns = names(op.args.iter());
     let ret = ret(cx, op);
     let keys = arg_keys(op);
-    let returns = boxed_returns(op);
+    let boxed = boxed_call(op, &ns);
     let init = if op.factory_device.is_some() {
         quote!(super::init()?;)
     } else {
@@ -144,11 +148,7 @@ pub fn entry(cx: &Ctx, op: &OpPlan) -> TokenStream {
             let __op = SLOT.get()?;
             match __op.lookup(ks)? {
                 Kernel::Typed(__f) => __f(ks, #(#ns),*),
-                Kernel::Boxed(__k) => {
-                    let mut __s: Stack = vec![#(#ns.into_ivalue()),*];
-                    __k(__op.handle(), ks, &mut __s)?;
-                    #returns
-                }
+                Kernel::Boxed(__k) => #boxed,
             }
         }
     }

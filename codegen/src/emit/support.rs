@@ -50,8 +50,13 @@ pub fn support(cx: &Ctx) -> TokenStream {
             /// `ArgDef` flag: written to (`(a!)`).
             pub const MUT: u8 = 4;
 
+            /// A positional `ArgDef` without default that is not written to.
+            pub const fn arg(name: &'static str, ty: &'static str) -> ArgDef {
+                self::arg_full(name, ty, 0, None)
+            }
+
             /// An `ArgDef` from its name, type, flags and default.
-            pub const fn arg(
+            pub const fn arg_full(
                 name: &'static str,
                 ty: &'static str,
                 flags: u8,
@@ -79,6 +84,29 @@ pub fn support(cx: &Ctx) -> TokenStream {
                     def.name,
                     if what == "arguments" { def.args.len() } else { def.returns.len() }
                 ))
+            }
+
+            /// A boxed kernel from `body`, which gets the call's key set, its arguments
+            /// (taken off the stack per `def`) and the stack to push the returns on.
+            pub fn boxed<F>(def: &'static OpDef, body: F) -> ::std::sync::Arc<BoxedKernelFn>
+            where
+                F: Fn(DispatchKeySet, &mut Args, &mut Stack) -> Result<()> + Send + Sync + 'static,
+            {
+                ::std::sync::Arc::new(move |_: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack| {
+                    let mut args = Args::take(stack, def)?;
+                    body(ks, &mut args, stack)
+                })
+            }
+
+            /// Calls a boxed kernel with `args` and returns the stack it leaves.
+            pub fn call_boxed(
+                k: &BoxedKernelFn,
+                op: &OperatorHandle,
+                ks: DispatchKeySet,
+                mut args: Stack,
+            ) -> Result<Stack> {
+                k(op, ks, &mut args)?;
+                Ok(args)
             }
 
             /// The arguments of a boxed call, taken off the end of the stack.
