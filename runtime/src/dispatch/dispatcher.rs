@@ -387,6 +387,12 @@ impl RegistrationHandle {
 
 impl Drop for RegistrationHandle {
     fn drop(&mut self) {
+        // A leaked handle must not touch the global dispatcher: it may be dropped while
+        // that dispatcher is still being created (registrations made during its
+        // initialization), and re-entering its initialization would deadlock.
+        if matches!(self.kind, RegKind::None) {
+            return;
+        }
         Dispatcher::global().deregister(&self.kind);
     }
 }
