@@ -9,7 +9,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use opal_codegen::emit::{self, EmitOptions};
 
 fn yaml() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/pytorch-2.15/native_functions.yaml")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/pytorch-2.15/native_functions.yaml")
 }
 
 fn bench(c: &mut Criterion) {

@@ -65,7 +65,10 @@ pub enum Error {
     /// The YAML did not load: every problem, located.
     Load(Diagnostics),
     /// Writing the output failed.
-    Io { path: PathBuf, error: std::io::Error },
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
 }
 
 impl fmt::Display for Error {

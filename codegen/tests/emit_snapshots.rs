@@ -69,9 +69,15 @@ fn every_item_documents_its_schema() {
         if line.starts_with("#[") {
             continue;
         }
-        let item = ["pub fn ", "pub mod ", "pub type ", "pub static ", "pub struct "]
-            .iter()
-            .any(|p| line.starts_with(p));
+        let item = [
+            "pub fn ",
+            "pub mod ",
+            "pub type ",
+            "pub static ",
+            "pub struct ",
+        ]
+        .iter()
+        .any(|p| line.starts_with(p));
         if item && !line.starts_with("pub mod prelude") {
             assert!(last_doc_has_schema, "undocumented item: {line}");
         }

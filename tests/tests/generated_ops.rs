@@ -43,15 +43,16 @@ fn add_out_cpu(
 }
 
 /// The Meta kernel of `add.Tensor` for 1-d inputs: the broadcast shape and the dtype.
-fn add_meta(
-    _ks: DispatchKeySet,
-    this: &Tensor,
-    other: &Tensor,
-    _alpha: &Scalar,
-) -> Result<Tensor> {
+fn add_meta(_ks: DispatchKeySet, this: &Tensor, other: &Tensor, _alpha: &Scalar) -> Result<Tensor> {
     META_CALLS.fetch_add(1, Ordering::SeqCst);
-    assert!(this.device().is_meta(), "the meta function runs on meta tensors");
-    assert!(other.device().is_meta(), "the meta function runs on meta tensors");
+    assert!(
+        this.device().is_meta(),
+        "the meta function runs on meta tensors"
+    );
+    assert!(
+        other.device().is_meta(),
+        "the meta function runs on meta tensors"
+    );
     let n = this.numel().max(other.numel()) as i64;
     Tensor::empty(&[n], this.dtype(), Device::meta())
 }
@@ -82,8 +83,18 @@ fn register() {
         ops::init().expect("defs");
         let mut cpu = Library::new("aten", DispatchKey::CPU);
         cpu.impl_("add.out", ops::add_out::kernel(add_out_cpu))
-            .and_then(|l| l.impl_("add.Tensor", ops::add_tensor::kernel(ops::add_tensor::structured)))
-            .and_then(|l| l.impl_("add_.Tensor", ops::add_tensor_::kernel(ops::add_tensor_::structured)))
+            .and_then(|l| {
+                l.impl_(
+                    "add.Tensor",
+                    ops::add_tensor::kernel(ops::add_tensor::structured),
+                )
+            })
+            .and_then(|l| {
+                l.impl_(
+                    "add_.Tensor",
+                    ops::add_tensor_::kernel(ops::add_tensor_::structured),
+                )
+            })
             .and_then(|l| l.impl_("zeros", ops::zeros::kernel(zeros_kernel)))
             .expect("cpu kernels");
         cpu.leak();
@@ -102,7 +113,10 @@ fn t(v: &[f32]) -> Tensor {
 #[test]
 fn structured_functional_from_out_kernel_and_meta() {
     register();
-    let before = (OUT_CALLS.load(Ordering::SeqCst), META_CALLS.load(Ordering::SeqCst));
+    let before = (
+        OUT_CALLS.load(Ordering::SeqCst),
+        META_CALLS.load(Ordering::SeqCst),
+    );
     let c = ops::add_tensor(&t(&[1.0, 2.0]), &t(&[10.0, 20.0])).expect("add");
     assert_eq!(c.to_vec::<f32>().unwrap(), [11.0, 22.0]);
     assert_eq!(c.sizes(), &[2]);
@@ -118,7 +132,10 @@ fn options_method_and_inplace_variant() {
     let b = t(&[10.0, 20.0]);
     // Method form with options: alpha = 2.
     let c = a
-        .add_tensor_with(&b, ops::add_tensor::Options::default().alpha(Scalar::Int(2)))
+        .add_tensor_with(
+            &b,
+            ops::add_tensor::Options::default().alpha(Scalar::Int(2)),
+        )
         .expect("add with alpha");
     assert_eq!(c.to_vec::<f32>().unwrap(), [21.0, 42.0]);
     // In-place structured variant writes into `a` and hands it back.

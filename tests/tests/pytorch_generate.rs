@@ -54,5 +54,8 @@ fn pytorch_2_15_generates_and_compiles() {
     let target = scratch::shared_target(env!("CARGO_TARGET_TMPDIR"));
     let (ok, stderr) =
         scratch::cargo(&dir, &target, &["check", "--offline", "--quiet"]).expect("cargo runs");
-    assert!(ok, "cargo check of the generated PyTorch ops failed:\n{stderr}");
+    assert!(
+        ok,
+        "cargo check of the generated PyTorch ops failed:\n{stderr}"
+    );
 }

@@ -132,7 +132,8 @@ pub fn doc(text: &str) -> TokenStream {
 /// Replaces the doc placeholders of a formatted file (consuming this thread's docs).
 fn expand_docs(formatted: &str) -> String {
     let docs = DOCS.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    let mut out = String::with_capacity(formatted.len() + docs.iter().map(|d| d.len() + 16).sum::<usize>());
+    let mut out =
+        String::with_capacity(formatted.len() + docs.iter().map(|d| d.len() + 16).sum::<usize>());
     for line in formatted.lines() {
         let trimmed = line.trim_start();
         let text = trimmed

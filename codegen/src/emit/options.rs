@@ -20,7 +20,10 @@ use crate::model::{BaseTy, Type};
 fn setter(cx: &Ctx, op: &OpPlan, a: &ArgPlan) -> TokenStream {
     let id = a.ident();
     let lit = a.arg.default.as_deref().unwrap_or("");
-    let doc = op_doc(op, &format!("Sets `{}` (schema default: `{lit}`).", a.arg.name));
+    let doc = op_doc(
+        op,
+        &format!("Sets `{}` (schema default: `{lit}`).", a.arg.name),
+    );
     let (inner, optional) = match a.ty() {
         Type::Optional(t) => (t.as_ref(), true),
         t => (t, false),

@@ -62,12 +62,11 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> TokenStream {
             }
         }
     });
-    let rets = op
-        .f
-        .func
-        .returns
-        .iter()
-        .map(|r| annotated_type(&r.to_string(), r.name.as_deref().unwrap_or(""), None));
+    let rets =
+        op.f.func
+            .returns
+            .iter()
+            .map(|r| annotated_type(&r.to_string(), r.name.as_deref().unwrap_or(""), None));
     let doc = op_doc(op, "The operator's definition for the dispatcher.");
     quote! {
         #doc

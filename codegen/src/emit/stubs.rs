@@ -92,7 +92,12 @@ fn arg_keys(op: &OpPlan) -> TokenStream {
 
 /// Calls the boxed kernel `__k` and pops its returns into the Rust return value.
 fn boxed_call(op: &OpPlan, ns: &[TokenStream]) -> TokenStream {
-    let call = quote!(support::call_boxed(__k, __op.handle(), ks, vec![#(#ns.into_ivalue()),*])?);
+    let call = quote!(support::call_boxed(
+        __k,
+        __op.handle(),
+        ks,
+        vec![#(#ns.into_ivalue()),*]
+    )?);
     let n = op.f.func.returns.len();
     match n {
         0 => quote!({
