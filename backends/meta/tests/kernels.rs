@@ -344,3 +344,20 @@ fn autogen_out_forms_resize_and_cast() {
         (&[2i64, 3, 8, 8][..], &[0i64][..], &[4i64][..])
     );
 }
+
+#[test]
+fn wrapped_numbers_promote_like_scalars() {
+    // A Python number passed as a tensor (a zero-dim CPU wrapped number) may meet
+    // meta tensors and promotes like a scalar, unlike a zero-dim float64 tensor.
+    let ints = meta(&[3], DType::I32);
+    let wrapped = Tensor::wrapped_number(&Scalar::Float(2.5)).unwrap();
+    assert_eq!(pw::mul_tensor(&ints, &wrapped).unwrap().dtype(), DType::F32);
+    let zero_dim = meta(&[], DType::F64);
+    assert_eq!(
+        pw::mul_tensor(&ints, &zero_dim).unwrap().dtype(),
+        DType::F64
+    );
+    // Other CPU tensors cannot mix with meta ones.
+    let cpu = Tensor::empty(&[3], DType::F32, Device::cpu()).unwrap();
+    assert!(pw::mul_tensor(&ints, &cpu).is_err());
+}
