@@ -36,3 +36,5 @@ pub mod index;
 pub mod linalg;
 pub mod nn;
 pub mod shape;
+mod registration;
+pub use registration::init;

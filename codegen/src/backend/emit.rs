@@ -19,7 +19,7 @@ use quote::{format_ident, quote};
 use crate::diagnostics::Diagnostic;
 use crate::emit::defaults::Value;
 use crate::emit::plan::{self as eplan, ArgPlan, OpPlan};
-use crate::emit::signature::{many_args_allow, names, params, ret};
+use crate::emit::signature::{many_args_allow, names, params};
 use crate::emit::{self, Ctx, RuntimePath};
 use crate::model::{NativeFunction, NativeFunctions};
 
@@ -459,6 +459,13 @@ fn device_type(k: BackendKey) -> proc_macro2::Ident {
             BackendKey::PrivateUse3 => "PrivateUse3",
         }
     )
+}
+
+/// `Result<R>` of an op with several returns spelled as the tuple itself: the
+/// backend's items live outside the op modules, where their `Output` alias is not in
+/// scope.
+fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
+    cx.types.result(cx.types.returns(op.return_types()))
 }
 
 /// The trait's associated fn for one supported op.
