@@ -18,7 +18,7 @@
 //! Owns: the golden loader, the JSON -> `IValue` conversion and the comparison.
 //! Must not: special-case an op to make it pass (fix the kernel instead).
 
-use opal::dispatch::{ArgDef, Dispatcher};
+use opal::dispatch::{ArgDef, DispatchKey, Dispatcher};
 use opal::{DType, Device, IValue, Scalar, Stack, Tensor};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -40,13 +40,51 @@ const UNDEFINED_OUTPUT_CASES: &[&str] = &[
     "native_layer_norm_backward/2",
 ];
 
+/// Why the CPU run cannot check a case yet: no kernel serves the op on CPU (no CPU
+/// kernel and no composite kernel registered). Today these are the
+/// CompositeImplicitAutograd ops, whose decompositions the runtime does not provide
+/// yet. The exact-list assertion fails as soon as one of them gains a kernel, so the
+/// list can only shrink.
+const NO_CPU_KERNEL: &str =
+    "no kernel serves this op on CPU (CompositeImplicitAutograd decomposition missing)";
+
+/// Cases the CPU run skips with the shipped data set (see [`NO_CPU_KERNEL`]).
+const NO_CPU_KERNEL_CASES: &[&str] = &[
+    "matmul/0",
+    "matmul/1",
+    "matmul/2",
+    "matmul/3",
+    "linear/0",
+    "linear/1",
+    "linear/2",
+    "reshape/0",
+    "reshape/1",
+    "reshape/2",
+    "narrow/0",
+    "narrow/1",
+    "narrow/2",
+    "flatten.using_ints/0",
+    "flatten.using_ints/1",
+    "flatten.using_ints/2",
+    "contiguous/0",
+    "contiguous/1",
+    "split.Tensor/0",
+    "split.Tensor/1",
+    "split.Tensor/2",
+    "chunk/0",
+    "chunk/1",
+    "chunk/2",
+    "one_hot/0",
+    "one_hot/1",
+];
+
 /// Cases only the meta run skips with the shipped data set: their output shape
 /// depends on tensor *values*, which meta tensors do not have (PyTorch's meta
 /// tensors refuse them too).
 const META_DATA_DEPENDENT_CASES: &[&str] = &["index.Tensor/3", "one_hot/0"];
 
-/// Why the CPU run cannot check `case`, if it cannot (recognised in any data set).
-fn cpu_skip_reason(_g: &Golden, case: &Value) -> Option<&'static str> {
+/// Whether `case` expects an undefined output (see [`UNDEFINED_OUTPUT`]).
+fn undefined_output(case: &Value) -> Option<&'static str> {
     let outputs = case["outputs"].as_array()?;
     outputs
         .iter()
@@ -54,9 +92,24 @@ fn cpu_skip_reason(_g: &Golden, case: &Value) -> Option<&'static str> {
         .then_some(UNDEFINED_OUTPUT)
 }
 
+/// Why the CPU run cannot check `case`, if it cannot (recognised in any data set).
+fn cpu_skip_reason(_g: &Golden, case: &Value) -> Option<&'static str> {
+    if let Some(why) = undefined_output(case) {
+        return Some(why);
+    }
+    let op = Dispatcher::global().find(&format!("aten::{}", case["op"].as_str()?))?;
+    let serving = [
+        DispatchKey::CPU,
+        DispatchKey::CompositeImplicitAutograd,
+        DispatchKey::CompositeExplicitAutograd,
+        DispatchKey::CompositeExplicitAutogradNonFunctional,
+    ];
+    (!serving.iter().any(|k| op.has_kernel_for(*k))).then_some(NO_CPU_KERNEL)
+}
+
 /// Why the meta run cannot check `case`, if it cannot (recognised in any data set).
 fn meta_skip_reason(g: &Golden, case: &Value) -> Option<&'static str> {
-    if let Some(why) = cpu_skip_reason(g, case) {
+    if let Some(why) = undefined_output(case) {
         return Some(why);
     }
     let args = case["args"].as_array()?;
@@ -496,6 +549,17 @@ fn run_all(
         "golden{label}: {} of {} cases failed",
         failures.len(),
         passed + failures.len()
+    );
+}
+
+#[test]
+fn golden_cpu() {
+    opal_cpu::init().expect("registering the CPU backend");
+    run_all(
+        Target::Cpu,
+        "",
+        &[UNDEFINED_OUTPUT_CASES, NO_CPU_KERNEL_CASES],
+        cpu_skip_reason,
     );
 }
 
