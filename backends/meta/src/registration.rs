@@ -1,35 +1,44 @@
-//! Registration of the Meta kernels with the dispatcher: each kernel function of
-//! [`crate::kernels`] wrapped into the op's typed kernel signature
-//! (`fn(DispatchKeySet, <args>) -> Result<<returns>>`, checked by the compiler
-//! against the generated `Sig`) and registered for the `Meta` dispatch key through
-//! the generated `opal::ops::<op>::kernel` adapter (which also serves boxed calls).
+//! Registration of the Meta kernels with the dispatcher, through the code that
+//! `build.rs` generates from `backend.yaml` (opal-codegen's `BackendBuilder`): the
+//! trait `MetaKernels` (one associated function per op, with the op's typed kernel
+//! signature) and `register::<K>()` (every kernel for the `Meta` dispatch key,
+//! through the generated per-op `kernel` adapters that also serve boxed calls).
 //!
-//! Owns: the op -> kernel table and [`init`]. Must not: contain shape logic. When
-//! `opal-codegen`'s backend generator (BackendBuilder) is available, this table
-//! becomes the implementation of its generated `MetaKernels` trait.
+//! Owns: `impl MetaKernels for Meta` (thin forwarding from each op to its kernel
+//! function in [`crate::kernels`]) and [`init`]. Must not: contain shape logic or
+//! list ops (`backend.yaml` does; the compiler checks this table against the
+//! generated trait).
 
 use crate::kernels::{autogen, factory, index, linalg, nn, pointwise, reduce, view};
-use opal::dispatch::{DispatchKey, DispatchKeySet, Dispatcher};
+use opal::dispatch::DispatchKeySet;
 use opal::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
 use std::sync::OnceLock;
 
-/// One line per op: `module::kernel(args) -> returns;`. The key set is unused:
-/// meta kernels never redispatch.
+/// The generated kernel trait and registration function of the Meta backend.
+#[allow(
+    missing_docs,
+    reason = "generated code documents itself from the schemas"
+)]
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/backend_meta.rs"));
+}
+
+/// The Meta backend: the type that implements the generated
+/// [`generated::MetaKernels`] trait.
+pub struct Meta;
+
+/// One line per op: `module::kernel(args) -> returns;` becomes the trait's associated
+/// function, forwarding to the kernel. The key set is unused: meta kernels never
+/// redispatch.
 macro_rules! meta_kernels {
     ($($m:ident :: $f:ident ( $($a:ident : $t:ty),* ) -> $r:ty;)*) => {
-        /// Number of operators the Meta backend registers.
-        pub const NUM_KERNELS: usize = [$(stringify!($f)),*].len();
-
-        fn register_all(d: &Dispatcher) -> Result<()> {
-            $({
-                #[allow(non_snake_case, clippy::too_many_arguments)]
+        impl generated::MetaKernels for Meta {
+            $(
+                #[inline]
                 fn $f(_ks: DispatchKeySet, $($a: $t),*) -> Result<$r> {
                     $m::$f($($a),*)
                 }
-                let op = &opal::ops::$f::DEF;
-                d.register_impl(op.name, DispatchKey::Meta, opal::ops::$f::kernel($f))?.leak();
-            })*
-            Ok(())
+            )*
         }
     };
 }
@@ -386,8 +395,8 @@ meta_kernels! {
 pub fn init() -> Result<()> {
     static DONE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
-        opal::ops::init()
-            .and_then(|()| register_all(Dispatcher::global()))
+        generated::register::<Meta>()
+            .map(|lib| lib.leak())
             .map_err(|e| e.to_string())
     })
     .clone()
