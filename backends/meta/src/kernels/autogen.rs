@@ -5,22 +5,13 @@
 //!
 //! Owns: these `out=` forms. Must not: compute shapes (the functional kernels do).
 
+use super::resize_meta_out;
 use super::{factory, index, nn, pointwise, reduce, view};
-use crate::shape::fail;
 use opal::{DType, MemoryFormat, Result, Scalar, Tensor};
 
 /// The autogen `out=` convention: `out` takes the functional result's sizes.
 pub fn copy_out(op: &str, result: &Tensor, out: &Tensor) -> Result<Tensor> {
-    if !out.device().is_meta() {
-        return Err(fail(
-            op,
-            format!(
-                "expected out tensor on the meta device, but it is on {:?}",
-                out.device()
-            ),
-        ));
-    }
-    out.resize_(result.sizes())?;
+    resize_meta_out(op, result.sizes(), out)?;
     Ok(out.clone())
 }
 

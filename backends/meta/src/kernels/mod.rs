@@ -78,6 +78,12 @@ pub fn finish_out_exact(op: &str, result: &Tensor, out: &Tensor) -> Result<Tenso
 
 /// `finish_out` for a result known only by sizes and dtype.
 pub fn check_out_tensor(op: &str, sizes: &[i64], dtype: DType, out: &Tensor) -> Result<()> {
+    check_out_cast(op, dtype, out.dtype())?;
+    resize_meta_out(op, sizes, out)
+}
+
+/// Resizes an `out=` tensor, which must itself be a meta tensor, to `sizes`.
+pub fn resize_meta_out(op: &str, sizes: &[i64], out: &Tensor) -> Result<()> {
     if !out.device().is_meta() {
         return Err(fail(
             op,
@@ -87,7 +93,6 @@ pub fn check_out_tensor(op: &str, sizes: &[i64], dtype: DType, out: &Tensor) -> 
             ),
         ));
     }
-    check_out_cast(op, dtype, out.dtype())?;
     out.resize_(sizes)
 }
 
