@@ -7,8 +7,8 @@
 //! itself (`shape::reduce`).
 
 use super::{
-    check_inputs, check_out_tensor, finish_inplace, finish_out_exact as exact_out, new_contiguous,
-    new_strided,
+    check_inputs, check_out_tensor, exact_out_variants, finish_inplace,
+    finish_out_exact as exact_out, new_contiguous, new_strided, out_variants,
 };
 use crate::shape::elementwise::dense_strides_like;
 use crate::shape::fail;
@@ -143,16 +143,6 @@ pub fn amin(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
     reduction("amin", self_, Some(dim), keepdim, self_.dtype(), true)
 }
 
-/// `amax.out`.
-pub fn amax_out(self_: &Tensor, dim: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    exact_out("amax.out", &amax(self_, dim, keepdim)?, out)
-}
-
-/// `amin.out`.
-pub fn amin_out(self_: &Tensor, dim: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    exact_out("amin.out", &amin(self_, dim, keepdim)?, out)
-}
-
 fn values_indices(op: &str, self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     check_inputs(op, &[self_])?;
     let sizes = single_dim_sizes(op, self_.sizes(), dim, keepdim, true)?;
@@ -233,16 +223,6 @@ pub fn argmin(self_: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor>
     )
 }
 
-/// `argmax.out`.
-pub fn argmax_out(self_: &Tensor, dim: Option<i64>, keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    exact_out("argmax.out", &argmax(self_, dim, keepdim)?, out)
-}
-
-/// `argmin.out`.
-pub fn argmin_out(self_: &Tensor, dim: Option<i64>, keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    exact_out("argmin.out", &argmin(self_, dim, keepdim)?, out)
-}
-
 fn var_like(op: &str, self_: &Tensor, dim: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
     let d = self_.dtype();
     if !(d.is_floating_point() || d.is_complex()) {
@@ -277,36 +257,6 @@ pub fn std_correction(
     var_like("std", self_, dim, keepdim)
 }
 
-/// `var.correction_out`.
-pub fn var_correction_out(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    correction: Option<&Scalar>,
-    keepdim: bool,
-    out: &Tensor,
-) -> Result<Tensor> {
-    exact_out(
-        "var.correction_out",
-        &var_correction(self_, dim, correction, keepdim)?,
-        out,
-    )
-}
-
-/// `std.correction_out`.
-pub fn std_correction_out(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    correction: Option<&Scalar>,
-    keepdim: bool,
-    out: &Tensor,
-) -> Result<Tensor> {
-    exact_out(
-        "std.correction_out",
-        &std_correction(self_, dim, correction, keepdim)?,
-        out,
-    )
-}
-
 /// `logsumexp`: integer input gives the default float dtype.
 pub fn logsumexp(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
     reduction(
@@ -317,11 +267,6 @@ pub fn logsumexp(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
         to_float(self_.dtype()),
         false,
     )
-}
-
-/// `logsumexp.out`.
-pub fn logsumexp_out(self_: &Tensor, dim: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-    super::finish_out("logsumexp.out", &logsumexp(self_, dim, keepdim)?, out)
 }
 
 fn bool_reduction(op: &str, self_: &Tensor) -> Result<Tensor> {
@@ -344,16 +289,6 @@ pub fn any(self_: &Tensor) -> Result<Tensor> {
     bool_reduction("any", self_)
 }
 
-/// `all.all_out`.
-pub fn all_all_out(self_: &Tensor, out: &Tensor) -> Result<Tensor> {
-    super::finish_out("all.all_out", &all(self_)?, out)
-}
-
-/// `any.all_out`.
-pub fn any_all_out(self_: &Tensor, out: &Tensor) -> Result<Tensor> {
-    super::finish_out("any.all_out", &any(self_)?, out)
-}
-
 /// `linalg_vector_norm`: a real floating result; norms without an identity
 /// (`ord` negative or infinite) cannot reduce empty dims.
 pub fn linalg_vector_norm(
@@ -368,22 +303,6 @@ pub fn linalg_vector_norm(
     let o = ord.to_f64();
     let need_nonempty = o < 0.0 || o.is_infinite();
     reduction(op, self_, dim, keepdim, d.to_real(), need_nonempty)
-}
-
-/// `linalg_vector_norm.out`.
-pub fn linalg_vector_norm_out(
-    self_: &Tensor,
-    ord: &Scalar,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    exact_out(
-        "linalg_vector_norm.out",
-        &linalg_vector_norm(self_, ord, dim, keepdim, dtype)?,
-        out,
-    )
 }
 
 /// `cumsum`: same sizes, accumulating dtype, contiguous.
@@ -497,25 +416,6 @@ pub fn _log_softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Ten
     softmax_like("_log_softmax", self_, dim, half_to_float)
 }
 
-/// `_softmax.out`.
-pub fn _softmax_out(self_: &Tensor, dim: i64, half_to_float: bool, out: &Tensor) -> Result<Tensor> {
-    exact_out("_softmax.out", &_softmax(self_, dim, half_to_float)?, out)
-}
-
-/// `_log_softmax.out`.
-pub fn _log_softmax_out(
-    self_: &Tensor,
-    dim: i64,
-    half_to_float: bool,
-    out: &Tensor,
-) -> Result<Tensor> {
-    exact_out(
-        "_log_softmax.out",
-        &_log_softmax(self_, dim, half_to_float)?,
-        out,
-    )
-}
-
 fn softmax_backward(
     op: &str,
     grad_output: &Tensor,
@@ -585,17 +485,21 @@ pub fn _softmax_backward_data_out(
     )
 }
 
-/// `_log_softmax_backward_data.out`.
-pub fn _log_softmax_backward_data_out(
-    grad_output: &Tensor,
-    output: &Tensor,
-    dim: i64,
-    input_dtype: DType,
-    out: &Tensor,
-) -> Result<Tensor> {
-    exact_out(
-        "_log_softmax_backward_data.out",
-        &_log_softmax_backward_data(grad_output, output, dim, input_dtype)?,
-        out,
-    )
+exact_out_variants! {
+    amax_out = "amax.out" from amax(self_: &Tensor, dim: &[i64], keepdim: bool);
+    amin_out = "amin.out" from amin(self_: &Tensor, dim: &[i64], keepdim: bool);
+    argmax_out = "argmax.out" from argmax(self_: &Tensor, dim: Option<i64>, keepdim: bool);
+    argmin_out = "argmin.out" from argmin(self_: &Tensor, dim: Option<i64>, keepdim: bool);
+    var_correction_out = "var.correction_out" from var_correction(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool);
+    std_correction_out = "std.correction_out" from std_correction(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool);
+    linalg_vector_norm_out = "linalg_vector_norm.out" from linalg_vector_norm(self_: &Tensor, ord: &Scalar, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>);
+    _softmax_out = "_softmax.out" from _softmax(self_: &Tensor, dim: i64, half_to_float: bool);
+    _log_softmax_out = "_log_softmax.out" from _log_softmax(self_: &Tensor, dim: i64, half_to_float: bool);
+    _log_softmax_backward_data_out = "_log_softmax_backward_data.out" from _log_softmax_backward_data(grad_output: &Tensor, output: &Tensor, dim: i64, input_dtype: DType);
+}
+
+out_variants! {
+    logsumexp_out = "logsumexp.out" from logsumexp(self_: &Tensor, dim: &[i64], keepdim: bool);
+    all_all_out = "all.all_out" from all(self_: &Tensor);
+    any_all_out = "any.all_out" from any(self_: &Tensor);
 }
