@@ -52,6 +52,7 @@
 //! # Ok::<(), opal::OpalError>(())
 //! ```
 
+mod composite;
 pub mod device;
 pub mod dispatch;
 pub mod dtype;

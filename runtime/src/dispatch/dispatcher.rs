@@ -58,6 +58,9 @@ impl Dispatcher {
                     d.fallbacks[k as usize].store(entry_ptr(e), Ordering::Release);
                 }
             }
+            // The CompositeImplicitAutograd kernels ship with the runtime: registered
+            // here, before any op is defined or called, so they need no init call.
+            crate::composite::register(&d);
             d
         })
     }

@@ -1,0 +1,80 @@
+//! CompositeImplicitAutograd kernels: the operators that `native_functions.yaml`
+//! gives no dispatch key (or only `CompositeImplicitAutograd`), written once in terms
+//! of other generated operators (`crate::ops::…`), so they run on every backend —
+//! CPU, Meta, out-of-tree devices — with no backend work.
+//!
+//! [`register`] puts every kernel of this module under the alias key
+//! `DispatchKey::CompositeImplicitAutograd`; the global dispatcher calls it while it
+//! is created, so the kernels are in place before any operator is defined or called
+//! and a user never has to call an init function for them. A backend that registers
+//! its own kernel for one of these operators still wins on its key.
+//!
+//! Each kernel has the operator's typed kernel signature (`ops::<op>::Sig`, checked by
+//! the compiler through `ops::<op>::kernel`). The key set is not forwarded: like
+//! PyTorch's composites, a kernel calls the operators it is built from afresh, so each
+//! of them dispatches on its own arguments (and a later autograd layer sees them).
+//!
+//! Owns: these kernels, their shape helpers and [`register`]. Must not: read or write
+//! tensor data directly (everything goes through operators, which is what makes the
+//! kernels backend-independent), or register anything for a backend key.
+
+mod linalg;
+mod nn;
+mod shape;
+
+use crate::dispatch::{DispatchKey, Dispatcher};
+use crate::error::{OpalError, Result};
+use crate::ops;
+
+/// Registers every composite kernel with `d` under `CompositeImplicitAutograd`, for
+/// the life of the process. The operators need not be defined yet (definition later
+/// checks the registered signatures).
+///
+/// Infallible in practice: `register_impl` fails only for the `Undefined` key, a name
+/// without namespace, a non-fn-pointer kernel or a signature that differs from the
+/// op's definition, and the compiler rules all of these out here (every kernel goes
+/// through the op's own `kernel(Sig)`). Should one fail anyway, the op is left
+/// without a composite kernel and calling it returns the dispatcher's "no kernel"
+/// error, naming the op and its registered keys.
+pub(crate) fn register(d: &Dispatcher) {
+    let key = DispatchKey::CompositeImplicitAutograd;
+    let kernels = [
+        (ops::reshape::DEF.name, ops::reshape::kernel(shape::reshape)),
+        (
+            ops::flatten_using_ints::DEF.name,
+            ops::flatten_using_ints::kernel(shape::flatten_using_ints),
+        ),
+        (ops::narrow::DEF.name, ops::narrow::kernel(shape::narrow)),
+        (ops::chunk::DEF.name, ops::chunk::kernel(shape::chunk)),
+        (
+            ops::contiguous::DEF.name,
+            ops::contiguous::kernel(shape::contiguous),
+        ),
+        (ops::matmul::DEF.name, ops::matmul::kernel(linalg::matmul)),
+        (
+            ops::matmul_out::DEF.name,
+            ops::matmul_out::kernel(linalg::matmul_out),
+        ),
+        (ops::linear::DEF.name, ops::linear::kernel(linalg::linear)),
+        (ops::one_hot::DEF.name, ops::one_hot::kernel(nn::one_hot)),
+    ];
+    for (name, k) in kernels {
+        if let Ok(h) = d.register_impl(name, key, k) {
+            h.leak();
+        }
+    }
+}
+
+/// `dim` wrapped into `[0, ndim)` (a 0-d tensor accepts dims of a 1-d one, as in
+/// PyTorch); an error naming the valid range otherwise.
+fn wrap_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
+    let n = ndim.max(1) as i64;
+    if dim < -n || dim >= n {
+        return Err(OpalError::msg(format!(
+            "{op}: dimension out of range (expected to be in range of [{}, {}], but got {dim})",
+            -n,
+            n - 1
+        )));
+    }
+    Ok(if dim < 0 { dim + n } else { dim } as usize)
+}
