@@ -37,6 +37,7 @@ pub fn backend_select(cx: &Ctx, op: &OpPlan) -> TokenStream {
     quote! {
         #doc
         #allow
+        #[inline]
         pub fn backend_select(ks: DispatchKeySet, #(#ps),*) -> #ret {
             let __ks = support::backend_select_keys(ks, #device);
             self::redispatch(__ks, #(#ns),*)

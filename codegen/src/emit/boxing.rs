@@ -64,6 +64,7 @@ pub fn adapters(cx: &Ctx, op: &OpPlan) -> TokenStream {
     };
     quote! {
         #bdoc
+        #[inline]
         pub fn boxed(f: Sig) -> ::std::sync::Arc<BoxedKernelFn> {
             support::boxed(&DEF, move |ks, #a, stack| {
                 #body
@@ -72,6 +73,7 @@ pub fn adapters(cx: &Ctx, op: &OpPlan) -> TokenStream {
         }
 
         #kdoc
+        #[inline]
         pub fn kernel(f: Sig) -> KernelFunction {
             KernelFunction::typed(f, self::boxed(f))
         }

@@ -100,7 +100,7 @@ pub fn tensor_ops(cx: &Ctx, plan: &Plan) -> TokenStream {
     let impls = all.iter().map(|m| {
         let decl = &m.decl;
         let body = &m.body;
-        quote!(#decl #body)
+        quote!(#[inline] #decl #body)
     });
     let t = ident::ident(ident::METHODS_TRAIT);
     quote! {

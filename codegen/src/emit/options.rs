@@ -112,6 +112,7 @@ pub fn options(cx: &Ctx, op: &OpPlan) -> TokenStream {
 
         #[allow(clippy::derivable_impls, reason = "the schema's defaults, spelled out")]
         impl Default for #o {
+            #[inline]
             fn default() -> Self {
                 Self { #(#inits,)* }
             }
@@ -123,6 +124,7 @@ pub fn options(cx: &Ctx, op: &OpPlan) -> TokenStream {
 
         #wdoc
         #allow
+        #[inline]
         pub fn with(#(#ps),*) -> #ret {
             self::call(#(#args),*)
         }

@@ -102,6 +102,7 @@ pub fn structured(cx: &Ctx, op: &OpPlan) -> TokenStream {
     quote! {
         #doc
         #allow
+        #[inline]
         pub fn structured(ks: DispatchKeySet, #(#ps),*) -> #ret {
             #(#prep)*
             #body

@@ -63,6 +63,7 @@ pub fn free_fn(cx: &Ctx, op: &OpPlan) -> TokenStream {
         #doc
         #allow
         #snake
+        #[inline]
         pub fn #id(#(#ps),*) -> #ret {
             self::#id::call(#(#args),*)
         }
@@ -140,6 +141,7 @@ pub fn entry(cx: &Ctx, op: &OpPlan) -> TokenStream {
     quote! {
         #call_doc
         #allow
+        #[inline]
         pub fn call(#(#ps),*) -> #ret {
             #init
             let __ks = support::keys(#keys);
@@ -148,6 +150,7 @@ pub fn entry(cx: &Ctx, op: &OpPlan) -> TokenStream {
 
         #re_doc
         #allow_re
+        #[inline]
         pub fn redispatch(ks: DispatchKeySet, #(#ps),*) -> #ret {
             static SLOT: OpSlot<Sig> = OpSlot::new(&DEF);
             let __op = SLOT.get()?;
