@@ -2,13 +2,17 @@
 //! process. It has its own memory pool, a smaller native set (`emu2.yaml`) and no
 //! CPU fallback, so an op it lacks fails with an error naming op and device.
 //!
+//! Like `kernels.rs`, it names its surroundings only through `super::` (`device`,
+//! `generated2`, `kernels`), so the evolution tests compile it unchanged against an
+//! evolved native YAML.
+//!
 //! Owns: emu2's kernels. Must not: register anything itself (see `crate::init_emu2`).
 
 use opal::dispatch::DispatchKeySet;
 use opal::{DType, Device, Layout, MemoryFormat, OpalError, Result, Scalar, Tensor};
 
-use crate::device::{self, Binary};
-use crate::generated2::Emu2Kernels;
+use super::device::{self, Binary};
+use super::generated2::Emu2Kernels;
 
 /// The `emu2` backend's kernels.
 pub struct Emu2;
@@ -41,7 +45,7 @@ impl Emu2Kernels for Emu2 {
         _non_blocking: bool,
         _memory_format: Option<MemoryFormat>,
     ) -> Result<Tensor> {
-        crate::kernels::to_copy(self_, dtype, device)
+        super::kernels::to_copy(self_, dtype, device)
     }
 
     fn full(
@@ -53,6 +57,6 @@ impl Emu2Kernels for Emu2 {
         device: Option<Device>,
         _pin_memory: Option<bool>,
     ) -> Result<Tensor> {
-        crate::kernels::full(size, fill_value, dtype, device)
+        super::kernels::full(size, fill_value, dtype, device)
     }
 }

@@ -401,6 +401,7 @@ pub fn generate(
         /// The device name users write (`"emu"`, `"emu:1"`).
         pub const DEVICE: &str = #device;
         /// The backend's name.
+        #[allow(dead_code, reason = "for users of the generated module")]
         pub const BACKEND: &str = #b;
         /// The operator namespace.
         pub const NAMESPACE: &str = #ns_lit;
@@ -608,8 +609,9 @@ fn current_args(e: &Entry) -> Vec<TokenStream> {
         .collect()
 }
 
-/// `x == default` for an added argument, in its borrowed form.
-fn is_default(a: &ArgPlan, v: &Value) -> TokenStream {
+/// `x == default` (or, with `negate`, `x != default`) for an added argument, in
+/// its borrowed form, written the way clippy wants it.
+fn default_test(a: &ArgPlan, v: &Value, negate: bool) -> TokenStream {
     let id = a.ident();
     let empty = |v: &Value| match v {
         Value::IntList(x) => x.is_empty(),
@@ -618,18 +620,35 @@ fn is_default(a: &ArgPlan, v: &Value) -> TokenStream {
         Value::StrList(x) => x.is_empty(),
         _ => false,
     };
-    match v {
-        Value::None => quote!(#id.is_none()),
-        v if empty(v) => {
-            if a.ty().is_optional() {
+    match (v, negate) {
+        (Value::None, false) => quote!(#id.is_none()),
+        (Value::None, true) => quote!(#id.is_some()),
+        (Value::Bool(b), _) if !a.ty().is_optional() => {
+            if *b != negate {
+                quote!(#id)
+            } else {
+                quote!(!#id)
+            }
+        }
+        (v, _) if empty(v) => {
+            let t = if a.ty().is_optional() {
                 quote!(#id.is_some_and(|__v| __v.is_empty()))
             } else {
                 quote!(#id.is_empty())
+            };
+            if negate {
+                quote!(!#t)
+            } else {
+                t
             }
         }
-        v => {
+        (v, false) => {
             let e = emit::defaults::arg_expr(a.ty(), v);
             quote!(#id == #e)
+        }
+        (v, true) => {
+            let e = emit::defaults::arg_expr(a.ty(), v);
+            quote!(#id != #e)
         }
     }
 }
@@ -660,13 +679,16 @@ fn adapters_module(cx: &Ctx, entries: &[Entry], spec: &BackendSpec) -> TokenStre
                     Some((a, a.default.as_ref()?))
                 })
                 .collect();
-            let checks: Vec<TokenStream> = added_plans.iter().map(|(a, v)| is_default(a, v)).collect();
+            let checks: Vec<TokenStream> = added_plans
+                .iter()
+                .map(|(a, v)| default_test(a, v, false))
+                .collect();
             let other = if cpu {
                 quote!(super::fallback::full::#id(ks, #(#all_args),*))
             } else {
                 // Name the first argument that is not at its default.
                 let arms = added_plans.iter().map(|(a, v)| {
-                    let check = is_default(a, v);
+                    let differs = default_test(a, v, true);
                     let aid = a.ident();
                     let msg = format!(
                         "'{}': argument '{}' = {{:?}} is not supported by backend {b}: its kernel \
@@ -679,7 +701,7 @@ fn adapters_module(cx: &Ctx, entries: &[Entry], spec: &BackendSpec) -> TokenStre
                         a.arg.default.as_deref().unwrap_or("?")
                     );
                     quote! {
-                        if !(#check) {
+                        if #differs {
                             return ::std::result::Result::Err(::opal::OpalError::msg(::std::format!(#msg, #aid)));
                         }
                     }
