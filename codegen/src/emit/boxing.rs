@@ -57,6 +57,7 @@ pub fn adapters(cx: &Ctx, op: &OpPlan) -> TokenStream {
         op,
         "The `KernelFunction` of a typed kernel: its typed fast path plus its boxed adapter.",
     );
+    let stack = if nret == 0 { quote!(_) } else { quote!(stack) };
     let a = if op.args.is_empty() {
         quote!(_)
     } else {
@@ -66,7 +67,7 @@ pub fn adapters(cx: &Ctx, op: &OpPlan) -> TokenStream {
         #bdoc
         #[inline]
         pub fn boxed(f: Sig) -> ::std::sync::Arc<BoxedKernelFn> {
-            support::boxed(&DEF, move |ks, #a, stack| {
+            support::boxed(&DEF, move |ks, #a, #stack| {
                 #body
                 Ok(())
             })
