@@ -7,7 +7,7 @@
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::iter::map1;
-use crate::out::empty;
+use crate::out::empty_uninit as empty;
 use opal::OpalError;
 use opal::{DType, Result, Tensor};
 

@@ -13,6 +13,7 @@
 //!   [`dtype_dispatch::Elem`] (casts) and [`dtype_dispatch::Float`].
 //! * [`out`] — out= rules (`resize_out`, `check_out_dtype`, `can_cast`),
 //!   `write_result` for functional / out= / in-place destinations.
+//! * [`alloc`] — `empty_cpu`: output allocation that recycles large blocks.
 //! * [`copy`] — `copy_into` (any strides, any dtypes, broadcasting), `contiguous`,
 //!   `to_dtype`.
 //! * [`reduce`] — `wrap_dim`, `dim_mask`, `Rows` (reduced dims last), helpers to
@@ -23,6 +24,7 @@
 //! ternary, selection), [`compare`] (comparisons, logical, bitwise), [`reduce`]
 //! (reductions, scans, sorting).
 
+pub mod alloc;
 pub mod compare;
 pub mod copy;
 pub mod dtype_dispatch;

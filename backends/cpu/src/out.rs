@@ -78,9 +78,16 @@ pub fn resize_out(out: &Tensor, shape: &[i64], op: &str) -> Result<()> {
     out.resize_(shape)
 }
 
-/// Allocates an uninitialised CPU tensor.
+/// Allocates a zero-filled contiguous CPU tensor.
 pub fn empty(shape: &[i64], dtype: DType) -> Result<Tensor> {
     Tensor::empty(shape, dtype, opal::Device::cpu())
+}
+
+/// Allocates a contiguous CPU tensor with unspecified contents, for callers that
+/// overwrite every element: large ones are recycled blocks (see [`crate::alloc`]),
+/// which saves the zeroing and page faults of a fresh allocation.
+pub fn empty_uninit(shape: &[i64], dtype: DType) -> Result<Tensor> {
+    crate::alloc::empty_cpu(shape, dtype)
 }
 
 /// Produces the result of an op of result dtype `dtype` and `shape` into `dest`:
@@ -96,7 +103,7 @@ pub fn write_result(
 ) -> Result<Tensor> {
     let target = match dest {
         Dest::New => {
-            let t = empty(shape, dtype)?;
+            let t = empty_uninit(shape, dtype)?;
             kernel(&t)?;
             return Ok(t);
         }
@@ -119,7 +126,7 @@ pub fn write_result(
     if target.dtype() == dtype {
         kernel(target)?;
     } else {
-        let tmp = empty(shape, dtype)?;
+        let tmp = empty_uninit(shape, dtype)?;
         kernel(&tmp)?;
         copy_into(target, &tmp, op)?;
     }

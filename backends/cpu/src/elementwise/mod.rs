@@ -22,6 +22,7 @@ use crate::iter::broadcast_shapes;
 use crate::out::{write_result, Dest};
 use opal::dtype::ResultType;
 use opal::{DType, OpalError, Result, Scalar, Tensor};
+use std::borrow::Cow;
 
 /// The dtype a floating-only op computes in: floats keep their dtype, integers and
 /// bool go to the default float dtype (PyTorch's int->float promotion).
@@ -54,11 +55,20 @@ pub(crate) fn result_type_scalar(a: &Tensor, s: &Scalar) -> Result<DType> {
 
 /// The broadcast shape of two operands; borrows when they already agree so the
 /// common same-shape case allocates nothing extra.
-pub(crate) fn binary_shape(a: &Tensor, b: &Tensor, op: &str) -> Result<Vec<i64>> {
+pub(crate) fn binary_shape<'a>(a: &'a Tensor, b: &Tensor, op: &str) -> Result<Cow<'a, [i64]>> {
     if a.sizes() == b.sizes() {
-        return Ok(a.sizes().to_vec());
+        return Ok(Cow::Borrowed(a.sizes()));
     }
-    broadcast_shapes(&[a.sizes(), b.sizes()], op)
+    broadcast_shapes(&[a.sizes(), b.sizes()], op).map(Cow::Owned)
+}
+
+/// `t` itself (borrowed, no refcount traffic) when it has `dtype`, else a cast copy.
+pub(crate) fn cast_cow(t: &Tensor, dtype: DType) -> Result<Cow<'_, Tensor>> {
+    if t.dtype() == dtype {
+        Ok(Cow::Borrowed(t))
+    } else {
+        to_dtype(t, dtype).map(Cow::Owned)
+    }
 }
 
 /// A zero-dim CPU tensor holding `s` converted to `dtype`.
@@ -83,7 +93,7 @@ pub(crate) fn unary_driver(
     op: &str,
     k: impl FnOnce(&Tensor, &Tensor) -> Result<()>,
 ) -> Result<Tensor> {
-    let input = to_dtype(self_, compute)?;
+    let input = cast_cow(self_, compute)?;
     write_result(dest, self_.sizes(), result, op, |o| k(o, &input))
 }
 
@@ -99,8 +109,8 @@ pub(crate) fn binary_driver(
     k: impl FnOnce(&Tensor, &Tensor, &Tensor) -> Result<()>,
 ) -> Result<Tensor> {
     let shape = binary_shape(a, b, op)?;
-    let a = to_dtype(a, compute)?;
-    let b = to_dtype(b, compute)?;
+    let a = cast_cow(a, compute)?;
+    let b = cast_cow(b, compute)?;
     write_result(dest, &shape, result, op, |o| k(o, &a, &b))
 }
 

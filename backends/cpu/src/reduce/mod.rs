@@ -24,7 +24,7 @@ pub mod sum;
 
 use crate::copy::{contiguous, copy_into, to_dtype};
 use crate::dtype_dispatch::Elem;
-use crate::out::empty;
+use crate::out::empty_uninit as empty;
 use opal::{DType, OpalError, Result, Tensor};
 
 /// Wraps a possibly negative `dim` for a tensor with `ndim` dims.

@@ -1,0 +1,135 @@
+//! A size-keyed caching allocator for large CPU kernel outputs and temporaries.
+//!
+//! Owns: reuse of freed large blocks, so that an op called in a loop (1M-element
+//! add, say) does not pay for fresh zeroed pages every call. Must not: serve small
+//! blocks (the runtime's allocator is fast there) or grow without bound.
+//!
+//! Why: the runtime's CPU allocator returns zeroed memory; for a 4 MiB output that
+//! is a page-faulting `calloc` on every call, which costs more than the kernel.
+//! A reused block was fully initialised by its previous tensor, which is all the
+//! runtime's `Allocator` contract asks for (initialised bytes).
+
+use opal::tensor::Allocator;
+use opal::{DType, Device, OpalError, Result, Storage, Tensor};
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+/// Blocks from this size up are cached.
+pub const MIN_CACHED_BYTES: usize = 64 * 1024;
+/// Most bytes kept in the cache at once.
+const MAX_CACHED_BYTES: usize = 256 * 1024 * 1024;
+/// Most cached blocks of one size.
+const MAX_PER_SIZE: usize = 4;
+
+struct Cache {
+    /// (nbytes, address) of free blocks.
+    free: Vec<(usize, usize)>,
+    bytes: usize,
+}
+
+static CACHE: Mutex<Cache> = Mutex::new(Cache {
+    free: Vec::new(),
+    bytes: 0,
+});
+
+fn layout(nbytes: usize) -> Result<Layout> {
+    Layout::from_size_align(nbytes, 64)
+        .map_err(|_| OpalError::msg(format!("cannot allocate {nbytes} bytes")))
+}
+
+/// The caching allocator (host memory, 64-byte aligned).
+pub struct CachingAllocator;
+
+// SAFETY: blocks come from the global allocator with a 64-aligned layout of exactly
+// `nbytes` (so every alignment promise holds); fresh blocks are zeroed and reused
+// blocks hold the bytes their previous tensor left, so they are always initialised;
+// a block is handed out to one caller at a time (removed from the free list under
+// the lock) and only freed or recycled once `deallocate` gives it back.
+unsafe impl Allocator for CachingAllocator {
+    fn allocate(&self, _device: Device, nbytes: usize) -> Result<NonNull<u8>> {
+        if let Ok(mut c) = CACHE.lock() {
+            if let Some(i) = c.free.iter().position(|&(n, _)| n == nbytes) {
+                let (_, addr) = c.free.swap_remove(i);
+                c.bytes -= nbytes;
+                // A cached address came from a successful allocation: never null.
+                if let Some(p) = NonNull::new(addr as *mut u8) {
+                    return Ok(p);
+                }
+            }
+        }
+        let l = layout(nbytes.max(1))?;
+        // SAFETY: the layout has non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(l) };
+        NonNull::new(p)
+            .ok_or_else(|| OpalError::msg(format!("allocation of {nbytes} bytes failed")))
+    }
+
+    unsafe fn deallocate(&self, _device: Device, ptr: NonNull<u8>, nbytes: usize) {
+        if let Ok(mut c) = CACHE.lock() {
+            let same = c.free.iter().filter(|&&(n, _)| n == nbytes).count();
+            if same < MAX_PER_SIZE && c.bytes + nbytes <= MAX_CACHED_BYTES {
+                c.free.push((nbytes, ptr.as_ptr() as usize));
+                c.bytes += nbytes;
+                return;
+            }
+        }
+        if let Ok(l) = layout(nbytes.max(1)) {
+            // SAFETY: `ptr` came from `allocate(nbytes)` with this exact layout and the
+            // caller no longer uses it.
+            unsafe { std::alloc::dealloc(ptr.as_ptr(), l) }
+        }
+    }
+}
+
+static CACHING: CachingAllocator = CachingAllocator;
+
+/// A contiguous CPU tensor; large ones come from the caching allocator, so their
+/// initial contents are unspecified (but initialised) — callers overwrite them.
+pub fn empty_cpu(shape: &[i64], dtype: DType) -> Result<Tensor> {
+    let numel = shape.iter().try_fold(
+        1i64,
+        |acc, &d| {
+            if d < 0 {
+                None
+            } else {
+                acc.checked_mul(d)
+            }
+        },
+    );
+    let nbytes = numel.and_then(|n| (n as usize).checked_mul(dtype.size()));
+    match nbytes {
+        Some(nb) if nb >= MIN_CACHED_BYTES => {
+            let storage = Storage::with_allocator(nb, Device::cpu(), &CACHING)?;
+            let mut strides = vec![1i64; shape.len()];
+            for d in (0..shape.len().saturating_sub(1)).rev() {
+                strides[d] = strides[d + 1] * shape[d + 1].max(1);
+            }
+            Tensor::from_storage(storage, shape, &strides, 0, dtype)
+        }
+        // Small, or invalid sizes: the runtime allocates (and reports bad sizes).
+        _ => Tensor::empty(shape, dtype, Device::cpu()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_blocks_are_reused_and_correct() {
+        let n = (MIN_CACHED_BYTES / 4) as i64 * 3;
+        let a = empty_cpu(&[n], DType::F32).unwrap();
+        assert_eq!(a.sizes(), &[n]);
+        assert!(a.is_contiguous());
+        let addr = a.data_ptr::<f32>().unwrap() as usize;
+        drop(a);
+        let b = empty_cpu(&[3, n / 3], DType::F32).unwrap();
+        assert_eq!(b.strides(), &[n / 3, 1]);
+        // Same byte size: the cached block comes back (unless another test took it).
+        let _ = addr == b.data_ptr::<f32>().unwrap() as usize;
+        let small = empty_cpu(&[2, 2], DType::F64).unwrap();
+        assert_eq!(small.to_vec::<f64>().unwrap(), vec![0.0; 4]);
+        assert!(empty_cpu(&[-1], DType::F32).is_err());
+    }
+}
