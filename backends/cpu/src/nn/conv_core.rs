@@ -70,17 +70,29 @@ fn im2col<C: GemmFloat>(x: &[C], g: &Geom, col: &mut [C]) {
         for i in 0..g.kh {
             for j in 0..g.kw {
                 let row = &mut col[((c * g.kh + i) * g.kw + j) * osp..][..osp];
+                // Output columns whose input column is inside the image: a contiguous
+                // range [lo, hi), so the hot loop needs no bounds test.
+                let (lo, hi) = valid_range(g.ow, j, g.stride[1], g.pad[1], g.dil[1], g.w);
+                let off = (j * g.dil[1]) as isize - g.pad[1] as isize;
                 for oy in 0..g.oh {
                     let dst = &mut row[oy * ow..(oy + 1) * ow];
                     match src_index(oy, i, g.stride[0], g.pad[0], g.dil[0], g.h) {
                         None => dst.iter_mut().for_each(|v| *v = C::zero()),
                         Some(iy) => {
                             let src = &plane[iy * g.w..(iy + 1) * g.w];
-                            for (ox, v) in dst.iter_mut().enumerate() {
-                                *v = match src_index(ox, j, g.stride[1], g.pad[1], g.dil[1], g.w) {
-                                    Some(ix) => src[ix],
-                                    None => C::zero(),
-                                };
+                            dst[..lo].iter_mut().for_each(|v| *v = C::zero());
+                            dst[hi..].iter_mut().for_each(|v| *v = C::zero());
+                            if lo < hi {
+                                let first = (lo * g.stride[1]) as isize + off;
+                                if g.stride[1] == 1 {
+                                    dst[lo..hi].copy_from_slice(
+                                        &src[first as usize..first as usize + (hi - lo)],
+                                    );
+                                } else {
+                                    for (k, v) in dst[lo..hi].iter_mut().enumerate() {
+                                        *v = src[first as usize + k * g.stride[1]];
+                                    }
+                                }
                             }
                         }
                     }
@@ -88,6 +100,33 @@ fn im2col<C: GemmFloat>(x: &[C], g: &Geom, col: &mut [C]) {
             }
         }
     }
+}
+
+/// `[lo, hi)`: the output positions whose input position for tap `k` lies in
+/// `0..size` (empty when none does).
+fn valid_range(
+    out: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    dil: usize,
+    size: usize,
+) -> (usize, usize) {
+    let off = (k * dil) as isize - pad as isize;
+    // smallest o with o*stride + off >= 0
+    let lo = if off >= 0 {
+        0
+    } else {
+        ((-off) as usize).div_ceil(stride)
+    };
+    // largest o with o*stride + off <= size - 1, plus one
+    let last = size as isize - 1 - off;
+    let hi = if last < 0 {
+        0
+    } else {
+        (last as usize / stride + 1).min(out)
+    };
+    (lo.min(hi), hi)
 }
 
 /// Adjoint of [`im2col`]: accumulates `col` back into the image `dx`.

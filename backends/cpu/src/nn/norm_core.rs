@@ -34,28 +34,7 @@ pub(crate) fn layer_norm_forward<C: RowMath>(
         let rs = C::one() / (m2 / nf + eps).sqrt();
         *m = mu;
         *r = rs;
-        match (gamma, beta) {
-            (Some(g), Some(b)) => {
-                for (((o, &v), &gv), &bv) in yr.iter_mut().zip(xr).zip(g).zip(b) {
-                    *o = (v - mu) * rs * gv + bv;
-                }
-            }
-            (Some(g), None) => {
-                for ((o, &v), &gv) in yr.iter_mut().zip(xr).zip(g) {
-                    *o = (v - mu) * rs * gv;
-                }
-            }
-            (None, Some(b)) => {
-                for ((o, &v), &bv) in yr.iter_mut().zip(xr).zip(b) {
-                    *o = (v - mu) * rs + bv;
-                }
-            }
-            (None, None) => {
-                for (o, &v) in yr.iter_mut().zip(xr) {
-                    *o = (v - mu) * rs;
-                }
-            }
-        }
+        C::normalize(xr, yr, mu, rs, gamma, beta);
     };
     if x.len() >= PARALLEL_MIN {
         y.par_chunks_mut(n)

@@ -21,6 +21,53 @@ pub(crate) trait RowMath: Float + Send + Sync + std::iter::Sum + 'static {
     fn scale(xs: &mut [Self], s: Self);
     /// `(mean, sum of squared deviations)` of the row, two-pass for accuracy.
     fn mean_m2(xs: &[Self]) -> (Self, Self);
+    /// `y = (x - mean) * rstd * gamma + beta` (gamma / beta default to 1 / 0).
+    fn normalize(
+        x: &[Self],
+        y: &mut [Self],
+        mean: Self,
+        rstd: Self,
+        gamma: Option<&[Self]>,
+        beta: Option<&[Self]>,
+    ) {
+        normalize_generic(x, y, mean, rstd, gamma, beta)
+    }
+}
+
+#[inline(always)]
+fn normalize_generic<T: Float>(
+    x: &[T],
+    y: &mut [T],
+    mean: T,
+    rstd: T,
+    gamma: Option<&[T]>,
+    beta: Option<&[T]>,
+) {
+    // One loop per parameter combination keeps each one branch-free (vectorizable).
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[..n], &mut y[..n]);
+    match (gamma, beta) {
+        (Some(g), Some(b)) => {
+            for (((o, &v), &gv), &bv) in y.iter_mut().zip(x).zip(&g[..n]).zip(&b[..n]) {
+                *o = (v - mean) * rstd * gv + bv;
+            }
+        }
+        (Some(g), None) => {
+            for ((o, &v), &gv) in y.iter_mut().zip(x).zip(&g[..n]) {
+                *o = (v - mean) * rstd * gv;
+            }
+        }
+        (None, Some(b)) => {
+            for ((o, &v), &bv) in y.iter_mut().zip(x).zip(&b[..n]) {
+                *o = (v - mean) * rstd + bv;
+            }
+        }
+        (None, None) => {
+            for (o, &v) in y.iter_mut().zip(x) {
+                *o = (v - mean) * rstd;
+            }
+        }
+    }
 }
 
 const LANES: usize = 16;
@@ -155,36 +202,36 @@ fn exp_sub_sum_f32_generic(src: &[f32], dst: &mut [f32], sub: f32) -> f32 {
     total
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_sub_sum_f32_avx2(src: &[f32], dst: &mut [f32], sub: f32) -> f32 {
-    exp_sub_sum_f32_generic(src, dst, sub)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn max_f32_avx2(xs: &[f32]) -> f32 {
-    max_lanes(xs)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sum_f32_avx2(xs: &[f32]) -> f32 {
-    sum_lanes(xs)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn m2_f32_avx2(xs: &[f32], mean: f32) -> f32 {
-    m2_lanes(xs, mean)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn scale_f32_avx2(xs: &mut [f32], s: f32) {
-    for x in xs {
-        *x *= s;
-    }
+/// Defines `fn $name(args) -> ret` running `$body` compiled for AVX-512, for
+/// AVX2+FMA or for the baseline target, whichever the CPU supports (std caches the
+/// feature detection). The body is generic code written to autovectorize.
+macro_rules! multiversion {
+    ($name:ident($($a:ident: $t:ty),*) -> $r:ty $body:block) => {
+        fn $name($($a: $t),*) -> $r {
+            #[inline(always)]
+            fn imp($($a: $t),*) -> $r $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn v4($($a: $t),*) -> $r {
+                    imp($($a),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn v3($($a: $t),*) -> $r {
+                    imp($($a),*)
+                }
+                if has_avx512() {
+                    // SAFETY: the CPU supports avx512f, avx2 and fma (checked above).
+                    return unsafe { v4($($a),*) };
+                }
+                if has_avx2() {
+                    // SAFETY: the CPU supports avx2 and fma (checked just above).
+                    return unsafe { v3($($a),*) };
+                }
+            }
+            imp($($a),*)
+        }
+    };
 }
 
 /// True when the AVX2+FMA builds may run (cached by std's detection macro).
@@ -200,50 +247,61 @@ pub(crate) fn has_avx2() -> bool {
     }
 }
 
+/// True when the AVX-512 builds may run.
+#[inline(always)]
+pub(crate) fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f") && has_avx2()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+multiversion!(max_f32(xs: &[f32]) -> f32 { max_lanes(xs) });
+multiversion!(sum_f32(xs: &[f32]) -> f32 { sum_lanes(xs) });
+multiversion!(m2_f32(xs: &[f32], mean: f32) -> f32 { m2_lanes(xs, mean) });
+multiversion!(exp_sub_sum_f32(src: &[f32], dst: &mut [f32], sub: f32) -> f32 {
+    exp_sub_sum_f32_generic(src, dst, sub)
+});
+multiversion!(normalize_f32(x: &[f32], y: &mut [f32], mean: f32, rstd: f32, gamma: Option<&[f32]>, beta: Option<&[f32]>) -> () {
+    normalize_generic(x, y, mean, rstd, gamma, beta)
+});
+multiversion!(scale_f32(xs: &mut [f32], s: f32) -> () {
+    for x in xs {
+        *x *= s;
+    }
+});
+
 impl RowMath for f32 {
     fn row_max(xs: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU supports avx2 and fma (checked just above).
-            return unsafe { max_f32_avx2(xs) };
-        }
-        max_lanes(xs)
+        max_f32(xs)
     }
     fn row_sum(xs: &[f32]) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU supports avx2 and fma (checked just above).
-            return unsafe { sum_f32_avx2(xs) };
-        }
-        sum_lanes(xs)
+        sum_f32(xs)
     }
     fn exp_sub_sum(src: &[f32], dst: &mut [f32], sub: f32) -> f32 {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU supports avx2 and fma (checked just above).
-            return unsafe { exp_sub_sum_f32_avx2(src, dst, sub) };
-        }
-        exp_sub_sum_f32_generic(src, dst, sub)
+        exp_sub_sum_f32(src, dst, sub)
     }
     fn scale(xs: &mut [f32], s: f32) {
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU supports avx2 and fma (checked just above).
-            return unsafe { scale_f32_avx2(xs, s) };
-        }
-        for x in xs {
-            *x *= s;
-        }
+        scale_f32(xs, s)
     }
     fn mean_m2(xs: &[f32]) -> (f32, f32) {
         let n = xs.len().max(1) as f32;
-        let mean = Self::row_sum(xs) / n;
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU supports avx2 and fma (checked just above).
-            return (mean, unsafe { m2_f32_avx2(xs, mean) });
-        }
-        (mean, m2_lanes(xs, mean))
+        let mean = sum_f32(xs) / n;
+        (mean, m2_f32(xs, mean))
+    }
+    fn normalize(
+        x: &[f32],
+        y: &mut [f32],
+        mean: f32,
+        rstd: f32,
+        gamma: Option<&[f32]>,
+        beta: Option<&[f32]>,
+    ) {
+        normalize_f32(x, y, mean, rstd, gamma, beta)
     }
 }
 
