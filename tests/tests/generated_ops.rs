@@ -132,10 +132,7 @@ fn options_method_and_inplace_variant() {
     let b = t(&[10.0, 20.0]);
     // Method form with options: alpha = 2.
     let c = a
-        .add_tensor_with(
-            &b,
-            ops::add_tensor::Options::default().alpha(Scalar::Int(2)),
-        )
+        .add_tensor_with(&b, ops::add_tensor::Options::default().alpha(2))
         .expect("add with alpha");
     assert_eq!(c.to_vec::<f32>().unwrap(), [21.0, 42.0]);
     // In-place structured variant writes into `a` and hands it back.

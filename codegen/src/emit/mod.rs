@@ -97,10 +97,16 @@ impl Ctx {
         quote!(support)
     }
 
-    /// `#[allow(non_snake_case)]` for ops named like `mT`.
+    /// `#[allow(non_snake_case)]` for ops named like `mT` or with arguments named like
+    /// `LU` (PyTorch's names are kept).
     pub fn non_snake(&self, op: &plan::OpPlan) -> TokenStream {
-        if ident::needs_non_snake_allow(&op.ident_str) {
-            quote!(#[allow(non_snake_case, reason = "operator name from the schema")])
+        if ident::needs_non_snake_allow(&op.ident_str)
+            || op
+                .args
+                .iter()
+                .any(|a| ident::needs_non_snake_allow(&a.name))
+        {
+            quote!(#[allow(non_snake_case, reason = "operator and argument names from the schema")])
         } else {
             quote!()
         }
