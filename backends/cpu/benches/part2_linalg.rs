@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 fn matrix(n: usize, seed: f32) -> Vec<f32> {
     (0..n * n)
-        .map(|i| ((i as f32 * 0.618 + seed).sin()))
+        .map(|i| (i as f32 * 0.618 + seed).sin())
         .collect()
 }
 

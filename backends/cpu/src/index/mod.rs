@@ -396,14 +396,14 @@ pub fn index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor
         }
     };
     if adjacent {
-        for d in 0..first {
-            out_shape.push(ss[d]);
-            slot.push(Some(d));
-        }
-        push_b(&mut out_shape, &mut slot);
-        for d in last + 1..ss.len() {
-            out_shape.push(ss[d]);
-            slot.push(Some(d));
+        for (d, &sz) in ss.iter().enumerate() {
+            if d == first {
+                push_b(&mut out_shape, &mut slot);
+            }
+            if d < first || d > last {
+                out_shape.push(sz);
+                slot.push(Some(d));
+            }
         }
     } else {
         push_b(&mut out_shape, &mut slot);

@@ -50,6 +50,7 @@ impl GemmFloat for f64 {}
 /// Every pointer must address a valid matrix of the given shape and strides for its
 /// element type; `dst` must not overlap `a` or `b` and must not have aliasing
 /// elements (no zero strides) when `m, n > 0`.
+#[allow(clippy::too_many_arguments)] // a GEMM's shape, three operands and two scales
 pub(crate) unsafe fn gemm_float<T: GemmFloat>(
     m: usize,
     n: usize,
@@ -114,6 +115,7 @@ pub(crate) unsafe fn gemm_float<T: GemmFloat>(
 ///
 /// # Safety
 /// Same contract as [`gemm_float`].
+#[allow(clippy::too_many_arguments)] // a GEMM's shape, three operands and two scales
 pub(crate) unsafe fn gemm_int<T>(
     m: usize,
     n: usize,

@@ -103,8 +103,8 @@ fn max_lanes<T: Float>(xs: &[T]) -> T {
     for c in chunks {
         for l in 0..LANES {
             let v = c[l];
-            // `v != v` spots NaN without a branch the vectorizer cannot handle.
-            nan |= v != v;
+            // A flag instead of an early exit keeps the loop branch-free.
+            nan |= v.is_nan();
             acc[l] = if v > acc[l] { v } else { acc[l] };
         }
     }
@@ -113,7 +113,7 @@ fn max_lanes<T: Float>(xs: &[T]) -> T {
         m = if a > m { a } else { m };
     }
     for &v in rest {
-        nan |= v != v;
+        nan |= v.is_nan();
         m = if v > m { v } else { m };
     }
     if nan {
@@ -172,7 +172,7 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     // Outside the clamped range the true result is 0 / inf; NaN stays NaN.
     let y = if x < -87.0 { 0.0 } else { y };
     let y = if x > 88.0 { f32::INFINITY } else { y };
-    if x != x {
+    if x.is_nan() {
         x
     } else {
         y

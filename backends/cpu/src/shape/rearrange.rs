@@ -254,9 +254,9 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
                 ),
             ));
         }
-        for k in 0..nd {
-            if k != d && t.sizes()[k] != out[k] {
-                return Err(shape_err(OP, format!("Sizes of tensors must match except in dimension {d}. Expected size {} but got size {} for tensor number {i} in the list.", out[k], t.sizes()[k])));
+        for (k, (&want, &got)) in out.iter().zip(t.sizes()).enumerate() {
+            if k != d && got != want {
+                return Err(shape_err(OP, format!("Sizes of tensors must match except in dimension {d}. Expected size {want} but got size {got} for tensor number {i} in the list.")));
             }
         }
         out[d] += t.sizes()[d];
