@@ -10,7 +10,6 @@ pub(crate) mod gemm_core;
 
 use crate::copy::{copy_into, to_dtype};
 use crate::nn::io::{err, shape_err, write_out};
-use crate::out::empty;
 use gemm_core::{gemm_float, gemm_int, GemmFloat, MatMut, MatRef};
 use opal::tensor::KernelAccess;
 use opal::{DType, Scalar, Tensor};
@@ -139,7 +138,9 @@ fn prefilled(
     c: Option<(&Tensor, bool)>,
     op: &str,
 ) -> Result<Tensor> {
-    let out = empty(out_shape, dtype)?;
+    // The GEMM writes every element (reading them only when `c` was copied in), so
+    // a recycled uninitialised block is enough.
+    let out = crate::out::empty_uninit(out_shape, dtype)?;
     if let Some((ct, true)) = c {
         copy_into(&out, ct, op)?;
     }

@@ -9,7 +9,7 @@ use crate::copy::{copy_into, to_vec_as};
 use crate::dtype_dispatch::Elem;
 use crate::linalg::gemm_core::GemmFloat;
 use crate::nn::vecmath::RowMath;
-use crate::out::empty;
+use crate::out::{empty, empty_uninit};
 use opal::{DType, OpalError, Result, Tensor};
 
 /// A type float kernels compute in: f32 (also for f16 / bf16) or f64.
@@ -88,7 +88,9 @@ pub(crate) fn make_output<C: Elem + opal::Element>(
     f: impl FnOnce(&mut [C]) -> Result<()>,
 ) -> Result<Tensor> {
     if dtype == C::DTYPE {
-        let out = empty(shape, dtype)?;
+        // Every caller writes every element, so a recycled (uninitialised) block
+        // saves the zero-fill and page faults of a fresh allocation.
+        let out = empty_uninit(shape, dtype)?;
         {
             let guard = out.write::<C>()?;
             let n = guard.numel();
