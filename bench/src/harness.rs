@@ -142,6 +142,8 @@ pub struct Results {
     entries: Vec<(String, f64, Unit)>,
     /// Set when not the anchor's wall clock (`"thread_cpu"`); printed in the JSON.
     pub clock: Option<&'static str>,
+    /// Measurements that failed: name and error (their keys are missing).
+    pub failures: Vec<(&'static str, String)>,
 }
 
 impl Results {
@@ -163,12 +165,13 @@ impl Results {
         &self.entries
     }
 
-    /// One JSON object: `engine`, `threads`, `clock` (only when not the wall clock),
+    /// One JSON object: `engine`, `threads` (rayon's global pool, which the CPU
+    /// kernels run on), `clock` (only when not the wall clock),
     /// then every key (2 decimals).
     pub fn to_json(&self) -> String {
         let mut m = serde_json::Map::new();
         m.insert("engine".into(), format!("opal {}", opal_version()).into());
-        m.insert("threads".into(), 1.into());
+        m.insert("threads".into(), rayon::current_num_threads().into());
         if let Some(c) = self.clock {
             m.insert("clock".into(), c.into());
         }
@@ -182,9 +185,12 @@ impl Results {
         serde_json::Value::Object(m).to_string()
     }
 
-    /// A readable table; with an anchor object, adds its values and `anchor/opal`
-    /// (above 1: Opal is faster, for times).
+    /// A readable table; with an anchor object, adds its values and `speedup`:
+    /// how many times faster Opal is (above 1: Opal is faster), `anchor/opal` for
+    /// times and `opal/anchor` for throughputs. Every numeric key of the anchor gets
+    /// a line, also those Opal did not measure (shown as `-`).
     pub fn to_table(&self, anchor: Option<&serde_json::Value>) -> String {
+        const W: usize = 32;
         let mut s = String::new();
         let anchor_name = anchor
             .and_then(|a| a.get("engine"))
@@ -194,41 +200,54 @@ impl Results {
         if anchor.is_some() {
             let _ = writeln!(
                 s,
-                "{:<24} {:>12} {:>14} {:>12}",
-                "key", "opal", anchor_name, "anchor/opal"
+                "{:<W$} {:>16} {:>18} {:>8}",
+                "key", "opal", anchor_name, "speedup"
             );
         } else {
-            let _ = writeln!(s, "{:<24} {:>12}", "key", "opal");
+            let _ = writeln!(s, "{:<W$} {:>16}", "key", "opal");
         }
         for (k, v, u) in &self.entries {
-            let unit = match u {
-                Unit::Ns => "ns",
-                Unit::Us => "us",
-                Unit::Other(o) => o,
-            };
+            let unit = unit_name(*u);
             let ours = format!("{v:.2} {unit}");
             match anchor.and_then(|a| a.get(k)).and_then(|x| x.as_f64()) {
                 Some(a) => {
-                    let ratio = if *v > 0.0 {
-                        format!("{:.1}x", a / v)
-                    } else {
-                        "-".into()
+                    let speedup = match u {
+                        _ if *v <= 0.0 || a <= 0.0 => "-".into(),
+                        Unit::Other(_) => format!("{:.2}x", v / a),
+                        Unit::Ns | Unit::Us => format!("{:.2}x", a / v),
                     };
-                    let _ = writeln!(
-                        s,
-                        "{k:<24} {ours:>12} {:>14} {ratio:>12}",
-                        format!("{a:.2} {unit}")
-                    );
+                    let theirs = format!("{a:.2} {unit}");
+                    let _ = writeln!(s, "{k:<W$} {ours:>16} {theirs:>18} {speedup:>8}");
                 }
                 None if anchor.is_some() => {
-                    let _ = writeln!(s, "{k:<24} {ours:>12} {:>14} {:>12}", "-", "-");
+                    let _ = writeln!(s, "{k:<W$} {ours:>16} {:>18} {:>8}", "-", "-");
                 }
                 None => {
-                    let _ = writeln!(s, "{k:<24} {ours:>12}");
+                    let _ = writeln!(s, "{k:<W$} {ours:>16}");
                 }
             }
         }
+        if let Some(obj) = anchor.and_then(|a| a.as_object()) {
+            for (k, a) in obj {
+                if self.get(k).is_none() && k != "threads" {
+                    if let Some(a) = a.as_f64() {
+                        let _ = writeln!(s, "{k:<W$} {:>16} {:>18} {:>8}", "-", a, "-");
+                    }
+                }
+            }
+        }
+        for (name, e) in &self.failures {
+            let _ = writeln!(s, "failed: {name}: {e}");
+        }
         s
+    }
+}
+
+fn unit_name(u: Unit) -> &'static str {
+    match u {
+        Unit::Ns => "ns",
+        Unit::Us => "us",
+        Unit::Other(o) => o,
     }
 }
 

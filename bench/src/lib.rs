@@ -7,16 +7,37 @@ pub mod measures;
 
 use harness::{Config, Results};
 
-/// Runs the measurements whose names are in `only` (all when empty).
-pub fn run_all(cfg: &Config, only: &[String]) -> Results {
+/// Threads of the anchors (`at::set_num_threads(2)`); the CPU backend runs its
+/// parallel kernels on rayon's global pool, which [`setup`] sizes to this.
+pub const THREADS: usize = 2;
+
+/// Registers the CPU backend and sizes rayon's global pool to [`THREADS`]. Call it
+/// before anything else uses rayon: the global pool can be built once per process,
+/// and a pool built earlier (by a test, say) is kept and reported as is.
+pub fn setup() -> opal::Result<()> {
+    opal_cpu::init()?;
+    // Err only when the pool already exists; its size is then what `threads` reports.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(THREADS)
+        .build_global();
+    Ok(())
+}
+
+/// Runs the measurements whose names are in `only` (all when empty), after
+/// [`setup`]. A measurement that fails is named in [`Results::failures`] with its
+/// error and the others still run.
+pub fn run_all(cfg: &Config, only: &[String]) -> opal::Result<Results> {
+    setup()?;
     let mut r = Results::default();
     r.clock = (cfg.clock == harness::Clock::ThreadCpu).then_some("thread_cpu");
     for m in measures::all() {
         if only.is_empty() || only.iter().any(|o| o == m.name) {
-            (m.run)(cfg, &mut r);
+            if let Err(e) = (m.run)(cfg, &mut r) {
+                r.failures.push((m.name, e.to_string()));
+            }
         }
     }
-    r
+    Ok(r)
 }
 
 #[cfg(test)]
@@ -25,13 +46,23 @@ mod tests {
 
     #[test]
     fn quick_run_prints_the_anchor_keys() {
-        let r = run_all(&Config::quick(), &[]);
+        let r = run_all(&Config::quick(), &[]).unwrap();
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
         let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
         for k in [
             "dispatch_noop_ns",
             "direct_call_ns",
             "dispatch_overhead_ns",
+            "add_1elem_f32_ns",
             "empty_1_ns",
+            "add_1m_f32_us",
+            "mm_512_f32_us",
+            "mm_512_f32_gflops",
+            "empty_1_raw_ns",
+            "mm_512_bf16_us",
+            "softmax_256x1024_f32_us",
+            "layer_norm_256x1024_f32_us",
+            "conv2d_64x3x32x32_k3_16_f32_us",
         ] {
             assert!(
                 v.get(k).and_then(|x| x.as_f64()).is_some(),
@@ -45,25 +76,35 @@ mod tests {
     }
 
     #[test]
-    fn table_shows_ratios_against_an_anchor() {
+    fn table_shows_speedups_for_every_anchor_key() {
         let mut r = Results::default();
         r.put("dispatch_overhead_ns", 2.5, harness::Unit::Ns);
         r.put("empty_1_ns", 40.0, harness::Unit::Ns);
-        let anchor: serde_json::Value =
-            serde_json::from_str(r#"{"engine": "libtorch 2.15.0", "dispatch_overhead_ns": 75.0}"#)
-                .unwrap();
+        r.put("mm_512_f32_gflops", 626.0, harness::Unit::Other("GFLOP/s"));
+        let anchor: serde_json::Value = serde_json::from_str(
+            r#"{"engine": "libtorch 2.15.0", "threads": 2, "dispatch_overhead_ns": 75.0,
+                "mm_512_f32_gflops": 313.0, "add_1m_f32_us": 241.0}"#,
+        )
+        .unwrap();
         let t = r.to_table(Some(&anchor));
         assert!(t.contains("libtorch 2.15.0"), "{t}");
-        let line = t
-            .lines()
-            .find(|l| l.starts_with("dispatch_overhead_ns"))
-            .unwrap();
+        let line = |key: &str| t.lines().find(|l| l.starts_with(key)).unwrap().to_string();
+        // Times: anchor / opal.
+        let l = line("dispatch_overhead_ns");
         assert!(
-            line.contains("75.00 ns") && line.trim_end().ends_with("30.0x"),
-            "{line}"
+            l.contains("75.00 ns") && l.trim_end().ends_with("30.00x"),
+            "{l}"
         );
-        let line = t.lines().find(|l| l.starts_with("empty_1_ns")).unwrap();
-        assert!(line.trim_end().ends_with('-'), "{line}");
+        // Throughputs: opal / anchor, so above 1 still means Opal is faster.
+        assert!(
+            line("mm_512_f32_gflops").trim_end().ends_with("2.00x"),
+            "{t}"
+        );
+        // Ours only, and the anchor's only.
+        assert!(line("empty_1_ns").trim_end().ends_with('-'), "{t}");
+        let l = line("add_1m_f32_us");
+        assert!(l.contains("241") && l.trim_end().ends_with('-'), "{l}");
+        assert!(!t.contains("threads"), "{t}");
     }
 
     #[test]

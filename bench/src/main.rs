@@ -1,8 +1,10 @@
 //! `opal-bench [--json] [--vs anchor.json] [--quick] [--cpu-time] [--only NAME]...`
 //!
 //! Prints one JSON object with the keys of `../shared/anchors/libtorch_bench.sh`
-//! (`--json`), or a readable table, with `anchor/opal` ratios when given the anchor's
-//! JSON output (`--vs`). `--cpu-time` times with the thread's CPU clock instead of
+//! and the other speed targets (`--json`), or a readable table, with
+//! speedups against an anchor's JSON output when given one (`--vs`; the figures
+//! measured on the reference machine are in `bench/anchors/`). Runs on 2 rayon
+//! threads, like the anchor. `--cpu-time` times with the thread's CPU clock instead of
 //! the wall clock (for a machine shared with other work; the JSON then says
 //! `"clock": "thread_cpu"`).
 
@@ -61,11 +63,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let results = opal_bench::run_all(&cfg, &only);
+    let results = match opal_bench::run_all(&cfg, &only) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("opal-bench: setup failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     if json {
         println!("{}", results.to_json());
+        for (name, e) in &results.failures {
+            eprintln!("opal-bench: {name} failed: {e}");
+        }
     } else {
         print!("{}", results.to_table(anchor.as_ref()));
     }
-    ExitCode::SUCCESS
+    if results.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
