@@ -181,8 +181,13 @@ pub fn support(cx: &Ctx) -> TokenStream {
                 ks.below(DispatchKey::BackendSelect).add(backend)
             }
 
-            /// A meta tensor with the sizes, strides and dtype of `t`.
+            /// A meta tensor with the sizes, strides and dtype of `t`. A wrapped number
+            /// (a Scalar passed as a tensor) stays as it is: converting it would lose the
+            /// flag that makes it promote like a scalar, and meta kernels accept it.
             pub fn to_meta(t: &Tensor) -> Result<Tensor> {
+                if t.is_wrapped_number() {
+                    return Ok(t.clone());
+                }
                 Tensor::empty_strided(t.sizes(), t.strides(), t.dtype(), Device::meta())
             }
 
