@@ -41,14 +41,13 @@ const UNDEFINED_OUTPUT_CASES: &[&str] = &[
 ];
 
 /// Why the CPU run cannot check a case yet: no kernel serves the op on CPU (no CPU
-/// kernel and no composite kernel registered). Today this is `split.Tensor`, a
-/// CompositeExplicitAutograd op without a CPU kernel (the CompositeImplicitAutograd
-/// ops run through the runtime's composite kernels). The exact-list assertion fails as
-/// soon as one of them gains a kernel, so the list can only shrink.
+/// kernel and no composite kernel registered). Today every golden op has one (the
+/// composite ops, `split.Tensor` included, run through the runtime's composite
+/// kernels), so the list is empty; the exact-list assertion keeps it that way.
 const NO_CPU_KERNEL: &str = "no kernel serves this op on CPU (no CPU or composite kernel)";
 
 /// Cases the CPU run skips with the shipped data set (see [`NO_CPU_KERNEL`]).
-const NO_CPU_KERNEL_CASES: &[&str] = &["split.Tensor/0", "split.Tensor/1", "split.Tensor/2"];
+const NO_CPU_KERNEL_CASES: &[&str] = &[];
 
 /// Cases only the meta run skips with the shipped data set: their output shape
 /// depends on tensor *values*, which meta tensors do not have (PyTorch's meta

@@ -1,5 +1,6 @@
-//! CompositeImplicitAutograd kernels: the operators that `native_functions.yaml`
-//! gives no dispatch key (or only `CompositeImplicitAutograd`), written once in terms
+//! Composite kernels: the operators that `native_functions.yaml` gives no dispatch
+//! key (or only `CompositeImplicitAutograd`), plus CompositeExplicitAutograd ops that
+//! no backend needs to specialise (`split.Tensor`), written once in terms
 //! of other generated operators (`crate::ops::…`), so they run on every backend —
 //! CPU, Meta, out-of-tree devices — with no backend work.
 //!
@@ -60,6 +61,17 @@ pub(crate) fn register(d: &Dispatcher) {
     ];
     for (name, k) in kernels {
         if let Ok(h) = d.register_impl(name, key, k) {
+            h.leak();
+        }
+    }
+    // CompositeExplicitAutograd ops written over other ops: they serve every backend
+    // key that has no kernel of its own (but, unlike the implicit ones, not autograd).
+    let explicit = [(
+        ops::split_tensor::DEF.name,
+        ops::split_tensor::kernel(shape::split_tensor),
+    )];
+    for (name, k) in explicit {
+        if let Ok(h) = d.register_impl(name, DispatchKey::CompositeExplicitAutograd, k) {
             h.leak();
         }
     }

@@ -228,6 +228,40 @@ pub(super) fn chunk(
         .collect()
 }
 
+/// `split.Tensor`: views of `split_size` along `dim`, the last one shorter when the
+/// size does not divide evenly (a size-0 dim gives one empty piece).
+pub(super) fn split_tensor(
+    ks: DispatchKeySet,
+    self_: &Tensor,
+    split_size: i64,
+    dim: i64,
+) -> Result<Vec<Tensor>> {
+    if self_.dim() == 0 {
+        return Err(OpalError::msg(
+            "split: expects at least a 1-dimensional tensor",
+        ));
+    }
+    if split_size < 0 {
+        return Err(OpalError::msg(format!(
+            "split: split_size must be non-negative, got {split_size}"
+        )));
+    }
+    let d = wrap_dim("split", dim, self_.dim())?;
+    let size = self_.sizes()[d];
+    if split_size == 0 && size != 0 {
+        return Err(OpalError::msg(format!(
+            "split: split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
+        )));
+    }
+    if size == 0 {
+        return Ok(vec![narrow(ks, self_, d as i64, 0, 0)?]);
+    }
+    (0..size)
+        .step_by(split_size as usize)
+        .map(|start| narrow(ks, self_, d as i64, start, split_size.min(size - start)))
+        .collect()
+}
+
 /// Whether `t`'s strides are those of a dense tensor in memory format `fmt`
 /// (size-1 dims ignored: their stride never matters).
 fn is_contiguous_as(t: &Tensor, fmt: MemoryFormat) -> bool {
