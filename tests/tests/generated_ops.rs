@@ -53,7 +53,7 @@ fn add_meta(_ks: DispatchKeySet, this: &Tensor, other: &Tensor, _alpha: &Scalar)
         other.device().is_meta(),
         "the meta function runs on meta tensors"
     );
-    let n = this.numel().max(other.numel()) as i64;
+    let n = this.numel().max(other.numel());
     Tensor::empty(&[n], this.dtype(), Device::meta())
 }
 

@@ -37,6 +37,6 @@ pub mod factory;
 pub mod index;
 pub mod linalg;
 pub mod nn;
-pub mod shape;
 mod registration;
+pub mod shape;
 pub use registration::init;

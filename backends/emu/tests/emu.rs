@@ -12,6 +12,11 @@ use opal::dispatch::{DispatchKey, KernelFunction, Library, OperatorHandle};
 use opal::ops;
 use opal::{DType, Device, IValue, Result, Scalar, Stack, Tensor};
 
+/// Every test holds this: several of them compare `opal::fallback::calls()` before and
+/// after, the counter is process-wide, and the harness runs tests on several threads,
+/// so a neighbour's fallback call would otherwise show up in another test's count.
+static FALLBACK_COUNTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Serializes tests that read the process-wide fallback counter.
 static COUNTER: Mutex<()> = Mutex::new(());
 
@@ -127,6 +132,7 @@ fn arange(n: i64, device: Device) -> Tensor {
 
 #[test]
 fn memory_is_a_separate_pool_reached_only_by_copies() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let dev = emu();
     let before = opal_emu::stats(dev).unwrap();
     let t = ops::full::call(
@@ -156,6 +162,7 @@ fn memory_is_a_separate_pool_reached_only_by_copies() {
 
 #[test]
 fn native_kernels_run_on_the_device() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let _g = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let dev = emu();
     let fallbacks = opal::fallback::calls();
@@ -203,6 +210,7 @@ fn native_kernels_run_on_the_device() {
 
 #[test]
 fn pinned_kernel_gets_defaults_and_the_fallback_gets_the_rest() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let _g = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let dev = emu();
     let x = arange(4, dev);
@@ -221,6 +229,7 @@ fn pinned_kernel_gets_defaults_and_the_fallback_gets_the_rest() {
 
 #[test]
 fn unsupported_ops_run_on_the_cpu_and_mutations_come_back() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let _g = COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let dev = emu();
     let x = arange(3, dev);
@@ -248,6 +257,7 @@ fn unsupported_ops_run_on_the_cpu_and_mutations_come_back() {
 
 #[test]
 fn two_private_use_backends_coexist() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let (e1, e2) = (emu(), emu2());
     assert_eq!(e1.to_string(), "emu");
     assert_eq!(e2.to_string(), "emu2");

@@ -41,6 +41,11 @@ use generated::ops;
 /// `fast_math` values the CPU kernel of `evolved::add.out` received.
 static SEEN: Mutex<Vec<bool>> = Mutex::new(Vec::new());
 
+/// Held by the tests that compare `opal::fallback::calls()` before and after: the
+/// counter is process-wide and the test harness runs tests on several threads, so an
+/// unserialised neighbour's fallback call would show up in the other's count.
+static FALLBACK_COUNTER: Mutex<()> = Mutex::new(());
+
 fn setup() -> (Device, Device) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -93,6 +98,7 @@ fn values(t: &Tensor) -> Vec<f32> {
 
 #[test]
 fn evolved_schemas_are_registered() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     setup();
     let add = opal::dispatch::Dispatcher::global()
         .find("evolved::add.out")
@@ -107,6 +113,7 @@ fn evolved_schemas_are_registered() {
 
 #[test]
 fn defaults_reach_the_unchanged_kernels() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let (emu, _) = setup();
     let calls = opal::fallback::calls();
     let a = on(emu, &[1.0, 2.0, -3.0]);
@@ -125,6 +132,7 @@ fn defaults_reach_the_unchanged_kernels() {
 
 #[test]
 fn a_non_default_value_reaches_the_fallback_with_the_real_arguments() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let (emu, _) = setup();
     let a = on(emu, &[1.0, 2.0]);
     let b = on(emu, &[0.5, 0.25]);
@@ -143,6 +151,7 @@ fn a_non_default_value_reaches_the_fallback_with_the_real_arguments() {
 
 #[test]
 fn without_a_fallback_the_error_names_op_argument_value_and_backend() {
+    let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let (_, emu2) = setup();
     let a = on(emu2, &[1.0]);
     let out = on(emu2, &[0.0]);
