@@ -12,6 +12,9 @@ pub enum Clock {
     Wall,
     /// CPU time of the measuring thread (Linux): excludes time the thread was
     /// descheduled, for machines shared with other work. Elsewhere: wall clock.
+    /// It does not count rayon's worker threads, so it is meaningful only for
+    /// single-threaded work (dispatch, 1-element ops, allocation); parallel kernels
+    /// (add 1M, mm, softmax, layer_norm, conv2d) read too fast on it.
     ThreadCpu,
 }
 
