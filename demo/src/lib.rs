@@ -22,11 +22,6 @@ pub fn init() -> Result<()> {
 /// Copies `t` to `device` (`Tensor.to(device)` in PyTorch): `_to_copy`, which
 /// dispatches on `t`'s device.
 pub fn to(t: &Tensor, device: Device) -> Result<Tensor> {
-    if t.device().is_cpu() && !device.is_cpu() {
-        // The CPU `_to_copy` kernel only copies within the host so far, so a host ->
-        // device copy takes the device's registered transfer directly.
-        return opal::fallback::copy_to_device(t, device);
-    }
     ops::_to_copy::with(t, ops::_to_copy::Options::default().device(device))
 }
 

@@ -40,7 +40,8 @@ fn check_cpu_strided(
     }
 }
 
-/// A new contiguous copy of `self_`, converted to `dtype` when given.
+/// A new contiguous copy of `self_`, converted to `dtype` when given, on `device`
+/// when given (other devices through their registered `opal::fallback` transfer).
 #[allow(clippy::too_many_arguments)]
 pub fn _to_copy(
     self_: &Tensor,
@@ -53,7 +54,11 @@ pub fn _to_copy(
 ) -> Result<Tensor> {
     const OP: &str = "_to_copy";
     let _ = (pin_memory, non_blocking); // no pinned memory or async copies on CPU
-    check_cpu_strided(layout, device, memory_format, OP)?;
+    // A CPU tensor bound for another device: convert on the host, then hand the bytes
+    // to that device's registered transfer (the only way into a device's memory).
+    let target = device.filter(|d| d.device_type() != DeviceType::Cpu);
+    let host_device = if target.is_some() { None } else { device };
+    check_cpu_strided(layout, host_device, memory_format, OP)?;
     let dt = dtype.unwrap_or(self_.dtype());
     if dt.is_complex() || self_.dtype().is_complex() {
         return Err(err(
@@ -63,7 +68,10 @@ pub fn _to_copy(
     }
     let out = empty(self_.sizes(), dt)?;
     copy_into(&out, self_, OP)?;
-    Ok(out)
+    match target {
+        Some(d) => opal::fallback::copy_to_device(&out, d),
+        None => Ok(out),
+    }
 }
 
 /// Copies `src` (broadcast to `self_`'s shape, cast to its dtype) into `self_`.
