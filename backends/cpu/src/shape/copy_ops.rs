@@ -54,8 +54,8 @@ pub fn _to_copy(
 ) -> Result<Tensor> {
     const OP: &str = "_to_copy";
     let _ = (pin_memory, non_blocking); // no pinned memory or async copies on CPU
-    // A CPU tensor bound for another device: convert on the host, then hand the bytes
-    // to that device's registered transfer (the only way into a device's memory).
+                                        // A CPU tensor bound for another device: convert on the host, then hand the bytes
+                                        // to that device's registered transfer (the only way into a device's memory).
     let target = device.filter(|d| d.device_type() != DeviceType::Cpu);
     let host_device = if target.is_some() { None } else { device };
     check_cpu_strided(layout, host_device, memory_format, OP)?;
