@@ -16,10 +16,12 @@ fn generate(case: &str) -> Result<emit::Generated, String> {
     let yaml = case_dir(case).join("native_functions.yaml");
     let model = opal_codegen::load(&yaml).map_err(|d| d.render(false, 100))?;
     emit::generate(&model, &EmitOptions::default()).map_err(|errs| {
-        // Paths relative to the fixture so snapshots do not depend on the checkout.
-        let d = opal_codegen::builder::emit_diagnostics(&yaml, &errs);
+        // Rendered with a path relative to the fixtures, not replaced afterwards: the
+        // message is wrapped at a fixed width, so the checkout's absolute path length
+        // would otherwise change where lines break.
+        let mut d = opal_codegen::builder::emit_diagnostics(&yaml, &errs);
+        d.path = format!("{case}/native_functions.yaml");
         d.render(false, 100)
-            .replace(&case_dir(case).display().to_string(), case)
     })
 }
 
