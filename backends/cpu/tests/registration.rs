@@ -157,7 +157,6 @@ const MISSING_ON_CPU: &[&str] = &[
     "aten::t_",
     "aten::squeeze_.dim",
     "aten::unsqueeze_",
-    "aten::split.Tensor",
     // out= variants that torchgen derives (`autogen:`) without a CPU kernel.
     "aten::masked_fill.Scalar_out",
     "aten::isnan.out",
