@@ -338,9 +338,13 @@ fn metadata_reads_race_free_with_resize() {
         for _ in 0..3 {
             s.spawn(|| {
                 for _ in 0..2000 {
+                    // Each read sees one whole metadata version; two separate reads
+                    // may see different versions while another thread resizes, so
+                    // only per-read invariants are checked.
                     let n: i64 = t.sizes().iter().product();
                     assert!(n == 4 || n == 2, "{n}");
-                    assert_eq!(t.strides().len(), t.sizes().len().max(t.strides().len()));
+                    let strides = t.strides();
+                    assert!(strides == [1] || strides == [2, 1], "{strides:?}");
                 }
             });
         }
