@@ -34,6 +34,21 @@ fn float_dtype(dtype: Option<DType>, op: &str) -> Result<DType> {
     Ok(dt)
 }
 
+/// The checks and inputs shared by the floating-point samplers: options, dtype,
+/// element count and the generator to draw from.
+fn float_sampling(
+    size: &[i64],
+    generator_: Option<&Generator>,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    op: &str,
+) -> Result<(DType, usize, Generator)> {
+    check_options(layout, device, op)?;
+    let dt = float_dtype(dtype, op)?;
+    Ok((dt, numel(size, op)?, generator(generator_)))
+}
+
 /// Uniform samples in `[0, 1)` from `generator` (or the default CPU generator).
 #[allow(clippy::too_many_arguments)]
 pub fn rand_generator(
@@ -46,10 +61,7 @@ pub fn rand_generator(
 ) -> Result<Tensor> {
     const OP: &str = "rand";
     let _ = pin_memory;
-    check_options(layout, device, OP)?;
-    let dt = float_dtype(dtype, OP)?;
-    let n = numel(size, OP)?;
-    let g = generator(generator_);
+    let (dt, n, g) = float_sampling(size, generator_, dtype, layout, device, OP)?;
     dispatch_all!(dt, OP, |T| {
         let v: Vec<T> = g.with_state(|st| {
             (0..n)
@@ -96,10 +108,7 @@ pub fn randn_generator(
 ) -> Result<Tensor> {
     const OP: &str = "randn";
     let _ = pin_memory;
-    check_options(layout, device, OP)?;
-    let dt = float_dtype(dtype, OP)?;
-    let n = numel(size, OP)?;
-    let g = generator(generator_);
+    let (dt, n, g) = float_sampling(size, generator_, dtype, layout, device, OP)?;
     dispatch_all!(dt, OP, |T| {
         let v: Vec<T> = g.with_state(|st| (0..n).map(|_| T::from_f64(st.next_normal())).collect());
         Tensor::from_vec(v, size)
