@@ -296,6 +296,10 @@ impl CpuKernels for Cpu {
         max_pool2d_with_indices_backward_grad_input => nn::max_pool2d_with_indices_backward_grad_input(grad_output: &Tensor, self_: &Tensor, kernel_size: &[i64], stride: &[i64], padding: &[i64], dilation: &[i64], ceil_mode: bool, indices: &Tensor, grad_input: &Tensor) -> Tensor;
         max_pool2d_with_indices_backward => nn::max_pool2d_with_indices_backward(grad_output: &Tensor, self_: &Tensor, kernel_size: &[i64], stride: &[i64], padding: &[i64], dilation: &[i64], ceil_mode: bool, indices: &Tensor) -> Tensor;
         native_layer_norm => nn::native_layer_norm(input: &Tensor, normalized_shape: &[i64], weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64) -> (Tensor, Tensor, Tensor);
+        native_dropout => nn::native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> (Tensor, Tensor);
+        native_dropout_out => nn::native_dropout_out(input: &Tensor, p: f64, train: Option<bool>, out0: &Tensor, out1: &Tensor) -> (Tensor, Tensor);
+        native_dropout_backward => nn::native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Tensor;
+        native_dropout_backward_out => nn::native_dropout_backward_out(grad_output: &Tensor, mask: &Tensor, scale: f64, out: &Tensor) -> Tensor;
         native_batch_norm => nn::native_batch_norm(input: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, running_mean: Option<&Tensor>, running_var: Option<&Tensor>, training: bool, momentum: f64, eps: f64) -> (Tensor, Tensor, Tensor);
         upsample_nearest2d_out => nn::upsample_nearest2d_out(self_: &Tensor, output_size: &[i64], scales_h: Option<f64>, scales_w: Option<f64>, out: &Tensor) -> Tensor;
         upsample_nearest2d => nn::upsample_nearest2d(self_: &Tensor, output_size: &[i64], scales_h: Option<f64>, scales_w: Option<f64>) -> Tensor;
@@ -363,6 +367,7 @@ impl CpuKernels for Cpu {
         index_tensor => index::index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Tensor;
         index_tensor_out => index::index_tensor_out(self_: &Tensor, indices: &[Option<Tensor>], out: &Tensor) -> Tensor;
         // Factories and random.
+        empty_memory_format => factory::empty(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>, memory_format: Option<MemoryFormat>) -> Tensor;
         zeros => factory::zeros(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
         ones => factory::ones(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
         full => factory::full(size: &[i64], fill_value: &Scalar, dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;

@@ -9,7 +9,7 @@
 //! list ops (`backend.yaml` does; the compiler checks this table against the
 //! generated trait).
 
-use crate::kernels::{autogen, factory, index, linalg, nn, pointwise, reduce, view};
+use crate::kernels::{autogen, dropout, factory, index, linalg, nn, pointwise, reduce, view};
 use opal::dispatch::DispatchKeySet;
 use opal::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
 use std::sync::OnceLock;
@@ -293,6 +293,10 @@ meta_kernels! {
     nn::native_batch_norm(input: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, running_mean: Option<&Tensor>, running_var: Option<&Tensor>, training: bool, momentum: f64, eps: f64) -> (Tensor, Tensor, Tensor);
     nn::native_batch_norm_out(input: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, running_mean: Option<&Tensor>, running_var: Option<&Tensor>, training: bool, momentum: f64, eps: f64, out: &Tensor, save_mean: &Tensor, save_invstd: &Tensor) -> (Tensor, Tensor, Tensor);
     nn::native_layer_norm_backward(grad_out: &Tensor, input: &Tensor, normalized_shape: &[i64], mean: &Tensor, rstd: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, output_mask: &[bool]) -> (Tensor, Tensor, Tensor);
+    dropout::native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> (Tensor, Tensor);
+    dropout::native_dropout_out(input: &Tensor, p: f64, train: Option<bool>, out0: &Tensor, out1: &Tensor) -> (Tensor, Tensor);
+    dropout::native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Tensor;
+    dropout::native_dropout_backward_out(grad_output: &Tensor, mask: &Tensor, scale: f64, out: &Tensor) -> Tensor;
     nn::upsample_nearest2d_out(self_: &Tensor, output_size: &[i64], scales_h: Option<f64>, scales_w: Option<f64>, out: &Tensor) -> Tensor;
     nn::upsample_nearest2d(self_: &Tensor, output_size: &[i64], scales_h: Option<f64>, scales_w: Option<f64>) -> Tensor;
     nn::embedding(weight: &Tensor, indices: &Tensor, padding_idx: i64, scale_grad_by_freq: bool, sparse: bool) -> Tensor;
@@ -354,6 +358,7 @@ meta_kernels! {
     index::scatter_add_out(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor, out: &Tensor) -> Tensor;
     index::index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Tensor;
     index::index_tensor_out(self_: &Tensor, indices: &[Option<Tensor>], out: &Tensor) -> Tensor;
+    factory::empty_memory_format(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>, memory_format: Option<MemoryFormat>) -> Tensor;
     factory::zeros(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
     factory::ones(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
     factory::full(size: &[i64], fill_value: &Scalar, dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;

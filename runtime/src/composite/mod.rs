@@ -19,6 +19,7 @@
 //! tensor data directly (everything goes through operators, which is what makes the
 //! kernels backend-independent), or register anything for a backend key.
 
+mod dropout;
 mod linalg;
 mod nn;
 mod shape;
@@ -58,6 +59,14 @@ pub(crate) fn register(d: &Dispatcher) {
         ),
         (ops::linear::DEF.name, ops::linear::kernel(linalg::linear)),
         (ops::one_hot::DEF.name, ops::one_hot::kernel(nn::one_hot)),
+        (
+            ops::dropout::DEF.name,
+            ops::dropout::kernel(dropout::dropout),
+        ),
+        (
+            ops::dropout_::DEF.name,
+            ops::dropout_::kernel(dropout::dropout_),
+        ),
     ];
     for (name, k) in kernels {
         if let Ok(h) = d.register_impl(name, key, k) {

@@ -75,10 +75,45 @@ pub fn empty(
     pin_memory: Option<bool>,
     memory_format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
-    let _ = (pin_memory, memory_format);
+    let _ = pin_memory;
     check_options(layout, device, "empty")?;
     check_size(size, "empty")?;
-    crate::out::empty(size, dtype.unwrap_or_else(opal::dtype::default_dtype))
+    let dtype = dtype.unwrap_or_else(opal::dtype::default_dtype);
+    match memory_format {
+        None | Some(MemoryFormat::Contiguous) => crate::out::empty(size, dtype),
+        Some(MemoryFormat::Preserve) => Err(err(
+            "empty",
+            "memory format Preserve needs an input tensor; empty has none",
+        )),
+        Some(format) => channels_last_empty(size, dtype, format),
+    }
+}
+
+/// Channels-last storage: allocate the physical `N, spatial.., C` order
+/// contiguously and view it with the logical `N, C, spatial..` dims.
+fn channels_last_empty(size: &[i64], dtype: DType, format: MemoryFormat) -> Result<Tensor> {
+    let rank = if format == MemoryFormat::ChannelsLast {
+        4
+    } else {
+        5
+    };
+    if size.len() != rank {
+        return Err(err(
+            "empty",
+            format!(
+                "{format:?} memory format needs a {rank}-d size, got {}-d",
+                size.len()
+            ),
+        ));
+    }
+    let mut physical = vec![size[0]];
+    physical.extend_from_slice(&size[2..]);
+    physical.push(size[1]);
+    let t = crate::out::empty(&physical, dtype)?;
+    let ps = t.strides();
+    let mut strides = vec![ps[0], ps[rank - 1]];
+    strides.extend_from_slice(&ps[1..rank - 1]);
+    t.as_strided(size, &strides, 0)
 }
 
 /// Zeros of `size` (default dtype when `dtype` is `None`).

@@ -1,5 +1,5 @@
 //! Neural-network kernels: softmax family, normalization, convolution, pooling,
-//! upsampling, losses, embedding and one-hot, each as plain `pub fn`s with the
+//! upsampling, losses, embedding, one-hot and dropout, each as plain `pub fn`s with the
 //! argument types of `docs/design.md`.
 //!
 //! Owns: the `nn` ops listed in the submodules and the part-2 tensor plumbing in
@@ -11,6 +11,7 @@ pub(crate) mod vecmath;
 
 mod conv;
 mod conv_core;
+mod dropout;
 mod embedding;
 mod loss;
 mod norm;
@@ -20,6 +21,7 @@ mod softmax;
 mod softmax_core;
 
 pub use conv::*;
+pub use dropout::*;
 pub use embedding::*;
 pub use loss::*;
 pub use norm::*;

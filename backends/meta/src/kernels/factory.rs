@@ -34,6 +34,36 @@ pub fn scalar_default_dtype(s: &Scalar) -> DType {
     }
 }
 
+/// `empty.memory_format`: sizes and dtype only; `memory_format` picks the strides.
+pub fn empty_memory_format(
+    size: &[i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    const OP: &str = "empty.memory_format";
+    let t = factory(
+        OP,
+        size,
+        dtype.unwrap_or_else(default_dtype),
+        layout,
+        device,
+    )?;
+    match memory_format {
+        None | Some(MemoryFormat::Contiguous) => Ok(t),
+        Some(MemoryFormat::Preserve) => Err(fail(
+            OP,
+            "memory format Preserve needs an input tensor; empty has none",
+        )),
+        Some(format) => {
+            let strides = strides_for_format(OP, &t, Some(format))?;
+            Tensor::empty_strided(size, &strides, t.dtype(), meta_device())
+        }
+    }
+}
+
 /// `zeros`.
 pub fn zeros(
     size: &[i64],

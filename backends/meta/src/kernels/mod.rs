@@ -9,6 +9,7 @@
 //! shape rule inline (add it to `shape` so other backends can reuse it) or read data.
 
 pub mod autogen;
+pub mod dropout;
 pub mod factory;
 pub mod index;
 pub mod linalg;

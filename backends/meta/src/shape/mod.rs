@@ -6,6 +6,7 @@
 //! tensors, dispatch, or depend on a backend (the `kernels` module wraps these into
 //! Meta-device kernels).
 
+pub mod dropout;
 pub mod elementwise;
 pub mod geometry;
 pub mod index;
