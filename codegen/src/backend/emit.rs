@@ -21,7 +21,7 @@ use crate::emit::defaults::Value;
 use crate::emit::plan::{self as eplan, ArgPlan, OpPlan};
 use crate::emit::signature::{many_args_allow, names, params};
 use crate::emit::{self, Ctx, RuntimePath};
-use crate::model::{NativeFunction, NativeFunctions};
+use crate::model::{NativeFunction, NativeFunctions, OperatorName};
 
 use super::compat::Compat;
 use super::plan::Plan;
@@ -91,32 +91,24 @@ pub fn generate(
     let ns = spec.namespace.value.as_str();
     // Plan only the functions this output touches: the supported ops, the ops
     // derived from them, and the siblings a derivation calls (same delegate).
-    let mut wanted: HashSet<String> = plan
-        .ops
-        .iter()
-        .map(|o| o.func.func.name.to_string())
-        .collect();
-    let delegates: HashSet<String> = plan
+    let mut wanted: HashSet<&OperatorName> = plan.ops.iter().map(|o| &o.func.func.name).collect();
+    let delegates: HashSet<&OperatorName> = plan
         .derived
         .iter()
-        .filter_map(|d| d.func.structured_delegate.as_ref().map(|n| n.to_string()))
+        .filter_map(|d| d.func.structured_delegate.as_ref())
         .collect();
-    wanted.extend(plan.derived.iter().map(|d| d.func.func.name.to_string()));
-    let reduced = NativeFunctions {
-        functions: natives
-            .functions
-            .iter()
-            .filter(|f| {
-                wanted.contains(&f.func.name.to_string())
-                    || f.structured_delegate
-                        .as_ref()
-                        .is_some_and(|d| delegates.contains(&d.to_string()))
-            })
-            .cloned()
-            .collect(),
-        known_tags: Vec::new(),
-    };
-    let full = eplan::plan(&reduced, ns).map_err(|es| {
+    wanted.extend(plan.derived.iter().map(|d| &d.func.func.name));
+    let reduced: Vec<&NativeFunction> = natives
+        .functions
+        .iter()
+        .filter(|f| {
+            wanted.contains(&f.func.name)
+                || f.structured_delegate
+                    .as_ref()
+                    .is_some_and(|d| delegates.contains(d))
+        })
+        .collect();
+    let full = eplan::plan_functions(reduced.into_iter(), ns).map_err(|es| {
         es.into_iter()
             .map(|e| err(spec.backend.loc, "opal::backend::native", e.message))
             .collect::<Vec<_>>()
@@ -221,224 +213,43 @@ pub fn generate(
             }
         }
     }
-    // Every planned op is registered or called by a derivation.
-    let needed: Vec<usize> = (0..full.ops.len()).collect();
-
-    let cx = Ctx::new(&RuntimePath::Opal);
-    let ops_module = match &opts.ops_path {
-        Some(path) => {
-            let path: syn::Path = syn::parse_str(path).map_err(|e| {
-                vec![err(
-                    spec.backend.loc,
-                    "opal::backend::ops_path",
-                    format!("`{path}` is not a Rust path: {e}"),
-                )]
-            })?;
-            let doc = emit::doc(&format!(
-                "The operators this backend registers (`Sig`, `DEF`, `kernel`, ...), generated \
-                 from the same native YAML into `{}`.",
-                quote!(#path).to_string().replace(' ', "")
-            ));
-            quote! {
-                #doc
-                pub use #path as ops;
-            }
-        }
-        None => {
-            let op_items = needed.iter().map(|&i| emit::op_items(&cx, &full.ops[i]));
-            // Definitions and BackendSelect kernels of exactly the ops this output carries.
-            let sub = eplan::Plan {
-                namespace: ns.to_string(),
-                ops: needed.iter().map(|&i| full.ops[i].clone()).collect(),
-                unsupported: Vec::new(),
-            };
-            let def_all = emit::registry::def_all(&cx, &sub);
-            let prelude = emit::support::prelude(&cx);
-            let support = emit::support::support(&cx);
-            quote! {
-                /// The operators this backend registers: their typed signatures (`Sig`),
-                /// definitions (`DEF`), entry points and kernel adapters, generated from the
-                /// native YAML.
-                #[allow(dead_code, unused_imports, non_snake_case, clippy::all, reason = "generated per-op items; not all are used by every backend")]
-                pub mod ops {
-                    #prelude
-                    use self::prelude::*;
-                    #support
-                    #def_all
-                    #(#op_items)*
-                }
-            }
-        }
-    };
-
-    let b = &spec.backend.value;
-    let key_name = spec.dispatch_key.value.as_str();
-    let key = format_ident!("{}", key_name);
-    let device = &spec.device.value;
-    let trait_id = format_ident!("{}", trait_name(b));
-    let cpu_fallback = spec.fallback.value == FallbackPolicy::Cpu;
-
-    let trait_fns = entries.iter().map(|e| trait_fn(&cx, e, b));
-    let transfer_fns = if cpu_fallback {
-        quote! {
-            /// Copies `src`, a tensor of this backend's device, into a new contiguous CPU
-            /// tensor (used by the CPU fallback).
-            fn transfer_to_cpu(src: &Tensor) -> Result<Tensor>;
-
-            /// Writes the values of the CPU tensor `src` into `dst`, a tensor of this
-            /// backend's device with the same sizes and dtype (used by the CPU fallback).
-            fn transfer_from_cpu(src: &Tensor, dst: &Tensor) -> Result<()>;
-        }
-    } else {
-        quote!()
-    };
-    let trait_doc = emit::doc(&format!(
-        "The kernels of backend `{b}` (dispatch key {key_name}, device `{device}`): one \
-         associated function per op of `supported:` in {}, each with the typed signature of \
-         the schema its kernel was written against.\n\nImplement it on a type of yours and call \
-         [`register`] with that type.",
-        opts.backend_source
-    ));
-
-    let fallback_mod = if cpu_fallback {
-        fallback_module(&entries)
-    } else {
-        quote!()
-    };
-    let adapters = adapters_module(&cx, &entries, spec);
-
-    // Registration.
-    let impls = entries.iter().map(|e| {
-        let id = e.cur.ident();
-        let name = &e.cur.op_name;
-        let f = match e.compat {
-            Compat::Identical => quote!(<K as #trait_id>::#id),
-            Compat::Adapter { .. } => quote!(adapters::#id::<K>),
-        };
-        quote!(lib.impl_(#name, ops::#id::kernel(#f))?;)
-    });
-    let derived_impls = derived.iter().map(|d| {
-        let id = d.ident();
-        let name = &d.op_name;
-        quote!(lib.impl_(#name, ops::#id::kernel(ops::#id::structured))?;)
-    });
-    let rename = if spec.dispatch_key.value.is_private_use() {
-        quote!(::opal::register_privateuse_backend(DISPATCH_KEY, DEVICE)?;)
-    } else {
-        quote!()
-    };
-    let fallback_reg = if cpu_fallback {
-        let ty = device_type(spec.dispatch_key.value);
-        quote! {
-            ::opal::fallback::register_transfer(
-                ::opal::DeviceType::#ty,
-                ::std::boxed::Box::leak(::std::boxed::Box::new(Transfer::<K>(::std::marker::PhantomData))),
-            );
-            lib.fallback(::opal::fallback::kernel())?;
-        }
-    } else {
-        quote!()
-    };
-    let transfer_struct = if cpu_fallback {
-        quote! {
-            /// The CPU fallback's data mover for this backend's device, forwarding to the
-            /// kernel trait.
-            struct Transfer<K>(::std::marker::PhantomData<fn() -> K>);
-
-            impl<K: #trait_id> ::opal::fallback::DeviceTransfer for Transfer<K> {
-                fn to_cpu(&self, src: &Tensor) -> Result<Tensor> {
-                    K::transfer_to_cpu(src)
-                }
-                fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
-                    K::transfer_from_cpu(src, dst)
-                }
-            }
-        }
-    } else {
-        quote!()
-    };
-    let n_native = entries.len();
-    let n_derived = derived.len();
-    let reg_doc = emit::doc(&format!(
-        "Registers backend `{b}` for dispatch key {key_name}{}: {n_native} kernel(s) of \
-         `K`{}, {n_derived} op(s) derived from its out= kernels through `structured_delegate`{}.\n\n\
-         Returns the `Library` holding the registrations: dropping it deregisters them, \
-         `.leak()` keeps them for the life of the process. Idempotent per process only \
-         through the caller (registering twice stacks kernels).",
-        if spec.dispatch_key.value.is_private_use() {
-            format!(" (renamed to device `{device}`)")
-        } else {
-            String::new()
-        },
-        if entries.iter().any(|e| matches!(e.compat, Compat::Adapter { .. })) {
-            " (pinned kernels through defaulted-argument adapters)"
-        } else {
-            ""
-        },
-        if cpu_fallback {
-            ", and the CPU fallback for every other op"
-        } else {
-            ""
-        }
-    ));
-    let skeleton_mod = if opts.with_skeleton_mod {
-        quote! {
-            /// The backend's kernels (a starter written once by `--init-skeleton`; edit it).
-            pub mod kernels;
-        }
-    } else {
-        quote!()
-    };
-    let ns_lit = ns;
-    let tokens = quote! {
-        #[allow(unused_imports, reason = "runtime names used by the generated items below")]
-        use self::ops::prelude::*;
-
-        #ops_module
-
-        /// The dispatch key this backend registers under.
-        pub const DISPATCH_KEY: ::opal::dispatch::DispatchKey = ::opal::dispatch::DispatchKey::#key;
-        /// The device name users write (`"emu"`, `"emu:1"`).
-        pub const DEVICE: &str = #device;
-        /// The backend's name.
-        #[allow(dead_code, reason = "for users of the generated module")]
-        pub const BACKEND: &str = #b;
-        /// The operator namespace.
-        pub const NAMESPACE: &str = #ns_lit;
-
-        #trait_doc
-        #[allow(non_snake_case, reason = "kernel names follow operator names (`add__tensor`)")]
-        pub trait #trait_id: 'static {
-            #(#trait_fns)*
-            #transfer_fns
-        }
-
-        #fallback_mod
-        #adapters
-        #transfer_struct
-
-        #reg_doc
-        pub fn register<K: #trait_id>() -> ::opal::Result<::opal::dispatch::Library> {
-            #rename
-            ops::init()?;
-            let mut lib = ::opal::dispatch::Library::new(NAMESPACE, DISPATCH_KEY);
-            #(#impls)*
-            #(#derived_impls)*
-            #fallback_reg
-            ::std::result::Result::Ok(lib)
-        }
-
-        #skeleton_mod
+    if let Some(path) = &opts.ops_path {
+        syn::parse_str::<syn::Path>(path).map_err(|e| {
+            vec![err(
+                spec.backend.loc,
+                "opal::backend::ops_path",
+                format!("`{path}` is not a Rust path: {e}"),
+            )]
+        })?;
+    }
+    let parts = Parts {
+        spec,
+        opts,
+        ns,
+        entries: &entries,
+        derived: &derived,
+        carried: &full.ops,
+        ops_path: opts.ops_path.as_deref(),
     };
     let header = format!(
-        "// @generated by opal-codegen from {} against {} (backend `{b}`, {key_name}, device `{device}`, fallback {}). Do not edit by hand.\n\n",
+        "// @generated by opal-codegen from {} against {} (backend `{}`, {}, device `{}`, fallback {}). Do not edit by hand.\n\n",
         opts.backend_source,
         opts.native_source,
+        spec.backend.value,
+        spec.dispatch_key.value.as_str(),
+        spec.device.value,
         spec.fallback.value.as_str()
     );
-    let module = emit::format_file(&header, tokens)
-        .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?;
+    // The module's top-level items in three groups, built and formatted in parallel.
+    let module = emit::format::format_parts(&header, 3, |i| match i {
+        0 => parts.ops_module(),
+        1 => parts.kernel_trait(),
+        _ => parts.registration(),
+    })
+    .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?;
     let skeleton = if opts.skeleton {
+        let cx = Ctx::new(&RuntimePath::Opal);
+        let trait_id = format_ident!("{}", trait_name(&spec.backend.value));
         Some(
             skeleton(&cx, spec, &entries, &trait_id)
                 .map_err(|e| vec![err(spec.backend.loc, "opal::backend::emit", e)])?,
@@ -447,6 +258,252 @@ pub fn generate(
         None
     };
     Ok(BackendCode { module, skeleton })
+}
+
+/// What the groups of the backend module are built from (shared by the worker
+/// threads: token streams are not `Send`, so each group is built where it is
+/// formatted).
+struct Parts<'a, 'p> {
+    spec: &'a BackendSpec,
+    opts: &'a BackendEmitOptions,
+    ns: &'a str,
+    entries: &'a [Entry<'p>],
+    derived: &'a [&'p OpPlan<'p>],
+    /// Every planned op (carried in `mod ops` when there is no `ops_path`).
+    carried: &'a [OpPlan<'p>],
+    /// [`BackendEmitOptions::ops_path`], known to parse.
+    ops_path: Option<&'a str>,
+}
+
+impl Parts<'_, '_> {
+    fn trait_id(&self) -> proc_macro2::Ident {
+        format_ident!("{}", trait_name(&self.spec.backend.value))
+    }
+
+    fn cpu_fallback(&self) -> bool {
+        self.spec.fallback.value == FallbackPolicy::Cpu
+    }
+
+    /// The prelude import and `mod ops` (a re-export of `ops_path`, or the carried
+    /// per-op items).
+    fn ops_module(&self) -> TokenStream {
+        let cx = Ctx::new(&RuntimePath::Opal);
+        let ops_module = match &self.ops_path {
+            Some(path) => {
+                // Checked by `generate`; a path that does not parse is left out.
+                let path: Option<syn::Path> = syn::parse_str(path).ok();
+                let doc = emit::doc(&format!(
+                    "The operators this backend registers (`Sig`, `DEF`, `kernel`, ...), generated \
+                     from the same native YAML into `{}`.",
+                    quote!(#path).to_string().replace(' ', "")
+                ));
+                quote! {
+                    #doc
+                    pub use #path as ops;
+                }
+            }
+            None => {
+                let op_items = self.carried.iter().map(|o| emit::op_items(&cx, o));
+                // Definitions and BackendSelect kernels of exactly the ops this output carries.
+                let sub = eplan::Plan {
+                    namespace: self.ns.to_string(),
+                    ops: self.carried.to_vec(),
+                    unsupported: Vec::new(),
+                };
+                let def_all = emit::registry::def_all(&cx, &sub);
+                let prelude = emit::support::prelude(&cx);
+                let support = emit::support::support(&cx);
+                quote! {
+                    /// The operators this backend registers: their typed signatures (`Sig`),
+                    /// definitions (`DEF`), entry points and kernel adapters, generated from the
+                    /// native YAML.
+                    #[allow(dead_code, unused_imports, non_snake_case, clippy::all, reason = "generated per-op items; not all are used by every backend")]
+                    pub mod ops {
+                        #prelude
+                        use self::prelude::*;
+                        #support
+                        #def_all
+                        #(#op_items)*
+                    }
+                }
+            }
+        };
+        quote! {
+            #[allow(unused_imports, reason = "runtime names used by the generated items below")]
+            use self::ops::prelude::*;
+
+            #ops_module
+        }
+    }
+
+    /// The constants and the kernel trait.
+    fn kernel_trait(&self) -> TokenStream {
+        let cx = Ctx::new(&RuntimePath::Opal);
+        let spec = self.spec;
+        let b = &spec.backend.value;
+        let key_name = spec.dispatch_key.value.as_str();
+        let key = format_ident!("{}", key_name);
+        let device = &spec.device.value;
+        let trait_id = self.trait_id();
+        let trait_fns = self.entries.iter().map(|e| trait_fn(&cx, e, b));
+        let transfer_fns = if self.cpu_fallback() {
+            quote! {
+                /// Copies `src`, a tensor of this backend's device, into a new contiguous CPU
+                /// tensor (used by the CPU fallback).
+                fn transfer_to_cpu(src: &Tensor) -> Result<Tensor>;
+
+                /// Writes the values of the CPU tensor `src` into `dst`, a tensor of this
+                /// backend's device with the same sizes and dtype (used by the CPU fallback).
+                fn transfer_from_cpu(src: &Tensor, dst: &Tensor) -> Result<()>;
+            }
+        } else {
+            quote!()
+        };
+        let trait_doc = emit::doc(&format!(
+            "The kernels of backend `{b}` (dispatch key {key_name}, device `{device}`): one \
+             associated function per op of `supported:` in {}, each with the typed signature of \
+             the schema its kernel was written against.\n\nImplement it on a type of yours and call \
+             [`register`] with that type.",
+            self.opts.backend_source
+        ));
+        let ns_lit = self.ns;
+        quote! {
+            /// The dispatch key this backend registers under.
+            pub const DISPATCH_KEY: ::opal::dispatch::DispatchKey = ::opal::dispatch::DispatchKey::#key;
+            /// The device name users write (`"emu"`, `"emu:1"`).
+            pub const DEVICE: &str = #device;
+            /// The backend's name.
+            #[allow(dead_code, reason = "for users of the generated module")]
+            pub const BACKEND: &str = #b;
+            /// The operator namespace.
+            pub const NAMESPACE: &str = #ns_lit;
+
+            #trait_doc
+            #[allow(non_snake_case, reason = "kernel names follow operator names (`add__tensor`)")]
+            pub trait #trait_id: 'static {
+                #(#trait_fns)*
+                #transfer_fns
+            }
+        }
+    }
+
+    /// The fallback helpers, the adapters, the CPU-fallback transfer, `register` and
+    /// the `kernels` module declaration.
+    fn registration(&self) -> TokenStream {
+        let cx = Ctx::new(&RuntimePath::Opal);
+        let (spec, entries) = (self.spec, self.entries);
+        let b = &spec.backend.value;
+        let key_name = spec.dispatch_key.value.as_str();
+        let device = &spec.device.value;
+        let trait_id = self.trait_id();
+        let cpu_fallback = self.cpu_fallback();
+        let fallback_mod = if cpu_fallback {
+            fallback_module(entries)
+        } else {
+            quote!()
+        };
+        let adapters = adapters_module(&cx, entries, spec);
+        // Registration.
+        let impls = entries.iter().map(|e| {
+            let id = e.cur.ident();
+            let name = &e.cur.op_name;
+            let f = match e.compat {
+                Compat::Identical => quote!(<K as #trait_id>::#id),
+                Compat::Adapter { .. } => quote!(adapters::#id::<K>),
+            };
+            quote!(lib.impl_(#name, ops::#id::kernel(#f))?;)
+        });
+        let derived_impls = self.derived.iter().map(|d| {
+            let id = d.ident();
+            let name = &d.op_name;
+            quote!(lib.impl_(#name, ops::#id::kernel(ops::#id::structured))?;)
+        });
+        let rename = if spec.dispatch_key.value.is_private_use() {
+            quote!(::opal::register_privateuse_backend(DISPATCH_KEY, DEVICE)?;)
+        } else {
+            quote!()
+        };
+        let fallback_reg = if cpu_fallback {
+            let ty = device_type(spec.dispatch_key.value);
+            quote! {
+                ::opal::fallback::register_transfer(
+                    ::opal::DeviceType::#ty,
+                    ::std::boxed::Box::leak(::std::boxed::Box::new(Transfer::<K>(::std::marker::PhantomData))),
+                );
+                lib.fallback(::opal::fallback::kernel())?;
+            }
+        } else {
+            quote!()
+        };
+        let transfer_struct = if cpu_fallback {
+            quote! {
+                /// The CPU fallback's data mover for this backend's device, forwarding to the
+                /// kernel trait.
+                struct Transfer<K>(::std::marker::PhantomData<fn() -> K>);
+
+                impl<K: #trait_id> ::opal::fallback::DeviceTransfer for Transfer<K> {
+                    fn to_cpu(&self, src: &Tensor) -> Result<Tensor> {
+                        K::transfer_to_cpu(src)
+                    }
+                    fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+                        K::transfer_from_cpu(src, dst)
+                    }
+                }
+            }
+        } else {
+            quote!()
+        };
+        let n_native = entries.len();
+        let n_derived = self.derived.len();
+        let reg_doc = emit::doc(&format!(
+            "Registers backend `{b}` for dispatch key {key_name}{}: {n_native} kernel(s) of \
+             `K`{}, {n_derived} op(s) derived from its out= kernels through `structured_delegate`{}.\n\n\
+             Returns the `Library` holding the registrations: dropping it deregisters them, \
+             `.leak()` keeps them for the life of the process. Idempotent per process only \
+             through the caller (registering twice stacks kernels).",
+            if spec.dispatch_key.value.is_private_use() {
+                format!(" (renamed to device `{device}`)")
+            } else {
+                String::new()
+            },
+            if entries.iter().any(|e| matches!(e.compat, Compat::Adapter { .. })) {
+                " (pinned kernels through defaulted-argument adapters)"
+            } else {
+                ""
+            },
+            if cpu_fallback {
+                ", and the CPU fallback for every other op"
+            } else {
+                ""
+            }
+        ));
+        let skeleton_mod = if self.opts.with_skeleton_mod {
+            quote! {
+                /// The backend's kernels (a starter written once by `--init-skeleton`; edit it).
+                pub mod kernels;
+            }
+        } else {
+            quote!()
+        };
+        quote! {
+            #fallback_mod
+            #adapters
+            #transfer_struct
+
+            #reg_doc
+            pub fn register<K: #trait_id>() -> ::opal::Result<::opal::dispatch::Library> {
+                #rename
+                ops::init()?;
+                let mut lib = ::opal::dispatch::Library::new(NAMESPACE, DISPATCH_KEY);
+                #(#impls)*
+                #(#derived_impls)*
+                #fallback_reg
+                ::std::result::Result::Ok(lib)
+            }
+
+            #skeleton_mod
+        }
+    }
 }
 
 fn device_type(k: BackendKey) -> proc_macro2::Ident {

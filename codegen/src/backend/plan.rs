@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::diagnostics::Diagnostic;
-use crate::model::{FunctionSchema, Loc, NativeFunction, NativeFunctions};
+use crate::model::{FunctionSchema, Loc, NativeFunction, NativeFunctions, OperatorName};
 use crate::parse::edit_distance;
 
 use super::compat::{classify, Compat};
@@ -61,18 +61,18 @@ pub fn resolve<'n>(
     spec: &'n BackendSpec,
     natives: &'n NativeFunctions,
 ) -> (Plan<'n>, Vec<BackendDiagnostic>) {
-    let by_name: HashMap<String, &NativeFunction> = natives
+    let by_name: HashMap<&OperatorName, &NativeFunction> = natives
         .functions
         .iter()
-        .map(|f| (f.func.name.to_string(), f))
+        .map(|f| (&f.func.name, f))
         .collect();
     let mut errors = Vec::new();
     let mut ops: Vec<PlannedOp<'n>> = Vec::new();
     let mut failed = Vec::new();
-    let mut seen: HashMap<String, Loc> = HashMap::new();
+    let mut seen: HashMap<&OperatorName, Loc> = HashMap::new();
     for entry in &spec.supported {
         let name = entry.name().to_string();
-        if let Some(first) = seen.get(&name) {
+        if let Some(first) = seen.get(entry.name()) {
             errors.push(
                 Diagnostic::new(
                     "opal::backend::duplicate_op",
@@ -88,8 +88,8 @@ pub fn resolve<'n>(
             );
             continue;
         }
-        seen.insert(name.clone(), entry.loc());
-        let Some(func) = by_name.get(&name).copied() else {
+        seen.insert(entry.name(), entry.loc());
+        let Some(func) = by_name.get(entry.name()).copied() else {
             let mut d = Diagnostic::new(
                 "opal::backend::unknown_op",
                 match entry {
@@ -99,7 +99,12 @@ pub fn resolve<'n>(
                 format!("'{name}' is not an operator of the native YAML"),
             )
             .label("unknown operator");
-            d = match closest(&name, by_name.keys()) {
+            let names: Vec<String> = natives
+                .functions
+                .iter()
+                .map(|f| f.func.name.to_string())
+                .collect();
+            d = match closest(&name, names.iter()) {
                 Some(s) => d.hint(format!("did you mean '{s}'?")),
                 None => d.hint("list operators as `name.overload`, as in the native YAML"),
             };
@@ -141,18 +146,18 @@ pub fn resolve<'n>(
             loc: entry.loc(),
         });
     }
-    let supported_idx: HashMap<String, usize> = ops
+    let supported_idx: HashMap<&OperatorName, usize> = ops
         .iter()
         .enumerate()
-        .map(|(i, o)| (o.func.func.name.to_string(), i))
+        .map(|(i, o)| (&o.func.func.name, i))
         .collect();
     let derived = natives
         .functions
         .iter()
-        .filter(|f| !supported_idx.contains_key(&f.func.name.to_string()))
+        .filter(|f| !supported_idx.contains_key(&f.func.name))
         .filter_map(|f| {
             let d = f.structured_delegate.as_ref()?;
-            let from = *supported_idx.get(&d.to_string())?;
+            let from = *supported_idx.get(d)?;
             Some(DerivedOp { func: f, from })
         })
         .collect();

@@ -155,11 +155,19 @@ fn plan_args(f: &NativeFunction) -> Result<Vec<ArgPlan<'_>>, String> {
 
 /// Plans every function of `nf`, in file order.
 pub fn plan<'a>(nf: &'a NativeFunctions, namespace: &str) -> Result<Plan<'a>, Vec<EmitError>> {
-    let mut ops: Vec<OpPlan<'a>> = Vec::with_capacity(nf.functions.len());
+    plan_functions(nf.functions.iter(), namespace)
+}
+
+/// Plans the functions `fns` (in the order given) as if they were a whole file.
+pub fn plan_functions<'a>(
+    fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
+    namespace: &str,
+) -> Result<Plan<'a>, Vec<EmitError>> {
+    let mut ops: Vec<OpPlan<'a>> = Vec::with_capacity(fns.len());
     let mut unsupported = Vec::new();
     let mut errors = Vec::new();
     let mut by_ident: BTreeMap<String, (String, Loc)> = BTreeMap::new();
-    for f in &nf.functions {
+    for f in fns {
         let op_name = f.func.name.to_string();
         let ident_str = match ident::op_ident(&f.func.name) {
             Ok(s) => s,

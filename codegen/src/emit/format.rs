@@ -1,0 +1,148 @@
+//! Formatting of generated code: token streams -> prettyplease text behind a header,
+//! doc comments through placeholders, and building + formatting independent pieces
+//! of output on worker threads.
+//!
+//! Owns: the doc placeholder mechanism, [`format_file`], [`format_parts`] (one file
+//! formatted as consecutive groups of top-level items) and [`parallel_map`].
+//! Must not: decide what is generated (the emitters do) or read/write files.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+/// Prefix of the placeholder doc attributes replaced after formatting.
+const DOC_MARK: &str = "@@opal-doc:";
+
+thread_local! {
+    /// Doc texts of the file being built on this thread, by placeholder index.
+    static DOCS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Doc comment for an item. Emitted as a short placeholder attribute and replaced by
+/// the text, one `///` line per line, after prettyplease has formatted the file:
+/// prettyplease prints doc comments verbatim, so the result is what it would print
+/// for the full attributes, without parsing and printing every doc string twice.
+///
+/// The placeholder refers to this thread's list of docs: the tokens must be
+/// formatted on the thread that built them.
+pub fn doc(text: &str) -> TokenStream {
+    let i = DOCS.with(|d| {
+        let mut d = d.borrow_mut();
+        d.push(text.to_string());
+        d.len() - 1
+    });
+    let mark = format!(" {DOC_MARK}{i}");
+    quote!(#[doc = #mark])
+}
+
+/// Appends `formatted` to `out` with the doc placeholders replaced by `docs`.
+fn expand_docs(formatted: &str, docs: &[String], out: &mut String) {
+    out.reserve(formatted.len() + docs.iter().map(|d| d.len() + 16).sum::<usize>());
+    for line in formatted.lines() {
+        let trimmed = line.trim_start();
+        let text = trimmed
+            .strip_prefix("/// ")
+            .and_then(|r| r.strip_prefix(DOC_MARK))
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|i| docs.get(i));
+        match text {
+            Some(text) => {
+                let indent = &line[..line.len() - trimmed.len()];
+                for l in text.lines() {
+                    out.push_str(indent);
+                    out.push_str("///");
+                    if !l.is_empty() {
+                        out.push(' ');
+                        out.push_str(l);
+                    }
+                    out.push('\n');
+                }
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// Formats top-level items with prettyplease and appends the text (docs expanded) to
+/// `out`, consuming this thread's docs.
+fn format_into(tokens: TokenStream, out: &mut String) -> Result<(), String> {
+    let docs = DOCS.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    let file: syn::File =
+        syn::parse2(tokens).map_err(|e| format!("generated code does not parse: {e}"))?;
+    expand_docs(&prettyplease::unparse(&file), &docs, out);
+    Ok(())
+}
+
+/// Formats one file's tokens with prettyplease, behind the generated-file header.
+pub fn format_file(header: &str, tokens: TokenStream) -> Result<String, String> {
+    let mut out = String::with_capacity(64 * 1024);
+    out.push_str(header);
+    format_into(tokens, &mut out)?;
+    Ok(out)
+}
+
+/// Formats one file made of `parts` consecutive groups of top-level items, where
+/// `build(i)` makes the tokens of group `i`; groups are built and formatted on worker
+/// threads. prettyplease ends every top-level item with a forced line break at
+/// indentation 0, so the concatenation is exactly the text of the whole file.
+pub fn format_parts<F>(header: &str, parts: usize, build: F) -> Result<String, String>
+where
+    F: Fn(usize) -> TokenStream + Sync,
+{
+    let texts = parallel_map(parts, |i| {
+        let mut s = String::new();
+        format_into(build(i), &mut s).map(|()| s)
+    });
+    let len: usize = texts.iter().flatten().flatten().map(String::len).sum();
+    let mut out = String::with_capacity(header.len() + len);
+    out.push_str(header);
+    for t in texts {
+        out.push_str(&t.ok_or("generation failed")??);
+    }
+    Ok(out)
+}
+
+/// `f(0..n)` on up to as many threads as the machine has (at most 8), results in
+/// index order; `None` for the indices of a worker that panicked (the panic message
+/// has been printed by then), so callers can report it as an error.
+pub fn parallel_map<T, F>(n: usize, f: F) -> Vec<Option<T>>
+where
+    T: Send,
+    F: Fn(usize) -> T + Sync,
+{
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .clamp(1, 8)
+        .min(n.max(1));
+    // Workers take the next index as they become free, so uneven jobs balance.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    std::thread::scope(|s| {
+        let (f, next) = (&f, &next);
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if i >= n {
+                            break done;
+                        }
+                        done.push((i, f(i)));
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            // A worker that panicked leaves its slots empty.
+            if let Ok(done) = h.join() {
+                for (i, r) in done {
+                    slots[i] = Some(r);
+                }
+            }
+        }
+    });
+    slots
+}
