@@ -169,8 +169,9 @@ fn out_args_from_returns(f: &FunctionSchema) -> (Vec<Return>, Vec<Argument>) {
 }
 
 /// A string equal for exactly the functions whose [`signature`] is equal, written
-/// without building the signature schema (this runs for every function).
-fn signature_key(f: &NativeFunction) -> String {
+/// without building the signature schema (this runs for every function, so the
+/// validator computes it alongside its per-function rules, on several threads).
+pub fn signature_key(f: &NativeFunction) -> String {
     use std::fmt::Write;
     let s = &f.func;
     let n = &s.name.name;
@@ -332,12 +333,21 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
 /// Generates the functions `autogen:` asks for (appended in torchgen's order) and
 /// reports groups whose `autogen:` names differ from what can be generated.
 pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<NativeFunction> {
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: HashMap<String, BTreeMap<SchemaKind, usize>, FastHash> =
+    let keys: Vec<String> = fns.iter().map(signature_key).collect();
+    generate_with_keys(fns, &keys, errs)
+}
+
+/// [`generate`] with `keys[i]` = [`signature_key`]`(&fns[i])` already computed.
+pub fn generate_with_keys(
+    fns: &[NativeFunction],
+    keys: &[String],
+    errs: &mut Vec<Diagnostic>,
+) -> Vec<NativeFunction> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut groups: HashMap<&str, BTreeMap<SchemaKind, usize>, FastHash> =
         HashMap::with_capacity_and_hasher(fns.len(), FastHash::default());
-    for (i, f) in fns.iter().enumerate() {
-        let key = signature_key(f);
-        let g = groups.entry(key.clone()).or_default();
+    for (i, (f, key)) in fns.iter().zip(keys).enumerate() {
+        let g = groups.entry(key.as_str()).or_default();
         if g.is_empty() {
             order.push(key);
         }

@@ -51,23 +51,28 @@ pub fn validate(
     errs: &mut Vec<Diagnostic>,
 ) -> NativeFunctions {
     let mut fns = declared;
+    // The per-function rules, then the function's autogen grouping key (which
+    // depends on the resolved function only).
     let per_function = |part: &mut [NativeFunction]| {
         let mut errs = Vec::new();
+        let mut keys = Vec::with_capacity(part.len());
         for f in part {
             rules::check_schema(f, &mut errs);
             rules::check_keys(f, known_tags, &mut errs);
             rules::resolve(f, known_tags, &mut errs);
+            keys.push(autogen::signature_key(f));
         }
-        errs
+        (errs, keys)
     };
     // Rules on single functions are independent: run them on a few threads for big
     // files, keeping the errors in function order.
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
+    let mut keys = Vec::with_capacity(fns.len());
     if threads > 1 && fns.len() >= 1024 {
         let chunk = fns.len().div_ceil(threads);
-        let found: Vec<Vec<Diagnostic>> = std::thread::scope(|scope| {
+        let found: Vec<(Vec<Diagnostic>, Vec<String>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = fns
                 .chunks_mut(chunk)
                 .map(|part| scope.spawn(move || per_function(part)))
@@ -77,12 +82,33 @@ pub fn validate(
                 .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         });
-        errs.extend(found.into_iter().flatten());
+        for (e, k) in found {
+            errs.extend(e);
+            keys.extend(k);
+        }
     } else {
-        errs.extend(per_function(&mut fns));
+        let (e, k) = per_function(&mut fns);
+        errs.extend(e);
+        keys = k;
     }
-    check_all(&fns, errs);
-    let mut generated = autogen::generate(&fns, errs);
+    // Rules between functions and autogen read the functions only: run them side by
+    // side, reporting in the same order as one after the other.
+    let (between, generated) = std::thread::scope(|scope| {
+        let between = scope.spawn(|| {
+            let mut e = Vec::new();
+            check_all(&fns, &mut e);
+            e
+        });
+        let mut auto_errs = Vec::new();
+        let generated = autogen::generate_with_keys(&fns, &keys, &mut auto_errs);
+        let between = between
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (between, (generated, auto_errs))
+    });
+    errs.extend(between);
+    let (mut generated, auto_errs) = generated;
+    errs.extend(auto_errs);
     for g in &mut generated {
         rules::auto_tags(g, known_tags);
     }
