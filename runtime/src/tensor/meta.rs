@@ -66,27 +66,27 @@ impl Meta {
         contiguous: Option<bool>,
     ) -> Meta {
         let n = sizes.len();
-        let mut dims = if n <= INLINE_DIMS {
-            Dims::Inline {
-                n: n as u8,
-                v: [0; 2 * INLINE_DIMS],
-            }
-        } else {
-            Dims::Heap(vec![0; 2 * n].into_boxed_slice())
-        };
-        let buf: &mut [i64] = match &mut dims {
-            Dims::Inline { v, .. } => &mut v[..2 * n],
-            Dims::Heap(b) => b,
-        };
-        buf[..n].copy_from_slice(sizes);
-        strides(&mut buf[n..]);
+        // Filled in place (not built apart and moved in): tensor creation is hot.
         let mut m = Meta {
-            dims,
+            dims: if n <= INLINE_DIMS {
+                Dims::Inline {
+                    n: n as u8,
+                    v: [0; 2 * INLINE_DIMS],
+                }
+            } else {
+                Dims::Heap(vec![0; 2 * n].into_boxed_slice())
+            },
             offset,
             numel,
             contiguous: true,
             prev: std::ptr::null_mut(),
         };
+        let buf: &mut [i64] = match &mut m.dims {
+            Dims::Inline { v, .. } => &mut v[..2 * n],
+            Dims::Heap(b) => b,
+        };
+        buf[..n].copy_from_slice(sizes);
+        strides(&mut buf[n..]);
         m.contiguous = contiguous.unwrap_or_else(|| is_contiguous(m.sizes(), m.strides(), numel));
         m
     }
@@ -100,7 +100,20 @@ impl Meta {
                 "negative storage offset {offset}"
             )));
         }
-        Ok(Meta::build(
+        Ok(Meta::contiguous_checked(sizes, numel, offset))
+    }
+
+    /// The element count of `sizes`, or an error for negative or overflowing sizes.
+    #[inline]
+    pub(crate) fn numel_of(sizes: &[i64]) -> Result<i64> {
+        check_sizes(sizes)
+    }
+
+    /// Row-major contiguous metadata for sizes already checked by [`Meta::numel_of`]
+    /// (giving `numel`) and a non-negative `offset`.
+    #[inline(always)]
+    pub(crate) fn contiguous_checked(sizes: &[i64], numel: i64, offset: i64) -> Meta {
+        Meta::build(
             sizes,
             |st| {
                 let mut acc = 1i64;
@@ -112,7 +125,7 @@ impl Meta {
             offset,
             numel,
             Some(true),
-        ))
+        )
     }
 
     /// Explicitly strided metadata (non-negative strides and offset).

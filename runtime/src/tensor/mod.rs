@@ -50,6 +50,7 @@ mod access;
 mod create;
 mod display;
 mod meta;
+mod pool;
 pub mod storage;
 
 pub use access::{KernelAccess, Pod, TensorRead, TensorWrite};
@@ -63,8 +64,8 @@ use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::types::Layout;
 use meta::Meta;
+use pool::{block_layout, BlockCache, ImplRc, Pooled};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Arc;
 
 /// Where a tensor's bytes live: in the tensor itself (a fresh tensor: one allocation
 /// for metadata and buffer) or behind a shared [`Storage`] handle (views, tensors
@@ -103,6 +104,16 @@ impl TensorImpl {
     }
 }
 
+impl Pooled for TensorImpl {
+    #[inline]
+    fn with_cache<R>(f: impl FnOnce(&BlockCache) -> R) -> Option<R> {
+        thread_local! {
+            static CACHE: BlockCache = const { BlockCache::new(block_layout::<TensorImpl>()) };
+        }
+        CACHE.try_with(f).ok()
+    }
+}
+
 impl Drop for TensorImpl {
     fn drop(&mut self) {
         let mut p = *self.meta_override.get_mut();
@@ -120,7 +131,7 @@ impl Drop for TensorImpl {
 /// docs for the aliasing model.
 #[derive(Clone)]
 pub struct Tensor {
-    inner: Arc<TensorImpl>,
+    inner: ImplRc<TensorImpl>,
 }
 
 /// The key set of a tensor on `device`: its backend key, that backend's autograd key
@@ -143,7 +154,7 @@ impl Tensor {
             StorageSlot::Shared(s) => s.device(),
         };
         Tensor {
-            inner: Arc::new(TensorImpl {
+            inner: ImplRc::new(TensorImpl {
                 storage,
                 meta,
                 meta_override: AtomicPtr::new(std::ptr::null_mut()),
@@ -170,18 +181,24 @@ impl Tensor {
     /// A new contiguous tensor of `sizes` (zero-filled on host devices).
     #[inline]
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
-        let meta = Meta::contiguous(sizes, 0)?;
+        let numel = Meta::numel_of(sizes)?;
         // Contiguous at offset 0: exactly numel elements (numel is non-negative).
-        let nbytes = (meta.numel as usize)
+        let nbytes = (numel as usize)
             .checked_mul(dtype.size())
             .ok_or_else(|| OpalError::shape("tensor byte size overflows"))?;
-        let storage = StorageBuf::alloc(nbytes, device)?;
-        Ok(Tensor::from_parts(
-            StorageSlot::Own(storage),
-            meta,
-            dtype,
-            false,
-        ))
+        let (data, allocator) = StorageBuf::alloc_data(nbytes, device)?;
+        // Built in place: see `ImplRc::new_with`.
+        Ok(Tensor {
+            inner: ImplRc::new_with(|| TensorImpl {
+                storage: StorageSlot::Own(StorageBuf::with_ptr(data, nbytes, device, allocator)),
+                meta: Meta::contiguous_checked(sizes, numel, 0),
+                meta_override: AtomicPtr::new(std::ptr::null_mut()),
+                dtype,
+                device,
+                key_set: keys_for_device(device),
+                wrapped_number: false,
+            }),
+        })
     }
 
     /// A new tensor with explicit strides (non-negative), backed by just enough storage.
@@ -346,7 +363,7 @@ impl Tensor {
     /// True when both handles are the same tensor (not just the same storage).
     #[inline]
     pub fn is_same(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        ImplRc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// True when both tensors share a storage (e.g. one is a view of the other).

@@ -207,19 +207,27 @@ impl StorageBuf {
     /// for tiny buffers of the built-in CPU allocator).
     #[inline]
     pub(crate) fn alloc(nbytes: usize, device: Device) -> Result<StorageBuf> {
+        let (data, allocator) = StorageBuf::alloc_data(nbytes, device)?;
+        Ok(StorageBuf::with_ptr(data, nbytes, device, allocator))
+    }
+
+    /// The data pointer (null: the inline buffer) and allocator for a buffer of
+    /// `nbytes` on `device`; [`StorageBuf::with_ptr`] makes the buffer from them.
+    /// Split from `alloc` so that a tensor can build its buffer in place.
+    #[inline]
+    pub(crate) fn alloc_data(
+        nbytes: usize,
+        device: Device,
+    ) -> Result<(*mut u8, &'static dyn Allocator)> {
         let custom_cpu = !ALLOCATORS[DeviceType::Cpu as usize]
             .load(Ordering::Relaxed)
             .is_null();
         if nbytes <= INLINE_BYTES && device.is_cpu() && !custom_cpu {
-            return Ok(StorageBuf::with_ptr(
-                std::ptr::null_mut(),
-                nbytes,
-                device,
-                &CPU_ALLOCATOR,
-            ));
+            return Ok((std::ptr::null_mut(), &CPU_ALLOCATOR));
         }
         let a = allocator(device.device_type())?;
-        StorageBuf::alloc_with(nbytes, device, a)
+        let p = a.allocate(device, nbytes)?;
+        Ok((p.as_ptr(), a))
     }
 
     pub(crate) fn alloc_with(
@@ -232,7 +240,7 @@ impl StorageBuf {
     }
 
     #[inline]
-    fn with_ptr(
+    pub(crate) fn with_ptr(
         data: *mut u8,
         nbytes: usize,
         device: Device,
@@ -345,7 +353,7 @@ enum Handle {
     Heap(Arc<StorageBuf>),
     /// The buffer owned inline by a tensor (its first tensor); the handle keeps that
     /// tensor's block alive.
-    InTensor(Arc<super::TensorImpl>),
+    InTensor(super::pool::ImplRc<super::TensorImpl>),
 }
 
 /// A refcounted handle to a byte buffer on one device (schema type `Storage`);
@@ -387,7 +395,7 @@ impl Storage {
     }
 
     /// The handle for the buffer a tensor owns inline.
-    pub(crate) fn in_tensor(t: Arc<super::TensorImpl>) -> Storage {
+    pub(crate) fn in_tensor(t: super::pool::ImplRc<super::TensorImpl>) -> Storage {
         Storage {
             handle: Handle::InTensor(t),
         }
