@@ -181,6 +181,8 @@ pub struct StorageBuf {
     nbytes: AtomicUsize,
     device: Device,
     allocator: &'static dyn Allocator,
+    /// The allocator's `host_accessible`, asked once: every data access checks it.
+    host_accessible: bool,
     /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
     borrow: AtomicU32,
     /// Small-buffer optimization: tiny tensors of the built-in CPU allocator keep
@@ -251,6 +253,7 @@ impl StorageBuf {
             nbytes: AtomicUsize::new(nbytes),
             device,
             allocator,
+            host_accessible: allocator.host_accessible(),
             borrow: AtomicU32::new(0),
             inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
         }
@@ -276,7 +279,7 @@ impl StorageBuf {
     /// Whether host code may access the bytes (false for meta and true device memory).
     #[inline]
     pub fn is_host_accessible(&self) -> bool {
-        self.allocator.host_accessible()
+        self.host_accessible
     }
 
     /// Start of the buffer. Dereferencing it is `unsafe`: hold a borrow (tensor

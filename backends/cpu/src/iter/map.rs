@@ -43,8 +43,13 @@ fn same_contig(t: &Tensor, out: &Tensor) -> bool {
 /// Runs `f(start, end)` over `0..n`, split across threads above [`GRAIN`].
 #[inline]
 pub(crate) fn par_ranges(n: usize, f: impl Fn(usize, usize) + Sync) {
+    // Small loops first: asking rayon for its thread count is not free.
+    if n < GRAIN {
+        f(0, n);
+        return;
+    }
     let threads = rayon::current_num_threads();
-    if n < GRAIN || threads <= 1 {
+    if threads <= 1 {
         f(0, n);
         return;
     }
