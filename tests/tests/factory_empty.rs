@@ -38,8 +38,8 @@ fn dtype_and_channels_last_strides() {
     assert_eq!(t.dtype(), DType::F64);
     assert_eq!(t.sizes(), &[2, 3, 4, 5]);
     assert_eq!(t.strides(), &[60, 1, 15, 3]);
-    let opts = ops::empty_memory_format::Options::default()
-        .memory_format(MemoryFormat::ChannelsLast3d);
+    let opts =
+        ops::empty_memory_format::Options::default().memory_format(MemoryFormat::ChannelsLast3d);
     let t = empty(&[2, 3, 4, 5, 6], opts).unwrap();
     assert_eq!(t.strides(), &[360, 1, 90, 18, 3]);
 }
@@ -67,7 +67,10 @@ fn bad_requests_are_errors_naming_the_op() {
             .device(device)
             .memory_format(MemoryFormat::Preserve);
         let e = empty(&[2], preserve).unwrap_err().to_string();
-        assert!(e.contains("empty") && e.contains("Preserve"), "{device}: {e}");
+        assert!(
+            e.contains("empty") && e.contains("Preserve"),
+            "{device}: {e}"
+        );
         let wrong_rank = ops::empty_memory_format::Options::default()
             .device(device)
             .memory_format(MemoryFormat::ChannelsLast);
