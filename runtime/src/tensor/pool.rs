@@ -191,11 +191,19 @@ impl<T: Pooled> Clone for ImplRc<T> {
 impl<T: Pooled> Drop for ImplRc<T> {
     #[inline]
     fn drop(&mut self) {
-        if self.inner().strong.fetch_sub(1, Ordering::Release) != 1 {
-            return;
+        // A count of one seen here means this is the only handle: new handles are
+        // only made from existing ones, and `&mut self` rules out borrows of this
+        // one. The acquire load orders the other (former) handles' drops before
+        // ours, as the fence below does on the shared path. Skipping the locked
+        // decrement matters: most tensors die unshared (an op's temporaries and
+        // results), and the decrement costs as much as the rest of the drop.
+        if self.inner().strong.load(Ordering::Acquire) != 1 {
+            if self.inner().strong.fetch_sub(1, Ordering::Release) != 1 {
+                return;
+            }
+            // Every other handle's writes happen before the value is dropped.
+            fence(Ordering::Acquire);
         }
-        // Every other handle's writes happen before the value is dropped.
-        fence(Ordering::Acquire);
         let raw = self.ptr.as_ptr();
         // SAFETY: this was the last handle: nobody else can reach the block. The
         // value is dropped exactly once, then the (now uninitialised) block is
