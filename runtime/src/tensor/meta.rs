@@ -40,6 +40,16 @@ fn check_sizes(sizes: &[i64]) -> Result<i64> {
     Ok(numel)
 }
 
+/// Row-major strides of `sizes` into `st` (size-0 and size-1 dims count as 1).
+#[inline(always)]
+fn contiguous_strides_into(sizes: &[i64], st: &mut [i64]) {
+    let mut acc = 1i64;
+    for (i, s) in sizes.iter().enumerate().rev() {
+        st[i] = acc;
+        acc = acc.saturating_mul((*s).max(1));
+    }
+}
+
 fn is_contiguous(sizes: &[i64], strides: &[i64], numel: i64) -> bool {
     if numel == 0 {
         return true;
@@ -115,17 +125,45 @@ impl Meta {
     pub(crate) fn contiguous_checked(sizes: &[i64], numel: i64, offset: i64) -> Meta {
         Meta::build(
             sizes,
-            |st| {
-                let mut acc = 1i64;
-                for (i, s) in sizes.iter().enumerate().rev() {
-                    st[i] = acc;
-                    acc = acc.saturating_mul((*s).max(1));
-                }
-            },
+            |st| contiguous_strides_into(sizes, st),
             offset,
             numel,
             Some(true),
         )
+    }
+
+    /// Writes row-major contiguous metadata at offset 0 into `m`, for sizes already
+    /// checked by [`Meta::numel_of`] (giving `numel`).
+    ///
+    /// # Safety
+    /// `m` must be valid for writes and properly aligned; whatever it held is
+    /// overwritten without being dropped.
+    #[inline(always)]
+    pub(crate) unsafe fn init_contiguous(m: *mut Meta, sizes: &[i64], numel: i64) {
+        let n = sizes.len();
+        // SAFETY: the caller's promise; each field is written before `dims` is
+        // borrowed, and `dims` is initialised before it is borrowed.
+        unsafe {
+            let dims = std::ptr::addr_of_mut!((*m).dims);
+            dims.write(if n <= INLINE_DIMS {
+                Dims::Inline {
+                    n: n as u8,
+                    v: [0; 2 * INLINE_DIMS],
+                }
+            } else {
+                Dims::Heap(vec![0; 2 * n].into_boxed_slice())
+            });
+            let buf: &mut [i64] = match &mut *dims {
+                Dims::Inline { v, .. } => &mut v[..2 * n],
+                Dims::Heap(b) => b,
+            };
+            buf[..n].copy_from_slice(sizes);
+            contiguous_strides_into(sizes, &mut buf[n..]);
+            std::ptr::addr_of_mut!((*m).offset).write(0);
+            std::ptr::addr_of_mut!((*m).numel).write(numel);
+            std::ptr::addr_of_mut!((*m).contiguous).write(true);
+            std::ptr::addr_of_mut!((*m).prev).write(std::ptr::null_mut());
+        }
     }
 
     /// Explicitly strided metadata (non-negative strides and offset).

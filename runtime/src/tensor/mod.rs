@@ -187,18 +187,24 @@ impl Tensor {
             .checked_mul(dtype.size())
             .ok_or_else(|| OpalError::shape("tensor byte size overflows"))?;
         let (data, allocator) = StorageBuf::alloc_data(nbytes, device)?;
-        // Built in place: see `ImplRc::new_with`.
-        Ok(Tensor {
-            inner: ImplRc::new_with(|| TensorImpl {
-                storage: StorageSlot::Own(StorageBuf::with_ptr(data, nbytes, device, allocator)),
-                meta: Meta::contiguous_checked(sizes, numel, 0),
-                meta_override: AtomicPtr::new(std::ptr::null_mut()),
-                dtype,
-                device,
-                key_set: keys_for_device(device),
-                wrapped_number: false,
-            }),
-        })
+        // Written field by field into the block: see `ImplRc::new_with`.
+        // SAFETY: every field of the `TensorImpl` is written (the pointer is a
+        // fresh, aligned block from `new_in_place`).
+        let inner = unsafe {
+            ImplRc::new_in_place(|p: *mut TensorImpl| {
+                use std::ptr::addr_of_mut;
+                addr_of_mut!((*p).storage).write(StorageSlot::Own(StorageBuf::with_ptr(
+                    data, nbytes, device, allocator,
+                )));
+                Meta::init_contiguous(addr_of_mut!((*p).meta), sizes, numel);
+                addr_of_mut!((*p).meta_override).write(AtomicPtr::new(std::ptr::null_mut()));
+                addr_of_mut!((*p).dtype).write(dtype);
+                addr_of_mut!((*p).device).write(device);
+                addr_of_mut!((*p).key_set).write(keys_for_device(device));
+                addr_of_mut!((*p).wrapped_number).write(false);
+            })
+        };
+        Ok(Tensor { inner })
     }
 
     /// A new tensor with explicit strides (non-negative), backed by just enough storage.

@@ -123,6 +123,18 @@ impl<T: Pooled> ImplRc<T> {
     /// creating it (the copy's wide loads stall on the fields' fresh narrow stores).
     #[inline(always)]
     pub(crate) fn new_with(make: impl FnOnce() -> T) -> ImplRc<T> {
+        // SAFETY: `write` initialises the whole value.
+        unsafe { Self::new_in_place(|p| p.write(make())) }
+    }
+
+    /// Takes a block and has `init` write the value into it, field by field if it
+    /// likes (the surest way to avoid a stack copy).
+    ///
+    /// # Safety
+    /// `init` must leave the `T` behind the pointer fully initialised. (If it
+    /// panics, the block leaks.)
+    #[inline(always)]
+    pub(crate) unsafe fn new_in_place(init: impl FnOnce(*mut T)) -> ImplRc<T> {
         let layout = Layout::new::<RcBox<T>>();
         let raw = T::with_cache(|c| {
             debug_assert_eq!(c.layout, layout, "a cache for another block layout");
@@ -139,12 +151,11 @@ impl<T: Pooled> ImplRc<T> {
         })
         .cast::<RcBox<T>>();
         // SAFETY: `raw` is a non-null, suitably aligned, unused block of
-        // `RcBox<T>`'s layout (fresh or recycled); writing initialises it.
+        // `RcBox<T>`'s layout (fresh or recycled); the counter is written here and
+        // the value by `init` (the caller's promise).
         unsafe {
-            raw.write(RcBox {
-                strong: AtomicUsize::new(1),
-                value: make(),
-            });
+            std::ptr::addr_of_mut!((*raw).strong).write(AtomicUsize::new(1));
+            init(std::ptr::addr_of_mut!((*raw).value));
             ImplRc {
                 ptr: NonNull::new_unchecked(raw),
                 _owns: PhantomData,
