@@ -1,7 +1,8 @@
 //! Softmax / log-softmax forward and backward over contiguous buffers laid out as
 //! `[outer, dim, inner]` (the reduced dimension in the middle).
 //!
-//! Owns: the numerics (max subtraction, sums, threading over the outer blocks).
+//! Owns: the numerics (max subtraction, sums, threading over the outer blocks with
+//! a grain of whole rows). The vectorized row primitives are in `vecmath`.
 //! Must not: know about tensors or dtypes other than the f32/f64 compute type.
 
 use super::vecmath::RowMath;
@@ -10,8 +11,22 @@ use rayon::prelude::*;
 /// Below this many elements the work stays on the calling thread.
 const PARALLEL_MIN: usize = 1 << 14;
 
-/// Runs `f(block_index, in_block, out_block)` over `[outer]` blocks of `block` elements,
-/// in parallel when the tensor is large.
+/// Elements per rayon task: about four tasks per thread (load balance on a shared
+/// machine) but never below 4K elements, so the per-task cost stays small against
+/// the work; always whole blocks.
+fn task_len(total: usize, block: usize) -> usize {
+    let per_thread = total / (4 * rayon::current_num_threads()).max(1);
+    (per_thread.max(4096) / block).max(1) * block
+}
+
+/// Runs `f(in_block, out_block)` over the `[outer]` blocks of `block` elements, in
+/// parallel when the tensor is large.
+///
+/// Parallel runs are self-scheduled: the calling thread and `threads - 1` rayon
+/// jobs take tasks of whole blocks from one shared queue until it is empty. The
+/// caller works from the start instead of sleeping until the pool is done, so
+/// waking a worker overlaps with useful work (and a late worker finds the queue
+/// drained), like an OpenMP region whose master thread takes part.
 fn for_blocks<C: Send + Sync>(
     x: &[C],
     y: &mut [C],
@@ -21,24 +36,36 @@ fn for_blocks<C: Send + Sync>(
     if block == 0 {
         return;
     }
-    if x.len() >= PARALLEL_MIN {
-        // Group blocks so each rayon task has at least ~4K elements of work.
-        let per_task = (4096 / block).max(1) * block;
-        y.par_chunks_mut(per_task)
-            .zip(x.par_chunks(per_task))
-            .for_each(|(yc, xc)| {
-                for (yb, xb) in yc.chunks_mut(block).zip(xc.chunks(block)) {
-                    f(xb, yb);
-                }
-            });
-    } else {
-        for (yb, xb) in y.chunks_mut(block).zip(x.chunks(block)) {
+    let run = |xc: &[C], yc: &mut [C]| {
+        for (yb, xb) in yc.chunks_mut(block).zip(xc.chunks(block)) {
             f(xb, yb);
         }
+    };
+    let threads = rayon::current_num_threads();
+    if x.len() < PARALLEL_MIN || x.len() <= block || threads < 2 {
+        run(x, y);
+        return;
+    }
+    let per_task = task_len(x.len(), block);
+    y.par_chunks_mut(per_task)
+        .zip(x.par_chunks(per_task))
+        .for_each(|(yc, xc)| run(xc, yc));
+}
+
+/// The shift that keeps `exp` in range: the max, or 0 when the max is infinite
+/// (a row of -inf, everything masked, would otherwise give NaN; PyTorch does the
+/// same).
+fn shift_of<C: RowMath>(m: C) -> C {
+    if m.is_infinite() {
+        C::zero()
+    } else {
+        m
     }
 }
 
-/// `y = softmax(x)` (or `log_softmax` when `log`) along the middle axis.
+/// `y = softmax(x)` (or `log_softmax` when `log`) along the middle axis: per row
+/// (`inner == 1`) one pass for the max, one fused `exp` + sum, one scale (or
+/// subtract) pass; otherwise the same three steps vectorized along `inner`.
 pub(crate) fn softmax_forward<C: RowMath>(
     x: &[C],
     y: &mut [C],
@@ -49,17 +76,12 @@ pub(crate) fn softmax_forward<C: RowMath>(
     let block = dim * inner;
     if inner == 1 {
         for_blocks(x, y, block, |xr, yr| {
-            let m = C::row_max(xr);
-            // A row of -inf (everything masked) has max -inf; subtracting it would
-            // give NaN, so shift by 0 instead, as PyTorch does.
-            let shift = if m.is_infinite() { C::zero() } else { m };
-            let s = C::exp_sub_sum(xr, yr, shift);
+            let shift = shift_of(C::row_max(xr));
             if log {
-                let ls = s.ln() + shift;
-                for (o, &i) in yr.iter_mut().zip(xr) {
-                    *o = i - ls;
-                }
+                let ls = C::exp_sub_total(xr, shift).ln() + shift;
+                C::sub_into(xr, yr, ls);
             } else {
+                let s = C::exp_sub_sum(xr, yr, shift);
                 C::scale(yr, C::one() / s);
             }
         });
@@ -75,31 +97,32 @@ pub(crate) fn softmax_forward<C: RowMath>(
             }
         }
         for m in maxs.iter_mut() {
-            if m.is_infinite() {
-                *m = C::zero();
-            }
+            *m = shift_of(*m);
         }
         let mut sums = vec![C::zero(); inner];
         for d in 0..dim {
             let r = d * inner..(d + 1) * inner;
-            for ((o, &v), (s, &m)) in yb[r.clone()]
-                .iter_mut()
-                .zip(&xb[r])
-                .zip(sums.iter_mut().zip(&maxs))
-            {
-                let e = (v - m).exp();
-                *o = e;
-                *s = *s + e;
-            }
+            C::exp_sub_acc(&xb[r.clone()], &maxs, &mut yb[r], &mut sums);
         }
-        for d in 0..dim {
-            let r = d * inner..(d + 1) * inner;
-            for ((o, &v), (s, &m)) in yb[r.clone()]
-                .iter_mut()
-                .zip(&xb[r])
-                .zip(sums.iter().zip(&maxs))
-            {
-                *o = if log { v - m - s.ln() } else { *o / *s };
+        if log {
+            // log_softmax = x - max - ln(sum)
+            for (m, s) in maxs.iter_mut().zip(&sums) {
+                *m = *m + s.ln();
+            }
+            for d in 0..dim {
+                let r = d * inner..(d + 1) * inner;
+                for ((o, &v), &m) in yb[r.clone()].iter_mut().zip(&xb[r]).zip(&maxs) {
+                    *o = v - m;
+                }
+            }
+        } else {
+            for s in sums.iter_mut() {
+                *s = C::one() / *s;
+            }
+            for d in 0..dim {
+                for (o, &inv) in yb[d * inner..(d + 1) * inner].iter_mut().zip(&sums) {
+                    *o = *o * inv;
+                }
             }
         }
     });
@@ -176,6 +199,77 @@ mod tests {
                 assert!((a - b.ln()).abs() < 1e-12);
             }
         }
+    }
+
+    /// f64 reference of softmax / log_softmax over `[outer, dim, inner]`.
+    fn reference(x: &[f32], dim: usize, inner: usize, log: bool) -> Vec<f64> {
+        let mut y = vec![0.0; x.len()];
+        for o in 0..x.len() / (dim * inner) {
+            for j in 0..inner {
+                let at = |d: usize| o * dim * inner + d * inner + j;
+                let m = (0..dim).map(|d| x[at(d)] as f64).fold(f64::MIN, f64::max);
+                let s: f64 = (0..dim).map(|d| (x[at(d)] as f64 - m).exp()).sum();
+                for d in 0..dim {
+                    let v = x[at(d)] as f64 - m;
+                    y[at(d)] = if log { v - s.ln() } else { v.exp() / s };
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn f32_paths_match_f64_reference() {
+        // (dim, inner, outer): a parallel last-dim case with a ragged row length, and
+        // the vectorized non-last-dim path, serial and parallel.
+        for (dim, inner, outer) in [(1031usize, 1usize, 40usize), (33, 5, 7), (64, 33, 9)] {
+            let n = dim * inner * outer;
+            let x: Vec<f32> = (0..n)
+                .map(|i| ((i as f32 * 0.618).sin() * 30.0) - (i % 7) as f32)
+                .collect();
+            for log in [false, true] {
+                let mut y = vec![0.0f32; n];
+                softmax_forward(&x, &mut y, dim, inner, log);
+                let want = reference(&x, dim, inner, log);
+                for (i, (&g, &w)) in y.iter().zip(&want).enumerate() {
+                    let tol = if log {
+                        2e-5 * w.abs().max(1.0)
+                    } else {
+                        1e-5 * w + 1e-30
+                    };
+                    assert!(
+                        (g as f64 - w).abs() <= tol,
+                        "dim={dim} inner={inner} log={log} i={i}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nan_and_infinite_rows() {
+        let mut y = [0.0f32; 4];
+        softmax_forward(&[1.0, f32::NAN, 2.0, 3.0], &mut y, 4, 1, false);
+        assert!(y.iter().all(|v| v.is_nan()));
+        softmax_forward(&[1.0, f32::NAN, 2.0, 3.0], &mut y, 4, 1, true);
+        assert!(y.iter().all(|v| v.is_nan()));
+        // Columns: NaN and a fully masked column, the others unaffected.
+        let x = [
+            f32::NAN,
+            f32::NEG_INFINITY,
+            0.0,
+            1.0,
+            f32::NEG_INFINITY,
+            0.0,
+        ];
+        let mut y = [0.0f32; 6];
+        softmax_forward(&x, &mut y, 2, 3, false);
+        assert!(y[0].is_nan() && y[3].is_nan());
+        assert!(
+            y[1].is_nan() && y[4].is_nan(),
+            "all -inf column: 0/0 as in PyTorch"
+        );
+        assert_eq!((y[2], y[5]), (0.5, 0.5));
     }
 
     #[test]
