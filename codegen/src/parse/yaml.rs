@@ -1,11 +1,9 @@
-//! Loading a whole `native_functions.yaml` (and `tags.yaml`) with yaml_serde (or, for
-//! the usual block style, the faster [`super::block`] reader, which gives the same
-//! tree or declines), and pairing its values with positions from [`super::outline`].
+//! Loading a whole `native_functions.yaml` (and `tags.yaml`) with yaml_serde, and
+//! pairing its values with positions from [`super::outline`].
 //!
 //! Owns: decoding, YAML syntax errors, the document's shape (a list of mappings).
 //! Must not: interpret keys (that is `entry`) or apply semantic rules.
 
-use super::block;
 use super::entry::parse_entry;
 use super::node::Node;
 use super::outline::{outline, LineIndex};
@@ -100,11 +98,7 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
 
 fn parse_whole(src: &str) -> Parsed {
     let mut out = Parsed::default();
-    let read = block::read_items(src)
-        .map(Node::Seq)
-        .ok_or(())
-        .or_else(|()| serde_yaml::from_str::<Node<'_>>(src));
-    let doc = match read {
+    let doc: Node<'_> = match serde_yaml::from_str(src) {
         Ok(v) => v,
         Err(e) => {
             out.errors.push(yaml_error(&e, src));
@@ -226,17 +220,10 @@ fn parse_in_pieces(src: &str) -> Option<Parsed> {
                 let to = starts.get(last).copied().unwrap_or(src.len());
                 let (idx, starts) = (&idx, &starts);
                 scope.spawn(move || {
-                    let piece = &src[from..to];
-                    let items = match block::read_items(piece) {
-                        Some(items) => items,
-                        None => match serde_yaml::from_str::<Node<'_>>(piece) {
-                            Ok(Node::Seq(items)) => items,
-                            _ => return None,
-                        },
+                    let items = match serde_yaml::from_str::<Node<'_>>(&src[from..to]) {
+                        Ok(Node::Seq(items)) if items.len() == last - first => items,
+                        _ => return None,
                     };
-                    if items.len() != last - first {
-                        return None;
-                    }
                     let mut out = Parsed::default();
                     parse_items(&items, first, src, idx, &mut out, |i| {
                         let at = starts[i];
