@@ -1,4 +1,4 @@
-//! `opal-bench [--json] [--vs anchor.json] [--quick] [--cpu-time] [--only NAME]...`
+//! `opal-bench [--json] [--vs anchor.json]... [--quick] [--cpu-time] [--only NAME]...`
 //!
 //! Prints one JSON object with the keys of `../shared/anchors/libtorch_bench.sh`
 //! and the other speed targets (`--json`), or a readable table, with
@@ -13,14 +13,14 @@ use std::process::ExitCode;
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: opal-bench [--json] [--vs anchor.json] [--quick] [--cpu-time] [--only NAME]..."
+        "usage: opal-bench [--json] [--vs anchor.json]... [--quick] [--cpu-time] [--only NAME]..."
     );
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let mut json = false;
-    let mut vs = None;
+    let mut vs = Vec::new();
     let mut cfg = Config::full();
     let mut only = Vec::new();
     let mut args = std::env::args().skip(1);
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             }
             "--cpu-time" => cfg.clock = opal_bench::harness::Clock::ThreadCpu,
             "--vs" => match args.next() {
-                Some(p) => vs = Some(p),
+                Some(p) => vs.push(p),
                 None => return usage(),
             },
             "--only" => match args.next() {
@@ -49,20 +49,32 @@ fn main() -> ExitCode {
             _ => return usage(),
         }
     }
-    let anchor = match vs.map(|p| std::fs::read_to_string(&p).map(|s| (p, s))) {
-        None => None,
-        Some(Ok((p, text))) => match serde_json::from_str::<serde_json::Value>(text.trim()) {
-            Ok(v) => Some(v),
+    // Several anchor files (libtorch_bench.sh's, torch_nn.py's) merge into one
+    // object; a key in a later file wins.
+    let mut anchor: Option<serde_json::Map<String, serde_json::Value>> = None;
+    for p in &vs {
+        let text = match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("opal-bench: cannot read the anchor file {p}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match serde_json::from_str::<serde_json::Value>(text.trim()) {
+            Ok(serde_json::Value::Object(m)) => {
+                anchor.get_or_insert_with(Default::default).extend(m)
+            }
+            Ok(_) => {
+                eprintln!("opal-bench: {p} is not a JSON object");
+                return ExitCode::FAILURE;
+            }
             Err(e) => {
                 eprintln!("opal-bench: {p} is not JSON: {e}");
                 return ExitCode::FAILURE;
             }
-        },
-        Some(Err(e)) => {
-            eprintln!("opal-bench: cannot read the anchor file: {e}");
-            return ExitCode::FAILURE;
         }
-    };
+    }
+    let anchor = anchor.map(serde_json::Value::Object);
     let results = match opal_bench::run_all(&cfg, &only) {
         Ok(r) => r,
         Err(e) => {
