@@ -51,6 +51,7 @@
 //! assert_eq!(a, g.next_f64());
 //! # Ok::<(), opal::OpalError>(())
 //! ```
+#![warn(missing_docs)]
 
 mod composite;
 pub mod device;
