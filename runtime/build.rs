@@ -5,6 +5,9 @@
 //! hand. Reruns only when build.rs or the YAML files change; unchanged outputs are
 //! not rewritten, so a no-op build recompiles nothing.
 
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 use std::path::PathBuf;
 
 fn main() {

@@ -7,6 +7,9 @@
 //! (`backend_emu_evolved.rs`, `backend_emu2_evolved.rs`); only `tests/evolution.rs`
 //! includes those.
 
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 use std::path::PathBuf;
 
 /// (schema in the root YAML, evolved schema): defaulted arguments added at the end

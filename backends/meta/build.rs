@@ -5,6 +5,9 @@
 //! Owns: only the call of `opal_codegen::BackendBuilder`. Must not: generate anything
 //! by hand or read kernel sources.
 
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     // The root YAML is the one `opal` generates its ops from: refer to `::opal::ops`

@@ -11,6 +11,10 @@
 //! generates with `ops_path` (what `opal-codegen backend --ops-path` does, minus
 //! writing the file).
 
+// What the CLI and build scripts run with (see `opal_codegen::BuildAllocator`).
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

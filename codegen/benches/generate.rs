@@ -3,6 +3,10 @@
 //! Opal's target is 0.3 s). Two measurements: emission from a loaded model, and
 //! load + validate + emission (what `opal-codegen generate` does, minus writing).
 
+// What the CLI and build scripts run with (see `opal_codegen::BuildAllocator`).
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion};

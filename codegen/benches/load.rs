@@ -1,6 +1,10 @@
 //! Load + validate PyTorch 2.15's `native_functions.yaml` (2,590 entries -> 3,110
 //! functions). Target: 25 ms; torchgen's `parse_native_yaml` takes 0.76 s here.
 
+// What the CLI and build scripts run with (see `opal_codegen::BuildAllocator`).
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion};

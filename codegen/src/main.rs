@@ -3,6 +3,9 @@
 
 mod cli;
 
+#[global_allocator]
+static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
+
 use std::process::ExitCode;
 
 use clap::Parser;
