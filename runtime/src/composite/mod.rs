@@ -25,8 +25,8 @@ mod nn;
 mod shape;
 
 use crate::dispatch::{DispatchKey, Dispatcher};
-use crate::error::{OpalError, Result};
 use crate::ops;
+use crate::tensor::wrap_dim;
 
 /// Registers every composite kernel with `d` under `CompositeImplicitAutograd`, for
 /// the life of the process. The operators need not be defined yet (definition later
@@ -84,18 +84,4 @@ pub(crate) fn register(d: &Dispatcher) {
             h.leak();
         }
     }
-}
-
-/// `dim` wrapped into `[0, ndim)` (a 0-d tensor accepts dims of a 1-d one, as in
-/// PyTorch); an error naming the valid range otherwise.
-fn wrap_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
-    let n = ndim.max(1) as i64;
-    if dim < -n || dim >= n {
-        return Err(OpalError::msg(format!(
-            "{op}: dimension out of range (expected to be in range of [{}, {}], but got {dim})",
-            -n,
-            n - 1
-        )));
-    }
-    Ok(if dim < 0 { dim + n } else { dim } as usize)
 }

@@ -416,6 +416,21 @@ impl PartialEq for Tensor {
     }
 }
 
+/// `dim` wrapped into `0..ndim` (negative dims count from the end); a zero-dim
+/// tensor accepts `0` and `-1`, as PyTorch treats scalars as one-dimensional for
+/// dim arguments. Otherwise a shape error naming `op` and the valid range.
+pub fn wrap_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
+    let n = ndim.max(1) as i64;
+    if dim < -n || dim >= n {
+        return Err(OpalError::shape(format!(
+            "{op}: dimension out of range (expected to be in range of [{}, {}], but got {dim})",
+            -n,
+            n - 1
+        )));
+    }
+    Ok(if dim < 0 { dim + n } else { dim } as usize)
+}
+
 /// Values that may contain tensors and contribute their dispatch keys to a call.
 pub trait TensorKeys {
     /// The union of the key sets of all contained tensors.

@@ -40,18 +40,10 @@ pub(crate) fn shape_err(op: &str, text: impl std::fmt::Display) -> OpalError {
     OpalError::shape(format!("{op}: {text}"))
 }
 
-/// Wraps a possibly negative dim into `0..ndim` (a 0-dim tensor accepts -1 and 0).
+/// [`opal::tensor::wrap_dim`] with the argument order of the CPU kernels.
+#[inline]
 pub(crate) fn wrap_dim(dim: i64, ndim: usize, op: &str) -> Result<usize> {
-    let n = ndim.max(1) as i64;
-    let d = if dim < 0 { dim + n } else { dim };
-    if d < 0 || d >= n {
-        return Err(OpalError::msg(format!(
-            "{op}: Dimension out of range (expected to be in range of [{}, {}], but got {dim})",
-            -n,
-            n - 1
-        )));
-    }
-    Ok(d as usize)
+    opal::tensor::wrap_dim(op, dim, ndim)
 }
 
 /// Element count of a shape.

@@ -27,23 +27,7 @@ use crate::dtype_dispatch::Elem;
 use crate::out::empty_uninit as empty;
 use opal::{DType, OpalError, Result, Tensor};
 
-/// Wraps a possibly negative `dim` for a tensor with `ndim` dims.
-pub fn wrap_dim(dim: i64, ndim: usize, op: &str) -> Result<usize> {
-    let n = ndim.max(1) as i64;
-    if dim < -n || dim >= n {
-        return Err(OpalError::msg(format!(
-            "{op}: dimension out of range (expected to be in range of [{}, {}], but got {dim})",
-            -n,
-            n - 1
-        )));
-    }
-    Ok(if dim < 0 {
-        (dim + n) as usize
-    } else {
-        dim as usize
-    }
-    .min(ndim.saturating_sub(1)))
-}
+pub(crate) use crate::nn::io::wrap_dim;
 
 /// Which dims a reduction collapses: `None` or an empty list reduce all dims.
 pub fn dim_mask(dims: Option<&[i64]>, ndim: usize, op: &str) -> Result<Vec<bool>> {

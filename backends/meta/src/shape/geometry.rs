@@ -9,22 +9,7 @@
 use super::fail;
 use opal::Result;
 
-/// Wraps a possibly negative `dim` into `0..ndim`. A zero-dim tensor accepts `0` and
-/// `-1`, as PyTorch treats scalars as one-dimensional for dim arguments.
-pub fn wrap_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
-    let n = ndim.max(1) as i64;
-    if dim < -n || dim >= n {
-        return Err(fail(
-            op,
-            format!(
-                "dimension out of range (expected to be in range of [{}, {}], but got {dim})",
-                -n,
-                n - 1
-            ),
-        ));
-    }
-    Ok(if dim < 0 { dim + n } else { dim } as usize)
-}
+pub use opal::tensor::wrap_dim;
 
 /// Like [`wrap_dim`] for an insertion position (`unsqueeze`, `stack`): the valid range
 /// is one wider than the tensor's rank.
