@@ -110,26 +110,19 @@ impl Meta {
                 "negative storage offset {offset}"
             )));
         }
-        Ok(Meta::contiguous_checked(sizes, numel, offset))
+        Ok(Meta::build(
+            sizes,
+            |st| contiguous_strides_into(sizes, st),
+            offset,
+            numel,
+            Some(true),
+        ))
     }
 
     /// The element count of `sizes`, or an error for negative or overflowing sizes.
     #[inline]
     pub(crate) fn numel_of(sizes: &[i64]) -> Result<i64> {
         check_sizes(sizes)
-    }
-
-    /// Row-major contiguous metadata for sizes already checked by [`Meta::numel_of`]
-    /// (giving `numel`) and a non-negative `offset`.
-    #[inline(always)]
-    pub(crate) fn contiguous_checked(sizes: &[i64], numel: i64, offset: i64) -> Meta {
-        Meta::build(
-            sizes,
-            |st| contiguous_strides_into(sizes, st),
-            offset,
-            numel,
-            Some(true),
-        )
     }
 
     /// Writes row-major contiguous metadata at offset 0 into `m`, for sizes already

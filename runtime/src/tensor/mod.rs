@@ -187,7 +187,7 @@ impl Tensor {
             .checked_mul(dtype.size())
             .ok_or_else(|| OpalError::shape("tensor byte size overflows"))?;
         let (data, allocator) = StorageBuf::alloc_data(nbytes, device)?;
-        // Written field by field into the block: see `ImplRc::new_with`.
+        // Written field by field into the block: see `ImplRc::new_in_place`.
         // SAFETY: every field of the `TensorImpl` is written (the pointer is a
         // fresh, aligned block from `new_in_place`).
         let inner = unsafe {

@@ -112,23 +112,18 @@ pub(crate) const fn block_layout<T>() -> Layout {
 }
 
 impl<T: Pooled> ImplRc<T> {
-    /// Moves `value` into a fresh block with a count of one.
+    /// Moves `value` into a fresh block with a count of one. (For large `T` built
+    /// just before, [`ImplRc::new_in_place`] avoids the stack copy.)
     #[inline]
     pub(crate) fn new(value: T) -> ImplRc<T> {
-        Self::new_with(|| value)
-    }
-
-    /// Takes a block first, then builds the value straight into it: for large `T`,
-    /// building it on the stack and copying it over costs more than the rest of
-    /// creating it (the copy's wide loads stall on the fields' fresh narrow stores).
-    #[inline(always)]
-    pub(crate) fn new_with(make: impl FnOnce() -> T) -> ImplRc<T> {
         // SAFETY: `write` initialises the whole value.
-        unsafe { Self::new_in_place(|p| p.write(make())) }
+        unsafe { Self::new_in_place(|p| p.write(value)) }
     }
 
     /// Takes a block and has `init` write the value into it, field by field if it
-    /// likes (the surest way to avoid a stack copy).
+    /// likes: building a large `T` on the stack and copying it over costs more
+    /// than the rest of creating it (the copy's wide loads stall on the fields'
+    /// fresh narrow stores).
     ///
     /// # Safety
     /// `init` must leave the `T` behind the pointer fully initialised. (If it
