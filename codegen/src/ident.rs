@@ -29,8 +29,9 @@
 //! live in different Rust namespaces, so they never clash.
 
 use proc_macro2::{Ident, Span, TokenStream};
-use quote::quote;
+use quote::{quote, ToTokens};
 
+use crate::emit::ast;
 use crate::model::{BaseTy, OperatorName, Type};
 
 /// Words that are keywords in some Rust edition (strict and reserved).
@@ -147,7 +148,8 @@ pub enum Passing {
     OptDeref,
 }
 
-/// The type table. Types are written by their short names (`Tensor`, `Scalar`,
+/// The type table, as `syn` types (the emitters build syntax trees; the token forms
+/// serve the backend generator). Types are written by their short names (`Tensor`, `Scalar`,
 /// `DType`, `Option`, `Vec`): every generated scope imports the generated `prelude`
 /// module, which re-exports exactly these names from the runtime by absolute path
 /// (see [`PRELUDE`]).
@@ -198,26 +200,27 @@ pub const PRELUDE: &[(&str, &[&str])] = &[
 ];
 
 impl Types {
-    fn base_owned(&self, b: BaseTy) -> TokenStream {
-        match b {
-            BaseTy::Tensor => quote!(Tensor),
-            BaseTy::Int | BaseTy::SymInt | BaseTy::DeviceIndex => quote!(i64),
-            BaseTy::DimVector => quote!(Vec<i64>),
-            BaseTy::Float => quote!(f64),
-            BaseTy::Bool | BaseTy::SymBool => quote!(bool),
-            BaseTy::Str => quote!(String),
-            BaseTy::Scalar => quote!(Scalar),
-            BaseTy::ScalarType => quote!(DType),
-            BaseTy::Layout => quote!(Layout),
-            BaseTy::Device => quote!(Device),
-            BaseTy::MemoryFormat => quote!(MemoryFormat),
-            BaseTy::Generator => quote!(Generator),
-            BaseTy::Dimname => quote!(Dimname),
-            BaseTy::Storage => quote!(Storage),
-            BaseTy::Stream => quote!(Stream),
-            BaseTy::QScheme => quote!(QScheme),
-            BaseTy::ConstQuantizerPtr | BaseTy::GraphModule => quote!(Opaque),
-        }
+    fn base_owned(&self, b: BaseTy) -> syn::Type {
+        let name = match b {
+            BaseTy::Tensor => "Tensor",
+            BaseTy::Int | BaseTy::SymInt | BaseTy::DeviceIndex => "i64",
+            BaseTy::DimVector => return ast::ty_generic("Vec", [ast::ty("i64")]),
+            BaseTy::Float => "f64",
+            BaseTy::Bool | BaseTy::SymBool => "bool",
+            BaseTy::Str => "String",
+            BaseTy::Scalar => "Scalar",
+            BaseTy::ScalarType => "DType",
+            BaseTy::Layout => "Layout",
+            BaseTy::Device => "Device",
+            BaseTy::MemoryFormat => "MemoryFormat",
+            BaseTy::Generator => "Generator",
+            BaseTy::Dimname => "Dimname",
+            BaseTy::Storage => "Storage",
+            BaseTy::Stream => "Stream",
+            BaseTy::QScheme => "QScheme",
+            BaseTy::ConstQuantizerPtr | BaseTy::GraphModule => "Opaque",
+        };
+        ast::ty(name)
     }
 
     /// How a base type is passed when not wrapped.
@@ -251,62 +254,66 @@ impl Types {
     }
 
     /// The owned Rust type (options fields, returns, boxed unpacking).
-    pub fn owned(&self, ty: &Type) -> TokenStream {
+    pub fn owned_type(&self, ty: &Type) -> syn::Type {
         match ty {
             Type::Base(b) => self.base_owned(*b),
-            Type::Optional(inner) => {
-                let t = self.owned(inner);
-                quote!(Option<#t>)
-            }
-            Type::List { elem, .. } => {
-                let t = self.owned(elem);
-                quote!(Vec<#t>)
-            }
+            Type::Optional(inner) => ast::ty_generic("Option", [self.owned_type(inner)]),
+            Type::List { elem, .. } => ast::ty_generic("Vec", [self.owned_type(elem)]),
         }
     }
 
     /// The borrowed argument type of typed signatures and stubs.
-    pub fn arg(&self, ty: &Type) -> TokenStream {
+    pub fn arg_type(&self, ty: &Type) -> syn::Type {
         match ty {
-            Type::Base(BaseTy::Str) => quote!(&str),
-            Type::Base(BaseTy::DimVector) => quote!(&[i64]),
+            Type::Base(BaseTy::Str) => ast::ty_ref(ast::ty("str")),
+            Type::Base(BaseTy::DimVector) => ast::ty_ref(ast::ty_slice(ast::ty("i64"))),
             Type::Base(b) => {
                 let t = self.base_owned(*b);
                 match Self::base_passing(*b) {
-                    Passing::Ref => quote!(&#t),
+                    Passing::Ref => ast::ty_ref(t),
                     _ => t,
                 }
             }
-            Type::List { elem, .. } => {
-                let t = self.owned(elem);
-                quote!(&[#t])
-            }
+            Type::List { elem, .. } => ast::ty_ref(ast::ty_slice(self.owned_type(elem))),
             Type::Optional(inner) => match Self::passing(ty) {
-                Passing::Value => {
-                    let t = self.owned(inner);
-                    quote!(Option<#t>)
-                }
-                _ => {
-                    let t = self.arg(inner);
-                    quote!(Option<#t>)
-                }
+                Passing::Value => ast::ty_generic("Option", [self.owned_type(inner)]),
+                _ => ast::ty_generic("Option", [self.arg_type(inner)]),
             },
         }
     }
 
     /// The Rust return type for a list of schema return types: `()`, one owned type,
     /// or a tuple.
-    pub fn returns<'a>(&self, tys: impl ExactSizeIterator<Item = &'a Type>) -> TokenStream {
+    pub fn returns_type<'a>(&self, tys: impl ExactSizeIterator<Item = &'a Type>) -> syn::Type {
         let n = tys.len();
-        let ts: Vec<TokenStream> = tys.map(|t| self.owned(t)).collect();
-        if n == 1 {
-            ts.into_iter().next().unwrap_or_else(|| quote!(()))
-        } else {
-            quote!((#(#ts),*))
+        let mut ts = tys.map(|t| self.owned_type(t));
+        match ts.next() {
+            Some(t) if n == 1 => t,
+            first => ast::ty_tuple(first.into_iter().chain(ts)),
         }
     }
 
     /// `Result<T>` of the runtime.
+    pub fn result_type(&self, t: syn::Type) -> syn::Type {
+        ast::ty_generic("Result", [t])
+    }
+
+    /// [`Types::owned_type`] as tokens.
+    pub fn owned(&self, ty: &Type) -> TokenStream {
+        self.owned_type(ty).into_token_stream()
+    }
+
+    /// [`Types::arg_type`] as tokens.
+    pub fn arg(&self, ty: &Type) -> TokenStream {
+        self.arg_type(ty).into_token_stream()
+    }
+
+    /// [`Types::returns_type`] as tokens.
+    pub fn returns<'a>(&self, tys: impl ExactSizeIterator<Item = &'a Type>) -> TokenStream {
+        self.returns_type(tys).into_token_stream()
+    }
+
+    /// `Result<T>` of the runtime, as tokens.
     pub fn result(&self, t: TokenStream) -> TokenStream {
         quote!(Result<#t>)
     }
@@ -314,12 +321,12 @@ impl Types {
 
 /// Converts an owned place expression (a local or a field, of the type's owned form)
 /// into the argument form, without moving out of it.
-pub fn owned_to_arg(expr: TokenStream, ty: &Type) -> TokenStream {
+pub fn owned_to_arg(expr: syn::Expr, ty: &Type) -> syn::Expr {
     match Types::passing(ty) {
-        Passing::Value => quote!(#expr),
-        Passing::Ref => quote!(&#expr),
-        Passing::OptRef => quote!(#expr.as_ref()),
-        Passing::OptDeref => quote!(#expr.as_deref()),
+        Passing::Value => expr,
+        Passing::Ref => ast::reference(expr),
+        Passing::OptRef => ast::method(expr, "as_ref", None, []),
+        Passing::OptDeref => ast::method(expr, "as_deref", None, []),
     }
 }
 
@@ -401,16 +408,11 @@ mod tests {
         assert_eq!(ts(t.arg(&b(BaseTy::Scalar))), "&Scalar");
         assert_eq!(ts(t.owned(&b(BaseTy::Str))), "String");
         assert_eq!(ts(t.arg(&b(BaseTy::GraphModule))), "&Opaque");
-        assert_eq!(
-            ts(owned_to_arg(quote!(x), &opt(list(b(BaseTy::Int))))),
-            "x.as_deref()"
-        );
-        assert_eq!(
-            ts(owned_to_arg(quote!(x), &opt(b(BaseTy::Tensor)))),
-            "x.as_ref()"
-        );
-        assert_eq!(ts(owned_to_arg(quote!(x), &b(BaseTy::Int))), "x");
-        assert_eq!(ts(owned_to_arg(quote!(x), &b(BaseTy::Tensor))), "&x");
+        let x = |ty: &Type| ts(owned_to_arg(ast::p(&["x"]), ty).into_token_stream());
+        assert_eq!(x(&opt(list(b(BaseTy::Int)))), "x.as_deref()");
+        assert_eq!(x(&opt(b(BaseTy::Tensor))), "x.as_ref()");
+        assert_eq!(x(&b(BaseTy::Int)), "x");
+        assert_eq!(x(&b(BaseTy::Tensor)), "&x");
         assert_eq!(
             ts(t.returns([b(BaseTy::Tensor), b(BaseTy::Int)].iter())),
             "(Tensor,i64)"

@@ -4,28 +4,21 @@
 //!
 //! Owns: `backend_select` in factory op modules. Must not: register kernels.
 
-use proc_macro2::TokenStream;
-use quote::quote;
+use syn::Item;
 
+use super::ast::{self, call_path, p, var};
 use super::plan::OpPlan;
-use super::signature::{many_args_allow, names, params, ret};
+use super::signature::{arg_exprs, kernel_fn};
 use super::{op_doc, Ctx};
 use crate::model::Type;
 
 /// `backend_select` for a factory op (nothing for other ops).
-pub fn backend_select(cx: &Ctx, op: &OpPlan) -> TokenStream {
-    let Some(di) = op.factory_device else {
-        return quote!();
-    };
-    let dev = &op.args[di];
-    let dev_id = dev.ident();
+pub fn backend_select(cx: &Ctx, op: &OpPlan) -> Option<Item> {
+    let dev = &op.args[op.factory_device?];
     let device = match dev.ty() {
-        Type::Optional(_) => quote!(#dev_id),
-        _ => quote!(Some(#dev_id)),
+        Type::Optional(_) => var(dev.ident()),
+        _ => ast::some(var(dev.ident())),
     };
-    let ps = params(cx, op.args.iter());
-    let ns = names(op.args.iter());
-    let ret = ret(cx, op);
     let doc = op_doc(
         op,
         &format!(
@@ -33,14 +26,11 @@ pub fn backend_select(cx: &Ctx, op: &OpPlan) -> TokenStream {
             dev.arg.name
         ),
     );
-    let allow = many_args_allow(ps.len() + 1);
-    quote! {
-        #doc
-        #allow
-        #[inline]
-        pub fn backend_select(ks: DispatchKeySet, #(#ps),*) -> #ret {
-            let __ks = support::backend_select_keys(ks, #device);
-            self::redispatch(__ks, #(#ns),*)
-        }
-    }
+    let keys = call_path(&["support", "backend_select_keys"], [p(&["ks"]), device]);
+    let args = std::iter::once(p(&["__ks"])).chain(arg_exprs(op.args.iter()));
+    let body = vec![
+        ast::let_var("__ks", keys),
+        ast::tail(call_path(&["self", "redispatch"], args)),
+    ];
+    Some(kernel_fn(cx, op, "backend_select", doc, body))
 }

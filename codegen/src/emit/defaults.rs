@@ -7,8 +7,10 @@
 //! decide names (see `crate::ident`).
 
 use proc_macro2::{Literal, TokenStream};
-use quote::quote;
+use quote::{quote, ToTokens};
+use syn::Expr;
 
+use super::ast::{self, call_path, p};
 use crate::ident::{Passing, Types};
 use crate::model::{BaseTy, Type};
 
@@ -219,150 +221,114 @@ fn parse_list(elem: &Type, size: Option<u32>, lit: &str) -> Result<Value, String
     }
 }
 
-fn float(v: f64) -> TokenStream {
+fn float(v: f64) -> Expr {
     if v.is_nan() {
-        quote!(f64::NAN)
+        p(&["f64", "NAN"])
     } else if v == f64::INFINITY {
-        quote!(f64::INFINITY)
+        p(&["f64", "INFINITY"])
     } else if v == f64::NEG_INFINITY {
-        quote!(f64::NEG_INFINITY)
+        p(&["f64", "NEG_INFINITY"])
     } else {
-        let l = Literal::f64_unsuffixed(v);
-        quote!(#l)
+        ast::literal(Literal::f64_unsuffixed(v))
     }
 }
 
-fn int(v: i64) -> TokenStream {
-    let l = Literal::i64_unsuffixed(v);
-    quote!(#l)
+fn int(v: i64) -> Expr {
+    ast::literal(Literal::i64_unsuffixed(v))
 }
 
-fn string(s: &str) -> TokenStream {
-    let l = Literal::string(s);
-    quote!(String::from(#l))
+fn string(s: &str) -> Expr {
+    call_path(&["String", "from"], [ast::str_lit(s)])
 }
 
 /// The owned Rust value of a default (`Some(..)` for optional types).
-pub fn owned_expr(ty: &Type, v: &Value) -> TokenStream {
+pub fn owned_value(ty: &Type, v: &Value) -> Expr {
     if let Type::Optional(inner) = ty {
         return match v {
-            Value::None => quote!(None),
-            v => {
-                let e = owned_expr(inner, v);
-                quote!(Some(#e))
-            }
+            Value::None => p(&["None"]),
+            v => ast::some(owned_value(inner, v)),
         };
     }
     value_expr(v)
 }
 
+/// `vec![items..]`.
+fn vec_of(items: impl Iterator<Item = Expr>) -> Expr {
+    ast::bracket_macro("vec", quote!(#(#items),*))
+}
+
+/// `&[items..]`.
+fn slice_of(items: impl Iterator<Item = Expr>) -> Expr {
+    ast::reference(ast::array(items))
+}
+
 /// The plain Rust expression of a value (no `Option` wrapping).
-fn value_expr(v: &Value) -> TokenStream {
+fn value_expr(v: &Value) -> Expr {
     match v {
-        Value::None => quote!(None),
+        Value::None => p(&["None"]),
         Value::Int(i) => int(*i),
         Value::Float(f) => float(*f),
-        Value::Bool(b) => quote!(#b),
+        Value::Bool(b) => ast::bool_lit(*b),
         Value::Str(s) => string(s),
-        Value::ScalarInt(i) => {
-            let i = int(*i);
-            quote!(Scalar::Int(#i))
-        }
-        Value::ScalarFloat(f) => {
-            let f = float(*f);
-            quote!(Scalar::Float(#f))
-        }
-        Value::ScalarBool(b) => quote!(Scalar::Bool(#b)),
-        Value::DType(d) => {
-            let d = crate::ident::ident(d);
-            quote!(DType::#d)
-        }
-        Value::MemoryFormat(m) => {
-            let m = crate::ident::ident(m);
-            quote!(MemoryFormat::#m)
-        }
-        Value::Layout(l) => {
-            let l = crate::ident::ident(l);
-            quote!(Layout::#l)
-        }
-        Value::IntList(xs) => {
-            let xs = xs.iter().map(|x| int(*x));
-            quote!(vec![#(#xs),*])
-        }
-        Value::FloatList(xs) => {
-            let xs = xs.iter().map(|x| float(*x));
-            quote!(vec![#(#xs),*])
-        }
-        Value::BoolList(xs) => quote!(vec![#(#xs),*]),
-        Value::StrList(xs) => {
-            let xs = xs.iter().map(|s| string(s));
-            quote!(vec![#(#xs),*])
-        }
+        Value::ScalarInt(i) => call_path(&["Scalar", "Int"], [int(*i)]),
+        Value::ScalarFloat(f) => call_path(&["Scalar", "Float"], [float(*f)]),
+        Value::ScalarBool(b) => call_path(&["Scalar", "Bool"], [ast::bool_lit(*b)]),
+        Value::DType(d) => p(&["DType", d]),
+        Value::MemoryFormat(m) => p(&["MemoryFormat", m]),
+        Value::Layout(l) => p(&["Layout", l]),
+        Value::IntList(xs) => vec_of(xs.iter().map(|x| int(*x))),
+        Value::FloatList(xs) => vec_of(xs.iter().map(|x| float(*x))),
+        Value::BoolList(xs) => vec_of(xs.iter().map(|b| ast::bool_lit(*b))),
+        Value::StrList(xs) => vec_of(xs.iter().map(|s| string(s))),
     }
 }
 
 /// A value in borrowed argument form (see `crate::ident::Passing`): `&[0, 1]` for
 /// lists, `"mean"` for strings, `&Scalar::Int(1)`, `Some(&[..])` for optional lists.
-pub fn arg_expr(ty: &Type, v: &Value) -> TokenStream {
+pub fn arg_value(ty: &Type, v: &Value) -> Expr {
     match (Types::passing(ty), v) {
-        (Passing::Value, _) => owned_expr(ty, v),
-        (_, Value::None) => quote!(None),
+        (Passing::Value, _) => owned_value(ty, v),
+        (_, Value::None) => p(&["None"]),
         (Passing::Ref, _) => borrowed(v),
-        (Passing::OptRef | Passing::OptDeref, _) => {
-            let e = borrowed(v);
-            quote!(Some(#e))
-        }
+        (Passing::OptRef | Passing::OptDeref, _) => ast::some(borrowed(v)),
     }
 }
 
+/// [`arg_value`] as tokens (for the backend generator).
+pub fn arg_expr(ty: &Type, v: &Value) -> TokenStream {
+    arg_value(ty, v).into_token_stream()
+}
+
 /// `&value` without allocating where a literal slice or `&str` does.
-fn borrowed(v: &Value) -> TokenStream {
+fn borrowed(v: &Value) -> Expr {
     match v {
-        Value::Str(s) => {
-            let l = Literal::string(s);
-            quote!(#l)
-        }
-        Value::IntList(xs) => {
-            let xs = xs.iter().map(|x| int(*x));
-            quote!(&[#(#xs),*])
-        }
-        Value::FloatList(xs) => {
-            let xs = xs.iter().map(|x| float(*x));
-            quote!(&[#(#xs),*])
-        }
-        Value::BoolList(xs) => quote!(&[#(#xs),*]),
-        Value::StrList(xs) => {
-            let xs = xs.iter().map(|s| string(s));
-            quote!(&[#(#xs),*])
-        }
-        v => {
-            let e = value_expr(v);
-            quote!(&#e)
-        }
+        Value::Str(s) => ast::str_lit(s),
+        Value::IntList(xs) => slice_of(xs.iter().map(|x| int(*x))),
+        Value::FloatList(xs) => slice_of(xs.iter().map(|x| float(*x))),
+        Value::BoolList(xs) => slice_of(xs.iter().map(|b| ast::bool_lit(*b))),
+        Value::StrList(xs) => slice_of(xs.iter().map(|s| string(s))),
+        v => ast::reference(value_expr(v)),
     }
 }
 
 /// The `IValue` a default stands for (optional types hold their inner value).
-pub fn ivalue_expr(v: &Value) -> TokenStream {
-    let iv = quote!(IValue);
-    let e = value_expr(v);
-    match v {
-        Value::None => quote!(#iv::None),
-        Value::Int(_) => quote!(#iv::Int(#e)),
-        Value::Float(_) => quote!(#iv::Double(#e)),
-        Value::Bool(_) => quote!(#iv::Bool(#e)),
-        Value::Str(_) => quote!(#iv::Str(#e)),
-        Value::ScalarInt(_) | Value::ScalarFloat(_) | Value::ScalarBool(_) => {
-            quote!(#iv::Scalar(#e))
-        }
-        Value::DType(_) => quote!(#iv::DType(#e)),
-        Value::MemoryFormat(_) => quote!(#iv::MemoryFormat(#e)),
-        Value::Layout(_) => quote!(#iv::Layout(#e)),
-        Value::IntList(_) => quote!(#iv::IntList(#e)),
-        Value::FloatList(_) => quote!(#iv::DoubleList(#e)),
-        Value::BoolList(_) => quote!(#iv::BoolList(#e)),
-        Value::StrList(_) => quote!(#iv::StrList(#e)),
-    }
+pub fn ivalue_expr(v: &Value) -> Expr {
+    let variant = match v {
+        Value::None => return p(&["IValue", "None"]),
+        Value::Int(_) => "Int",
+        Value::Float(_) => "Double",
+        Value::Bool(_) => "Bool",
+        Value::Str(_) => "Str",
+        Value::ScalarInt(_) | Value::ScalarFloat(_) | Value::ScalarBool(_) => "Scalar",
+        Value::DType(_) => "DType",
+        Value::MemoryFormat(_) => "MemoryFormat",
+        Value::Layout(_) => "Layout",
+        Value::IntList(_) => "IntList",
+        Value::FloatList(_) => "DoubleList",
+        Value::BoolList(_) => "BoolList",
+        Value::StrList(_) => "StrList",
+    };
+    call_path(&["IValue", variant], [value_expr(v)])
 }
 
 #[cfg(test)]
@@ -433,9 +399,9 @@ mod tests {
 
     #[test]
     fn renderings() {
-        let s = |t: TokenStream| t.to_string().replace(' ', "");
+        let s = |e: Expr| e.into_token_stream().to_string().replace(' ', "");
         assert_eq!(
-            s(owned_expr(
+            s(owned_value(
                 &opt(b(BaseTy::ScalarType)),
                 &Value::DType("I64")
             )),

@@ -1,13 +1,16 @@
-//! Formatting of generated code: token streams -> prettyplease text behind a header,
-//! doc comments through placeholders, and building + formatting independent pieces
-//! of output on worker threads.
+//! Formatting of generated code: syntax trees (or token streams) -> prettyplease text
+//! behind a header, doc comments through placeholders, and building + formatting
+//! independent pieces of output on worker threads.
 //!
-//! Owns: the doc placeholder mechanism, [`format_file`], [`format_parts`] (one file
-//! formatted as consecutive groups of top-level items) and [`parallel_map`].
+//! Owns: the doc placeholder mechanism, [`format_items`], [`format_file`],
+//! [`format_parts`] (one file formatted as consecutive groups of top-level items) and
+//! [`parallel_map`].
 //! Must not: decide what is generated (the emitters do) or read/write files.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::ToTokens;
+
+use super::ast;
 
 /// Prefix of the placeholder doc attributes replaced after formatting.
 const DOC_MARK: &str = "@@opal-doc:";
@@ -22,16 +25,20 @@ thread_local! {
 /// prettyplease prints doc comments verbatim, so the result is what it would print
 /// for the full attributes, without parsing and printing every doc string twice.
 ///
-/// The placeholder refers to this thread's list of docs: the tokens must be
-/// formatted on the thread that built them.
-pub fn doc(text: &str) -> TokenStream {
+/// The placeholder refers to this thread's list of docs: the item must be
+/// formatted on the thread that built it.
+pub fn doc_attr(text: &str) -> syn::Attribute {
     let i = DOCS.with(|d| {
         let mut d = d.borrow_mut();
         d.push(text.to_string());
         d.len() - 1
     });
-    let mark = format!(" {DOC_MARK}{i}");
-    quote!(#[doc = #mark])
+    ast::attr_doc(&format!(" {DOC_MARK}{i}"))
+}
+
+/// [`doc_attr`] as tokens.
+pub fn doc(text: &str) -> TokenStream {
+    doc_attr(text).into_token_stream()
 }
 
 /// Appends `formatted` to `out` with the doc placeholders replaced by `docs`.
@@ -67,20 +74,40 @@ fn expand_docs(formatted: &str, docs: &[String], out: &mut String) {
 
 /// Formats top-level items with prettyplease and appends the text (docs expanded) to
 /// `out`, consuming this thread's docs.
-fn format_into(tokens: TokenStream, out: &mut String) -> Result<(), String> {
+fn format_items_into(items: Vec<syn::Item>, out: &mut String) {
     let docs = DOCS.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    let file: syn::File =
-        syn::parse2(tokens).map_err(|e| format!("generated code does not parse: {e}"))?;
+    let file = syn::File {
+        shebang: None,
+        attrs: Vec::new(),
+        items,
+    };
     expand_docs(&prettyplease::unparse(&file), &docs, out);
+}
+
+/// Parses top-level items from tokens.
+pub fn parse_items(tokens: TokenStream) -> Result<Vec<syn::Item>, String> {
+    syn::parse2::<syn::File>(tokens)
+        .map(|f| f.items)
+        .map_err(|e| format!("generated code does not parse: {e}"))
+}
+
+/// Formats top-level items from tokens (see [`format_items_into`]).
+fn format_into(tokens: TokenStream, out: &mut String) -> Result<(), String> {
+    format_items_into(parse_items(tokens)?, out);
     Ok(())
+}
+
+/// Formats one file's items with prettyplease, behind the generated-file header.
+pub fn format_items(header: &str, items: Vec<syn::Item>) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    out.push_str(header);
+    format_items_into(items, &mut out);
+    out
 }
 
 /// Formats one file's tokens with prettyplease, behind the generated-file header.
 pub fn format_file(header: &str, tokens: TokenStream) -> Result<String, String> {
-    let mut out = String::with_capacity(64 * 1024);
-    out.push_str(header);
-    format_into(tokens, &mut out)?;
-    Ok(out)
+    Ok(format_items(header, parse_items(tokens)?))
 }
 
 /// Formats one file made of `parts` consecutive groups of top-level items, where

@@ -1,9 +1,10 @@
-//! Rust code from the model: small functions model -> `TokenStream`, one module per
+//! Rust code from the model: small functions model -> `syn` items, one module per
 //! output concern, assembled here into formatted files.
 //!
 //! Owns: the layout of the output (`mod.rs` with the shared items and one
 //! `include!` per chunk of operators, `ops_NNN.rs` chunks, `methods.rs`), per-file
-//! formatting with prettyplease (files in parallel) and byte-determinism.
+//! formatting with prettyplease (files in parallel) and byte-determinism. Per-op
+//! items are built as syntax trees (see `ast`); the one-off shared items are quoted.
 //! Must not: read or write files (see `crate::builder`, `crate::cli::generate`),
 //! decide Rust names or types (see `crate::ident`).
 //!
@@ -12,6 +13,7 @@
 //! `redispatch`, `boxed`, `kernel`, and when they apply `Options` + `with`,
 //! `backend_select`, `structured`.
 
+pub(crate) mod ast;
 pub mod backend_select;
 pub mod boxing;
 pub mod defaults;
@@ -26,11 +28,11 @@ pub mod stubs;
 pub mod support;
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, ToTokens};
 
 use crate::ident::{self, Types};
 use crate::model::NativeFunctions;
-pub use format::{doc, format_file};
+pub use format::{doc, doc_attr, format_file};
 pub use plan::{EmitError, Unsupported};
 
 /// Operators per `ops_NNN.rs` file (files are formatted in parallel).
@@ -94,66 +96,76 @@ impl Ctx {
         &self.rt
     }
 
-    /// The support module as seen from an op module.
-    pub fn support(&self) -> TokenStream {
-        quote!(support)
-    }
-
     /// `#[allow(non_snake_case)]` for ops named like `mT` or with arguments named like
     /// `LU` (PyTorch's names are kept).
-    pub fn non_snake(&self, op: &plan::OpPlan) -> TokenStream {
-        if ident::needs_non_snake_allow(&op.ident_str)
+    pub fn non_snake_attr(&self, op: &plan::OpPlan) -> Option<syn::Attribute> {
+        let needed = ident::needs_non_snake_allow(&op.ident_str)
             || op
                 .args
                 .iter()
-                .any(|a| ident::needs_non_snake_allow(&a.name))
-        {
-            quote!(#[allow(non_snake_case, reason = "operator and argument names from the schema")])
-        } else {
-            quote!()
-        }
+                .any(|a| ident::needs_non_snake_allow(&a.name));
+        needed.then(|| {
+            ast::attr_list(
+                "allow",
+                quote!(
+                    non_snake_case,
+                    reason = "operator and argument names from the schema"
+                ),
+            )
+        })
+    }
+
+    /// [`Ctx::non_snake_attr`] as tokens.
+    pub fn non_snake(&self, op: &plan::OpPlan) -> TokenStream {
+        self.non_snake_attr(op)
+            .map(ToTokens::into_token_stream)
+            .unwrap_or_default()
     }
 }
 
 /// An item's doc: a summary line, then the qualified schema.
-pub fn op_doc(op: &plan::OpPlan, summary: &str) -> TokenStream {
-    doc(&format!("{summary}\n\nSchema: `{}`", op.qualified_schema))
+pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
+    doc_attr(&format!("{summary}\n\nSchema: `{}`", op.qualified_schema))
 }
 
 /// Everything about one operator: its free function and its module.
-pub fn op_items(cx: &Ctx, op: &plan::OpPlan) -> TokenStream {
-    let id = op.ident();
+pub fn op_item_list(cx: &Ctx, op: &plan::OpPlan) -> [syn::Item; 2] {
     let free = stubs::free_fn(cx, op);
-    let sig = signature::sig(cx, op);
-    let def = registry::def(cx, op);
-    let entry = stubs::entry(cx, op);
-    let options = options::options(cx, op);
-    let adapters = boxing::adapters(cx, op);
-    let bs = backend_select::backend_select(cx, op);
-    let st = structured::structured(cx, op);
-    let snake = cx.non_snake(op);
-    let doc = op_doc(
+    let mut items = vec![
+        ast::use_item(&["super", "prelude", "*"]),
+        ast::use_item(&["super", "support"]),
+    ];
+    signature::sig(cx, op, &mut items);
+    items.push(registry::def(cx, op));
+    stubs::entry(cx, op, &mut items);
+    options::options(cx, op, &mut items);
+    boxing::adapters(cx, op, &mut items);
+    items.extend(backend_select::backend_select(cx, op));
+    items.extend(structured::structured(cx, op));
+    let mut attrs = vec![op_doc(
         op,
         "The operator's typed signature (`Sig`), definition (`DEF`), entry points (`call`, `redispatch`) and kernel adapters (`boxed`, `kernel`).",
-    );
-    quote! {
-        #free
+    )];
+    attrs.extend(cx.non_snake_attr(op));
+    let module = syn::Item::Mod(syn::ItemMod {
+        attrs,
+        vis: ast::public(),
+        unsafety: None,
+        mod_token: Default::default(),
+        ident: op.ident(),
+        content: Some((Default::default(), items)),
+        semi: None,
+    });
+    [free, module]
+}
 
-        #doc
-        #snake
-        pub mod #id {
-            use super::prelude::*;
-            use super::support;
-
-            #sig
-            #def
-            #entry
-            #options
-            #adapters
-            #bs
-            #st
-        }
+/// [`op_item_list`] as tokens (for the backend generator, which carries op items).
+pub fn op_items(cx: &Ctx, op: &plan::OpPlan) -> TokenStream {
+    let mut tokens = TokenStream::new();
+    for item in op_item_list(cx, op) {
+        item.to_tokens(&mut tokens);
     }
+    tokens
 }
 
 /// Generates the whole output from a loaded model.
@@ -163,7 +175,7 @@ pub fn generate(nf: &NativeFunctions, opts: &EmitOptions) -> Result<Generated, V
         "// @generated by opal-codegen from {} (namespace `{}`). Do not edit by hand.\n\n",
         opts.source, opts.namespace
     );
-    // Token streams are not Send: each worker builds and formats its own files.
+    // Syntax trees are not Send: each worker builds and formats its own files.
     // Job 0 is `mod.rs`, then one job per chunk of operators, then `methods.rs`.
     let chunks: Vec<&[plan::OpPlan]> = plan.ops.chunks(CHUNK).collect();
     let mut names: Vec<String> = vec!["mod.rs".to_string()];
@@ -174,25 +186,28 @@ pub fn generate(nf: &NativeFunctions, opts: &EmitOptions) -> Result<Generated, V
     let (planned, names_ref) = (&plan, &names);
     let bodies = format::parallel_map(n, |i| {
         let cx = Ctx::new(runtime);
-        let tokens = if i == 0 {
+        if i == 0 {
             let includes = names_ref[1..].iter().map(|n| quote!(include!(#n);));
             let prelude = support::prelude(&cx);
             let support = support::support(&cx);
             let all = registry::def_all(&cx, planned);
-            quote! {
+            let tokens = quote! {
                 #prelude
                 use self::prelude::*;
                 #support
                 #all
                 #(#includes)*
-            }
+            };
+            format_file(&header, tokens)
         } else if i < n - 1 {
-            let items = chunks[i - 1].iter().map(|o| op_items(&cx, o));
-            quote!(#(#items)*)
+            let items = chunks[i - 1].iter().flat_map(|o| op_item_list(&cx, o));
+            Ok(format::format_items(&header, items.collect()))
         } else {
-            methods::tensor_ops(&cx, planned)
-        };
-        format_file(&header, tokens)
+            Ok(format::format_items(
+                &header,
+                methods::tensor_ops(&cx, planned),
+            ))
+        }
     });
     let mut files = Vec::with_capacity(n);
     let mut errors = Vec::new();

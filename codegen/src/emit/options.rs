@@ -6,19 +6,25 @@
 //! Owns: `Options`, its `Default` and setters, and `with`. Must not: emit the
 //! dispatching entry points (see `stubs`).
 
-use proc_macro2::TokenStream;
 use quote::quote;
+use syn::{Item, Member};
 
+use super::ast::{self, p};
+use super::defaults::Value;
 use super::plan::{ArgPlan, OpPlan};
-use super::signature::{many_args_allow, params, ret};
+use super::signature::{inline_attrs, inputs, many_args_attr, ret};
 use super::stubs::full_args;
-use super::{defaults, doc, op_doc, Ctx};
+use super::{defaults, doc_attr, op_doc, Ctx};
 use crate::ident::{self, owned_to_arg};
 use crate::model::{BaseTy, Type};
 
+/// `self.name` / `opts.name`.
+fn field_of(base: &str, a: &ArgPlan) -> syn::Expr {
+    ast::field(p(&[base]), Member::Named(a.ident()))
+}
+
 /// A setter for one field.
-fn setter(cx: &Ctx, op: &OpPlan, a: &ArgPlan) -> TokenStream {
-    let id = a.ident();
+fn setter(cx: &Ctx, op: &OpPlan, a: &ArgPlan) -> syn::ImplItem {
     let lit = a.arg.default.as_deref().unwrap_or("");
     let doc = op_doc(
         op,
@@ -28,105 +34,103 @@ fn setter(cx: &Ctx, op: &OpPlan, a: &ArgPlan) -> TokenStream {
         Type::Optional(t) => (t.as_ref(), true),
         t => (t, false),
     };
-    let wrap = |e: TokenStream| {
-        if optional {
-            quote!(Some(#e))
-        } else {
-            e
-        }
-    };
-    if *inner == Type::Base(BaseTy::Tensor) {
-        let t = cx.types.owned(inner);
-        let v = wrap(quote!(value.clone()));
-        quote! {
-            #doc
-            #[must_use]
-            pub fn #id(mut self, value: &#t) -> Self {
-                self.#id = #v;
-                self
-            }
-        }
+    let t = cx.types.owned_type(inner);
+    let (value_ty, value) = if *inner == Type::Base(BaseTy::Tensor) {
+        (ast::ty_ref(t), "clone")
     } else {
-        let t = cx.types.owned(inner);
-        let v = wrap(quote!(value.into()));
-        quote! {
-            #doc
-            #[must_use]
-            pub fn #id(mut self, value: impl Into<#t>) -> Self {
-                self.#id = #v;
-                self
-            }
-        }
+        (ast::ty_impl("Into", [t]), "into")
+    };
+    let mut v = ast::method(p(&["value"]), value, None, []);
+    if optional {
+        v = ast::some(v);
     }
+    let sig = ast::signature(
+        a.ident(),
+        [
+            ast::receiver(false, true),
+            ast::param(ast::id("value"), value_ty),
+        ],
+        ast::ty("Self"),
+    );
+    let body = vec![
+        ast::semi(ast::assign(field_of("self", a), v)),
+        ast::tail(p(&["self"])),
+    ];
+    let attrs = vec![doc, ast::attr_word("must_use")];
+    ast::impl_fn(attrs, ast::public(), sig, body)
 }
 
 /// `Options` and `with` for an op with defaults (nothing otherwise).
-pub fn options(cx: &Ctx, op: &OpPlan) -> TokenStream {
+pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     if !op.has_defaults() {
-        return quote!();
+        return;
     }
-    let defaulted: Vec<&ArgPlan> = op.args.iter().filter(|a| a.default.is_some()).collect();
-    let fields = defaulted.iter().map(|a| {
-        let id = a.ident();
-        let t = cx.types.owned(a.ty());
-        let doc = doc(&format!("`{}`", a.arg));
-        quote! {
-            #doc
-            pub #id: #t
-        }
-    });
-    let inits = defaulted.iter().map(|a| {
-        let id = a.ident();
-        let e = a
-            .default
-            .as_ref()
-            .map(|v| defaults::owned_expr(a.ty(), v))
-            .unwrap_or_default();
-        quote!(#id: #e)
-    });
-    let setters = defaulted.iter().map(|a| setter(cx, op, a));
-    let required: Vec<&ArgPlan> = op.args.iter().filter(|a| a.default.is_none()).collect();
-    let mut ps = params(cx, required.iter().copied());
+    let defaulted: Vec<(&ArgPlan, &Value)> = op
+        .args
+        .iter()
+        .filter_map(|a| Some((a, a.default.as_ref()?)))
+        .collect();
     let o = ident::ident(ident::OPTIONS);
-    ps.push(quote!(opts: #o));
-    let args = full_args(op, |a| {
-        let id = a.ident();
-        owned_to_arg(quote!(opts.#id), a.ty())
+    let fields = defaulted.iter().map(|(a, _)| syn::Field {
+        attrs: vec![doc_attr(&format!("`{}`", a.arg))],
+        vis: ast::public(),
+        mutability: syn::FieldMutability::None,
+        ident: Some(a.ident()),
+        colon_token: Some(Default::default()),
+        ty: cx.types.owned_type(a.ty()),
     });
-    let ret = ret(cx, op);
     let sdoc = op_doc(
         op,
         "The defaulted arguments: `Default` gives the schema defaults, each setter replaces one.",
     );
+    out.push(Item::Struct(syn::ItemStruct {
+        attrs: vec![sdoc, ast::attr_list("derive", quote!(Clone, Debug))],
+        vis: ast::public(),
+        struct_token: Default::default(),
+        ident: o.clone(),
+        generics: Default::default(),
+        fields: syn::Fields::Named(syn::FieldsNamed {
+            brace_token: Default::default(),
+            named: fields.collect(),
+        }),
+        semi_token: None,
+    }));
+
+    let inits = defaulted
+        .iter()
+        .map(|(a, v)| (a.ident(), defaults::owned_value(a.ty(), v)));
+    let default_fn = ast::impl_fn(
+        vec![ast::attr_word("inline")],
+        syn::Visibility::Inherited,
+        ast::signature(ast::id("default"), [], ast::ty("Self")),
+        vec![ast::tail(ast::struct_expr(ast::path(&["Self"]), inits))],
+    );
+    let allow_derivable = ast::attr_list(
+        "allow",
+        quote!(
+            clippy::derivable_impls,
+            reason = "the schema's defaults, spelled out"
+        ),
+    );
+    let options_ty = || ast::ty_path(ast::path_of([o.clone()]));
+    out.push(ast::impl_block(
+        vec![allow_derivable],
+        Some("Default"),
+        options_ty(),
+        vec![default_fn],
+    ));
+    let setters = defaulted.iter().map(|(a, _)| setter(cx, op, a)).collect();
+    out.push(ast::impl_block(Vec::new(), None, options_ty(), setters));
+
+    let mut ps = inputs(cx, op.args.iter().filter(|a| a.default.is_none()));
+    ps.push(ast::param(ast::id("opts"), options_ty()));
+    let args = full_args(op, |a| owned_to_arg(field_of("opts", a), a.ty()));
     let wdoc = op_doc(
         op,
         "Calls the operator with the required arguments and `opts` for the defaulted ones.",
     );
-    let allow = many_args_allow(ps.len());
-    quote! {
-        #sdoc
-        #[derive(Clone, Debug)]
-        pub struct #o {
-            #(#fields,)*
-        }
-
-        #[allow(clippy::derivable_impls, reason = "the schema's defaults, spelled out")]
-        impl Default for #o {
-            #[inline]
-            fn default() -> Self {
-                Self { #(#inits,)* }
-            }
-        }
-
-        impl #o {
-            #(#setters)*
-        }
-
-        #wdoc
-        #allow
-        #[inline]
-        pub fn with(#(#ps),*) -> #ret {
-            self::call(#(#args),*)
-        }
-    }
+    let attrs = inline_attrs(wdoc, [many_args_attr(ps.len())]);
+    let body = ast::call(p(&["self", "call"]), args);
+    let sig = ast::signature(ast::id("with"), ps, ret(cx, op));
+    out.push(ast::pub_fn(attrs, sig, vec![ast::tail(body)]));
 }

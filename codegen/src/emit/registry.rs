@@ -5,9 +5,11 @@
 //! Owns: `DEF`, `ALL_DEFS`, `def_all`, `init`, `register_backend_select`.
 //! Must not: emit calling code (stubs) or kernels.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Literal, TokenStream};
 use quote::quote;
+use syn::Item;
 
+use super::ast::{self, call_path, p};
 use super::plan::{OpPlan, Plan};
 use super::{defaults, doc, op_doc, Ctx};
 
@@ -26,58 +28,64 @@ fn annotated_type(printed: &str, name: &str, default: Option<&str>) -> String {
 }
 
 /// The `DEF` static of one op.
-pub fn def(_cx: &Ctx, op: &OpPlan) -> TokenStream {
-    let name = &op.qualified;
-    let schema = &op.schema;
+pub fn def(_cx: &Ctx, op: &OpPlan) -> Item {
     let args = op.args.iter().map(|a| {
-        let n = &a.arg.name;
-        let ty = annotated_type(&a.arg.to_string(), &a.arg.name, a.arg.default.as_deref());
-        let mut flags = Vec::new();
-        if a.kwarg_only {
-            flags.push(quote!(support::KW));
-        }
-        if a.out {
-            flags.push(quote!(support::OUT));
-        }
-        if a.arg.is_write() {
-            flags.push(quote!(support::MUT));
-        }
-        match (&a.default, flags.is_empty()) {
+        let n = ast::str_lit(&a.arg.name);
+        let ty = ast::str_lit(&annotated_type(
+            &a.arg.to_string(),
+            &a.arg.name,
+            a.arg.default.as_deref(),
+        ));
+        let flags = [
+            (a.kwarg_only, "KW"),
+            (a.out, "OUT"),
+            (a.arg.is_write(), "MUT"),
+        ];
+        let flags = ast::bit_or(
+            flags
+                .into_iter()
+                .filter(|(set, _)| *set)
+                .map(|(_, flag)| p(&["support", flag])),
+        );
+        match (&a.default, flags) {
             // The common case: positional, no default, not written to.
-            (None, true) => quote!(support::arg(#n, #ty)),
-            (default, _) => {
-                let flags = if flags.is_empty() {
-                    quote!(0)
-                } else {
-                    quote!(#(#flags)|*)
-                };
+            (None, None) => call_path(&["support", "arg"], [n, ty]),
+            (default, flags) => {
+                let flags = flags.unwrap_or_else(|| ast::literal(Literal::i64_unsuffixed(0)));
                 let default = match default {
-                    Some(v) => {
-                        let e = defaults::ivalue_expr(v);
-                        quote!(Some(|| #e))
-                    }
-                    None => quote!(None),
+                    Some(v) => ast::some(ast::closure(false, [], defaults::ivalue_expr(v))),
+                    None => p(&["None"]),
                 };
-                quote!(support::arg_full(#n, #ty, #flags, #default))
+                call_path(&["support", "arg_full"], [n, ty, flags, default])
             }
         }
     });
-    let rets =
-        op.f.func
-            .returns
-            .iter()
-            .map(|r| annotated_type(&r.to_string(), r.name.as_deref().unwrap_or(""), None));
+    let rets = op.f.func.returns.iter().map(|r| {
+        ast::str_lit(&annotated_type(
+            &r.to_string(),
+            r.name.as_deref().unwrap_or(""),
+            None,
+        ))
+    });
+    let type_id = ast::with_generics(
+        ast::global_path(&["std", "any", "TypeId", "of"]),
+        [ast::ty("Sig")],
+        true,
+    );
+    let signature = ast::closure(false, [], ast::call(ast::path_expr(type_id), []));
+    let fields = [
+        ("name", ast::str_lit(&op.qualified)),
+        ("schema", ast::str_lit(&op.schema)),
+        ("args", ast::reference(ast::array(args))),
+        ("returns", ast::reference(ast::array(rets))),
+        ("signature", signature),
+    ];
+    let value = ast::struct_expr(
+        ast::path(&["OpDef"]),
+        fields.into_iter().map(|(f, e)| (ast::id(f), e)),
+    );
     let doc = op_doc(op, "The operator's definition for the dispatcher.");
-    quote! {
-        #doc
-        pub static DEF: OpDef = OpDef {
-            name: #name,
-            schema: #schema,
-            args: &[#(#args),*],
-            returns: &[#(#rets),*],
-            signature: || ::std::any::TypeId::of::<Sig>(),
-        };
-    }
+    ast::static_item(vec![doc], ast::public(), "DEF", ast::ty("OpDef"), value)
 }
 
 /// `ALL_DEFS`, `def_all`, `register_backend_select` and `init` (once per output).

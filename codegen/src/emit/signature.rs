@@ -5,22 +5,40 @@
 //! Must not: decide names or types (that is `crate::ident`).
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, ToTokens};
+use syn::{FnArg, Item};
 
+use super::ast;
 use super::plan::{ArgPlan, OpPlan};
 use super::{op_doc, Ctx};
 
 /// `name: Type` for each argument (borrowed argument form).
-pub fn params<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream> {
-    args.map(|a| {
-        let id = a.ident();
-        let ty = cx.types.arg(a.ty());
-        quote!(#id: #ty)
-    })
-    .collect()
+pub fn inputs<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<FnArg> {
+    args.map(|a| ast::param(a.ident(), cx.types.arg_type(a.ty())))
+        .collect()
 }
 
-/// The argument idents, in order.
+/// `ks: DispatchKeySet`, then [`inputs`] (kernels and redispatching entry points).
+fn ks_inputs(cx: &Ctx, op: &OpPlan) -> Vec<FnArg> {
+    let mut v = vec![ast::param(ast::id("ks"), ast::ty("DispatchKeySet"))];
+    v.extend(inputs(cx, op.args.iter()));
+    v
+}
+
+/// [`inputs`] as tokens (for the backend generator).
+pub fn params<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream> {
+    inputs(cx, args)
+        .into_iter()
+        .map(ToTokens::into_token_stream)
+        .collect()
+}
+
+/// The arguments as expressions, in order.
+pub fn arg_exprs<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<syn::Expr> {
+    args.map(|a| ast::var(a.ident())).collect()
+}
+
+/// The argument idents, in order, as tokens.
 pub fn names<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream> {
     args.map(|a| {
         let id = a.ident();
@@ -31,54 +49,98 @@ pub fn names<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream
 
 /// `Result<R>` of the op as written inside its module: several returns are named by
 /// the module's `Output` tuple alias.
-pub fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
+pub fn ret(cx: &Ctx, op: &OpPlan) -> syn::Type {
     if op.f.func.returns.len() > 1 {
-        cx.types.result(quote!(Output))
+        cx.types.result_type(ast::ty("Output"))
     } else {
-        cx.types.result(cx.types.returns(op.return_types()))
+        cx.types
+            .result_type(cx.types.returns_type(op.return_types()))
     }
 }
 
 /// `Result<R>` of the op as written outside its module (`op::Output` for tuples).
-pub fn ret_outside(cx: &Ctx, op: &OpPlan) -> TokenStream {
+pub fn ret_outside(cx: &Ctx, op: &OpPlan) -> syn::Type {
     if op.f.func.returns.len() > 1 {
-        let id = op.ident();
-        cx.types.result(quote!(self::#id::Output))
+        let p = ast::path_of([ast::id("self"), op.ident(), ast::id("Output")]);
+        cx.types.result_type(ast::ty_path(p))
     } else {
-        cx.types.result(cx.types.returns(op.return_types()))
+        cx.types
+            .result_type(cx.types.returns_type(op.return_types()))
     }
 }
 
 /// `#[allow(clippy::too_many_arguments)]` when a function of `n` parameters needs it.
-pub fn many_args_allow(n: usize) -> TokenStream {
-    if n > 7 {
-        quote!(#[allow(clippy::too_many_arguments, reason = "one parameter per schema argument")])
-    } else {
-        quote!()
-    }
+pub fn many_args_attr(n: usize) -> Option<syn::Attribute> {
+    (n > 7).then(|| {
+        ast::attr_list(
+            "allow",
+            quote!(
+                clippy::too_many_arguments,
+                reason = "one parameter per schema argument"
+            ),
+        )
+    })
 }
 
-/// The `Sig` alias of one op.
-pub fn sig(cx: &Ctx, op: &OpPlan) -> TokenStream {
-    let tys = op.args.iter().map(|a| cx.types.arg(a.ty()));
-    let ret = ret(cx, op);
+/// [`many_args_attr`] as tokens (for the backend generator).
+pub fn many_args_allow(n: usize) -> TokenStream {
+    many_args_attr(n)
+        .map(ToTokens::into_token_stream)
+        .unwrap_or_default()
+}
+
+/// The attributes of an inline function: `doc`, the allowances, `#[inline]`.
+pub fn inline_attrs(
+    doc: syn::Attribute,
+    allows: impl IntoIterator<Item = Option<syn::Attribute>>,
+) -> Vec<syn::Attribute> {
+    let mut attrs = vec![doc];
+    attrs.extend(allows.into_iter().flatten());
+    attrs.push(ast::attr_word("inline"));
+    attrs
+}
+
+/// `#[inline] pub fn name(ks: DispatchKeySet, args..) -> Result<R> { body }`: a
+/// function with the op's kernel signature (`redispatch`, `backend_select`,
+/// `structured`).
+pub fn kernel_fn(
+    cx: &Ctx,
+    op: &OpPlan,
+    name: &str,
+    doc: syn::Attribute,
+    body: Vec<syn::Stmt>,
+) -> Item {
+    let attrs = inline_attrs(doc, [many_args_attr(op.args.len() + 1)]);
+    let sig = ast::signature(ast::id(name), ks_inputs(cx, op), ret(cx, op));
+    ast::pub_fn(attrs, sig, body)
+}
+
+/// `pub type name = ty;`.
+fn type_alias(attrs: Vec<syn::Attribute>, name: &str, ty: syn::Type) -> Item {
+    Item::Type(syn::ItemType {
+        attrs,
+        vis: ast::public(),
+        type_token: Default::default(),
+        ident: ast::id(name),
+        generics: Default::default(),
+        eq_token: Default::default(),
+        ty: Box::new(ty),
+        semi_token: Default::default(),
+    })
+}
+
+/// The `Sig` alias of one op (after the `Output` alias of a multi-return op).
+pub fn sig(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
+    if op.f.func.returns.len() > 1 {
+        let t = cx.types.returns_type(op.return_types());
+        let odoc = op_doc(op, "The operator's returns, in schema order.");
+        out.push(type_alias(vec![odoc], "Output", t));
+    }
     let doc = op_doc(
         op,
         "Typed kernel signature: the dispatch key set, then the arguments in schema order.",
     );
-    let output = if op.f.func.returns.len() > 1 {
-        let t = cx.types.returns(op.return_types());
-        let odoc = op_doc(op, "The operator's returns, in schema order.");
-        quote! {
-            #odoc
-            pub type Output = #t;
-        }
-    } else {
-        quote!()
-    };
-    quote! {
-        #output
-        #doc
-        pub type Sig = fn(DispatchKeySet #(, #tys)*) -> #ret;
-    }
+    let tys = std::iter::once(ast::ty("DispatchKeySet"))
+        .chain(op.args.iter().map(|a| cx.types.arg_type(a.ty())));
+    out.push(type_alias(vec![doc], "Sig", ast::ty_fn(tys, ret(cx, op))));
 }

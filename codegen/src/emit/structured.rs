@@ -8,89 +8,105 @@
 //!
 //! Owns: `structured` in op modules. Must not: register kernels.
 
-use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use syn::{Expr, Item, Member, Stmt};
 
+use super::ast::{self, call, call_path, p, reference, try_, var};
 use super::plan::OpPlan;
-use super::signature::{many_args_allow, names, params, ret};
+use super::signature::{arg_exprs, kernel_fn};
 use super::{op_doc, Ctx};
 use crate::model::{BaseTy, Type};
 
+/// `support::name(args..)`.
+fn support(name: &str, args: impl IntoIterator<Item = Expr>) -> Expr {
+    call_path(&["support", name], args)
+}
+
+/// `module::op::entry(args..)` for a sibling op module.
+fn sibling(op: &str, entry: &str, args: impl IntoIterator<Item = Expr>) -> Expr {
+    let path = ast::path_of([ast::id("super"), ast::id(op), ast::id(entry)]);
+    call(ast::path_expr(path), args)
+}
+
 /// `structured` for an op with a usable structured delegate (nothing otherwise).
-pub fn structured(cx: &Ctx, op: &OpPlan) -> TokenStream {
-    let Some(s) = &op.structured else {
-        return quote!();
-    };
-    let sup = quote!(support);
-    let ps = params(cx, op.args.iter());
-    let ns = names(op.args.iter());
-    let ret = ret(cx, op);
-    let mut prep = Vec::new();
+pub fn structured(cx: &Ctx, op: &OpPlan) -> Option<Item> {
+    let s = op.structured.as_ref()?;
+    let mut prep: Vec<Stmt> = Vec::new();
     let mut meta_args = Vec::new();
     let mut device = None;
+    let tensor = Type::Base(BaseTy::Tensor);
     for (i, a) in op.args.iter().enumerate() {
-        let id = a.ident();
-        let m = format_ident!("__m{}", i);
-        let tensor = Type::Base(BaseTy::Tensor);
-        match a.ty() {
+        let id = || var(a.ident());
+        let m = format!("__m{i}");
+        let (to_meta, meta_arg) = match a.ty() {
             t if *t == tensor => {
-                device.get_or_insert_with(|| quote!(#sup::device_of(#id)));
-                prep.push(quote!(let #m = #sup::to_meta(#id)?;));
-                meta_args.push(quote!(&#m));
+                device.get_or_insert_with(|| support("device_of", [id()]));
+                ("to_meta", reference(p(&[m.as_str()])))
             }
-            Type::Optional(t) if **t == tensor => {
-                prep.push(quote!(let #m = #sup::opt_to_meta(#id)?;));
-                meta_args.push(quote!(#m.as_ref()));
-            }
+            Type::Optional(t) if **t == tensor => (
+                "opt_to_meta",
+                ast::method(p(&[m.as_str()]), "as_ref", None, []),
+            ),
             Type::List { elem, .. } if **elem == tensor => {
-                device.get_or_insert_with(|| quote!(#sup::device_of_list(#id)?));
-                prep.push(quote!(let #m = #sup::list_to_meta(#id)?;));
-                meta_args.push(quote!(&#m));
+                device.get_or_insert_with(|| try_(support("device_of_list", [id()])));
+                ("list_to_meta", reference(p(&[m.as_str()])))
             }
             Type::List { elem, .. } if elem.is_tensor_like() => {
-                prep.push(quote!(let #m = #sup::opt_list_to_meta(#id)?;));
-                meta_args.push(quote!(&#m));
+                ("opt_list_to_meta", reference(p(&[m.as_str()])))
             }
-            _ => meta_args.push(quote!(#id)),
-        }
+            _ => {
+                meta_args.push(id());
+                continue;
+            }
+        };
+        prep.push(ast::let_var(&m, try_(support(to_meta, [id()]))));
+        meta_args.push(meta_arg);
     }
-    let Some(device) = device else {
-        return quote!();
-    };
-    let meta_op = crate::ident::ident(&s.meta_op);
-    let out_op = crate::ident::ident(&s.out_op);
-    let nret = op.f.func.returns.len();
-    let body = if s.inplace {
-        let self_id = op.args[0].ident();
-        quote! {
-            let __meta = super::#meta_op::call(#(#meta_args),*)?;
-            #sup::check_inplace(self::DEF.name, #self_id, &__meta)?;
-            super::#out_op::redispatch(ks, #(#ns,)* #self_id)?;
-            Ok(#self_id.clone())
-        }
+    let device = device?;
+    let ns = || arg_exprs(op.args.iter());
+    let meta = ast::let_var("__meta", try_(sibling(&s.meta_op, "call", meta_args)));
+    let mut body = prep;
+    if s.inplace {
+        let self_id = || var(op.args[0].ident());
+        let check = support(
+            "check_inplace",
+            [
+                ast::field(p(&["self", "DEF"]), Member::Named(ast::id("name"))),
+                self_id(),
+                reference(p(&["__meta"])),
+            ],
+        );
+        let ks_args = std::iter::once(p(&["ks"])).chain(ns()).chain([self_id()]);
+        body.extend([
+            meta,
+            ast::semi(try_(check)),
+            ast::semi(try_(sibling(&s.out_op, "redispatch", ks_args))),
+            ast::tail(ast::ok(ast::method(self_id(), "clone", None, []))),
+        ]);
     } else {
-        let outs: Vec<_> = (0..nret).map(|i| format_ident!("__o{}", i)).collect();
-        let allocs = if nret == 1 {
-            let o = &outs[0];
-            quote!(let #o = #sup::empty_from_meta(&__meta, __device)?;)
-        } else {
-            let idx = (0..nret).map(syn::Index::from);
-            quote!(#(let #outs = #sup::empty_from_meta(&__meta.#idx, __device)?;)*)
-        };
-        let result = if nret == 1 {
-            let o = &outs[0];
-            quote!(#o)
-        } else {
-            quote!((#(#outs),*))
-        };
-        quote! {
-            let __device = #device;
-            let __meta = super::#meta_op::call(#(#meta_args),*)?;
-            #allocs
-            super::#out_op::redispatch(ks, #(#ns,)* #(&#outs),*)?;
-            Ok(#result)
+        let nret = op.f.func.returns.len();
+        let outs: Vec<String> = (0..nret).map(|i| format!("__o{i}")).collect();
+        body.push(ast::let_var("__device", device));
+        body.push(meta);
+        for (i, o) in outs.iter().enumerate() {
+            let result = if nret == 1 {
+                p(&["__meta"])
+            } else {
+                let index = syn::Index::from(i);
+                ast::field(p(&["__meta"]), Member::Unnamed(index))
+            };
+            let alloc = support("empty_from_meta", [reference(result), p(&["__device"])]);
+            body.push(ast::let_var(o, try_(alloc)));
         }
-    };
+        let out_refs = outs.iter().map(|o| reference(p(&[o.as_str()])));
+        let ks_args = std::iter::once(p(&["ks"])).chain(ns()).chain(out_refs);
+        body.push(ast::semi(try_(sibling(&s.out_op, "redispatch", ks_args))));
+        let result = if nret == 1 {
+            p(&[outs[0].as_str()])
+        } else {
+            ast::tuple(outs.iter().map(|o| p(&[o.as_str()])))
+        };
+        body.push(ast::tail(ast::ok(result)));
+    }
     let doc = op_doc(
         op,
         &format!(
@@ -98,14 +114,5 @@ pub fn structured(cx: &Ctx, op: &OpPlan) -> TokenStream {
             s.out_op, s.meta_op
         ),
     );
-    let allow = many_args_allow(ps.len() + 1);
-    quote! {
-        #doc
-        #allow
-        #[inline]
-        pub fn structured(ks: DispatchKeySet, #(#ps),*) -> #ret {
-            #(#prep)*
-            #body
-        }
-    }
+    Some(kernel_fn(cx, op, "structured", doc, body))
 }
