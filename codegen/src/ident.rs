@@ -28,6 +28,10 @@
 //! `with`, `Options`, `redispatch`, `boxed`, `kernel`, ...). Functions and modules
 //! live in different Rust namespaces, so they never clash.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{quote, ToTokens};
 
@@ -122,10 +126,46 @@ pub fn arg_ident(name: &str) -> Result<String, String> {
 /// The string must satisfy [`is_identifier`]; callers only pass names that went
 /// through [`op_ident`] / [`arg_ident`] or fixed names.
 pub fn ident(s: &str) -> Ident {
-    if KEYWORDS.contains(&s) && !NOT_RAW.contains(&s) {
-        Ident::new_raw(s, Span::call_site())
-    } else {
-        Ident::new(s, Span::call_site())
+    thread_local! {
+        /// Identifiers made on this thread: generation makes millions, of a few
+        /// thousand names, and a clone costs less than checking the keyword list and
+        /// validating the name again.
+        static MADE: RefCell<HashMap<Box<str>, Ident, BuildHasherDefault<Fnv>>> =
+            RefCell::new(HashMap::default());
+    }
+    MADE.with(|made| {
+        if let Some(id) = made.borrow().get(s) {
+            return id.clone();
+        }
+        let id = if KEYWORDS.contains(&s) && !NOT_RAW.contains(&s) {
+            Ident::new_raw(s, Span::call_site())
+        } else {
+            Ident::new(s, Span::call_site())
+        };
+        made.borrow_mut().insert(s.into(), id.clone());
+        id
+    })
+}
+
+/// FNV-1a, for the identifier cache of [`ident`]: names are short, and std's SipHash
+/// cost more than the clone the cache saves.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
     }
 }
 

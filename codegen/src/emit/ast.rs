@@ -10,7 +10,8 @@
 //! Owns: generic syntax constructors. Must not: know about operators, schema types
 //! or the layout of the output (the emitters and `crate::ident` do).
 
-use proc_macro2::{Ident, Literal, Span, TokenStream};
+use proc_macro2::extra::DelimSpan;
+use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream};
 use syn::token;
 use syn::{
     AngleBracketedGenericArguments, Arm, AttrStyle, Attribute, Block, Expr, FnArg, GenericArgument,
@@ -18,6 +19,33 @@ use syn::{
     Meta, MetaList, Pat, PatIdent, PatType, Path, PathArguments, PathSegment, Receiver, ReturnType,
     Signature, Stmt, Type, TypePath, Visibility,
 };
+
+thread_local! {
+    /// The span of every delimiter: `syn`'s `Default` for `Paren`/`Brace`/`Bracket`
+    /// makes it by building and dropping a token group, an allocation apiece.
+    static DELIM: DelimSpan = Group::new(Delimiter::None, TokenStream::new()).delim_span();
+}
+
+/// `( .. )` delimiters.
+pub fn paren() -> token::Paren {
+    token::Paren {
+        span: DELIM.with(|d| *d),
+    }
+}
+
+/// `{ .. }` delimiters.
+pub fn brace() -> token::Brace {
+    token::Brace {
+        span: DELIM.with(|d| *d),
+    }
+}
+
+/// `[ .. ]` delimiters.
+pub fn bracket() -> token::Bracket {
+    token::Bracket {
+        span: DELIM.with(|d| *d),
+    }
+}
 
 /// An identifier by the rules of `crate::ident` (raw for keywords).
 pub fn id(s: &str) -> Ident {
@@ -99,7 +127,7 @@ pub fn call(func: Expr, args: impl IntoIterator<Item = Expr>) -> Expr {
     Expr::Call(syn::ExprCall {
         attrs: Vec::new(),
         func: Box::new(func),
-        paren_token: Default::default(),
+        paren_token: paren(),
         args: args.into_iter().collect(),
     })
 }
@@ -122,7 +150,7 @@ pub fn method(
         dot_token: Default::default(),
         method: id(name),
         turbofish: turbofish.map(|t| generic_args([t], true)),
-        paren_token: Default::default(),
+        paren_token: paren(),
         args: args.into_iter().collect(),
     })
 }
@@ -183,7 +211,7 @@ pub fn bool_lit(b: bool) -> Expr {
 pub fn tuple(elems: impl IntoIterator<Item = Expr>) -> Expr {
     Expr::Tuple(syn::ExprTuple {
         attrs: Vec::new(),
-        paren_token: Default::default(),
+        paren_token: paren(),
         elems: elems.into_iter().collect(),
     })
 }
@@ -192,7 +220,7 @@ pub fn tuple(elems: impl IntoIterator<Item = Expr>) -> Expr {
 pub fn array(elems: impl IntoIterator<Item = Expr>) -> Expr {
     Expr::Array(syn::ExprArray {
         attrs: Vec::new(),
-        bracket_token: Default::default(),
+        bracket_token: bracket(),
         elems: elems.into_iter().collect(),
     })
 }
@@ -204,7 +232,7 @@ pub fn bracket_macro(name: &str, tokens: TokenStream) -> Expr {
         mac: syn::Macro {
             path: path(&[name]),
             bang_token: Default::default(),
-            delimiter: MacroDelimiter::Bracket(Default::default()),
+            delimiter: MacroDelimiter::Bracket(bracket()),
             tokens,
         },
     })
@@ -252,7 +280,7 @@ pub fn match_(e: Expr, arms: impl IntoIterator<Item = (Pat, Expr)>) -> Expr {
         attrs: Vec::new(),
         match_token: Default::default(),
         expr: Box::new(e),
-        brace_token: Default::default(),
+        brace_token: brace(),
         arms: arms
             .into_iter()
             .map(|(pat, body)| Arm {
@@ -295,7 +323,7 @@ pub fn struct_expr(path: Path, fields: impl IntoIterator<Item = (Ident, Expr)>) 
         attrs: Vec::new(),
         qself: None,
         path,
-        brace_token: Default::default(),
+        brace_token: brace(),
         fields: fields
             .into_iter()
             .map(|(name, expr)| syn::FieldValue {
@@ -335,7 +363,7 @@ pub fn pat_wild() -> Pat {
 pub fn pat_tuple(elems: impl IntoIterator<Item = Pat>) -> Pat {
     Pat::Tuple(syn::PatTuple {
         attrs: Vec::new(),
-        paren_token: Default::default(),
+        paren_token: paren(),
         elems: elems.into_iter().collect(),
     })
 }
@@ -346,7 +374,7 @@ pub fn pat_tuple_struct(segs: &[&str], binding: Ident) -> Pat {
         attrs: Vec::new(),
         qself: None,
         path: path(segs),
-        paren_token: Default::default(),
+        paren_token: paren(),
         elems: std::iter::once(pat_ident(binding, false)).collect(),
     })
 }
@@ -384,7 +412,7 @@ pub fn let_var(name: &str, e: Expr) -> Stmt {
 /// `{ stmts }`.
 pub fn block(stmts: Vec<Stmt>) -> Block {
     Block {
-        brace_token: Default::default(),
+        brace_token: brace(),
         stmts,
     }
 }
@@ -419,7 +447,7 @@ pub fn ty_ref(t: Type) -> Type {
 /// `[t]`.
 pub fn ty_slice(t: Type) -> Type {
     Type::Slice(syn::TypeSlice {
-        bracket_token: Default::default(),
+        bracket_token: bracket(),
         elem: Box::new(t),
     })
 }
@@ -427,7 +455,7 @@ pub fn ty_slice(t: Type) -> Type {
 /// `(a, b)`; `()` when empty.
 pub fn ty_tuple(elems: impl IntoIterator<Item = Type>) -> Type {
     Type::Tuple(syn::TypeTuple {
-        paren_token: Default::default(),
+        paren_token: paren(),
         elems: elems.into_iter().collect(),
     })
 }
@@ -453,7 +481,7 @@ pub fn ty_fn(args: impl IntoIterator<Item = Type>, ret: Type) -> Type {
         unsafety: None,
         abi: None,
         fn_token: Default::default(),
-        paren_token: Default::default(),
+        paren_token: paren(),
         inputs: args
             .into_iter()
             .map(|ty| syn::BareFnArg {
@@ -502,7 +530,7 @@ pub fn signature(name: Ident, inputs: impl IntoIterator<Item = FnArg>, output: T
         fn_token: Default::default(),
         ident: name,
         generics: Default::default(),
-        paren_token: Default::default(),
+        paren_token: paren(),
         inputs: inputs.into_iter().collect(),
         variadic: None,
         output: ReturnType::Type(Default::default(), Box::new(output)),
@@ -555,7 +583,7 @@ pub fn impl_block(
         generics: Default::default(),
         trait_: trait_.map(|t| (None, path(&[t]), Default::default())),
         self_ty: Box::new(self_ty),
-        brace_token: Default::default(),
+        brace_token: brace(),
         items,
     })
 }
@@ -621,7 +649,7 @@ pub fn attr_word(name: &str) -> Attribute {
 pub fn attr_list(name: &str, tokens: TokenStream) -> Attribute {
     outer(Meta::List(MetaList {
         path: path(&[name]),
-        delimiter: MacroDelimiter::Paren(token::Paren::default()),
+        delimiter: MacroDelimiter::Paren(paren()),
         tokens,
     }))
 }
@@ -639,7 +667,7 @@ fn outer(meta: Meta) -> Attribute {
     Attribute {
         pound_token: Default::default(),
         style: AttrStyle::Outer,
-        bracket_token: Default::default(),
+        bracket_token: bracket(),
         meta,
     }
 }

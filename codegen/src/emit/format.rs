@@ -2,10 +2,12 @@
 //! behind a header, doc comments through placeholders, and building + formatting
 //! independent pieces of output on worker threads.
 //!
-//! Owns: the doc placeholder mechanism, [`format_items`], [`format_file`],
+//! Owns: the doc placeholder mechanism, [`append_items`], [`format_items`], [`format_file`],
 //! [`format_parts`] (one file formatted as consecutive groups of top-level items) and
 //! [`parallel_map`].
 //! Must not: decide what is generated (the emitters do) or read/write files.
+
+use std::cell::RefCell;
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
@@ -17,7 +19,7 @@ const DOC_MARK: &str = "@@opal-doc:";
 
 thread_local! {
     /// Doc texts of the file being built on this thread, by placeholder index.
-    static DOCS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+    static DOCS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Doc comment for an item. Emitted as a short placeholder attribute and replaced by
@@ -27,18 +29,30 @@ thread_local! {
 ///
 /// The placeholder refers to this thread's list of docs: the item must be
 /// formatted on the thread that built it.
-pub fn doc_attr(text: &str) -> syn::Attribute {
+pub fn doc_attr(text: String) -> syn::Attribute {
+    thread_local! {
+        /// Placeholder attributes by index: every file numbers its docs from 0, and a
+        /// clone costs less than escaping the placeholder string again.
+        static MARKS: RefCell<Vec<syn::Attribute>> = const { RefCell::new(Vec::new()) };
+    }
     let i = DOCS.with(|d| {
         let mut d = d.borrow_mut();
-        d.push(text.to_string());
+        d.push(text);
         d.len() - 1
     });
-    ast::attr_doc(&format!(" {DOC_MARK}{i}"))
+    MARKS.with(|m| {
+        let mut m = m.borrow_mut();
+        while m.len() <= i {
+            let mark = format!(" {DOC_MARK}{}", m.len());
+            m.push(ast::attr_doc(&mark));
+        }
+        m[i].clone()
+    })
 }
 
 /// [`doc_attr`] as tokens.
 pub fn doc(text: &str) -> TokenStream {
-    doc_attr(text).into_token_stream()
+    doc_attr(text.to_string()).into_token_stream()
 }
 
 /// Appends `formatted` to `out` with the doc placeholders replaced by `docs`.
@@ -73,8 +87,10 @@ fn expand_docs(formatted: &str, docs: &[String], out: &mut String) {
 }
 
 /// Formats top-level items with prettyplease and appends the text (docs expanded) to
-/// `out`, consuming this thread's docs.
-fn format_items_into(items: Vec<syn::Item>, out: &mut String) {
+/// `out`, consuming this thread's docs. prettyplease ends every top-level item with a
+/// forced line break at indentation 0, so formatting a file's items in several calls
+/// gives the text of formatting them at once.
+pub fn append_items(items: Vec<syn::Item>, out: &mut String) {
     let docs = DOCS.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let file = syn::File {
         shebang: None,
@@ -91,9 +107,9 @@ pub fn parse_items(tokens: TokenStream) -> Result<Vec<syn::Item>, String> {
         .map_err(|e| format!("generated code does not parse: {e}"))
 }
 
-/// Formats top-level items from tokens (see [`format_items_into`]).
+/// Formats top-level items from tokens (see [`append_items`]).
 fn format_into(tokens: TokenStream, out: &mut String) -> Result<(), String> {
-    format_items_into(parse_items(tokens)?, out);
+    append_items(parse_items(tokens)?, out);
     Ok(())
 }
 
@@ -101,7 +117,7 @@ fn format_into(tokens: TokenStream, out: &mut String) -> Result<(), String> {
 pub fn format_items(header: &str, items: Vec<syn::Item>) -> String {
     let mut out = String::with_capacity(64 * 1024);
     out.push_str(header);
-    format_items_into(items, &mut out);
+    append_items(items, &mut out);
     out
 }
 

@@ -131,7 +131,7 @@ pub fn tensor_ops(cx: &Ctx, plan: &Plan) -> Vec<Item> {
         generics: Default::default(),
         colon_token: None,
         supertraits: Default::default(),
-        brace_token: Default::default(),
+        brace_token: ast::brace(),
         items: decls,
     });
     vec![

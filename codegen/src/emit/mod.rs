@@ -125,7 +125,7 @@ impl Ctx {
 
 /// An item's doc: a summary line, then the qualified schema.
 pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
-    doc_attr(&format!("{summary}\n\nSchema: `{}`", op.qualified_schema))
+    doc_attr(format!("{summary}\n\nSchema: `{}`", op.qualified_schema))
 }
 
 /// Everything about one operator: its free function and its module.
@@ -153,7 +153,7 @@ pub fn op_item_list(cx: &Ctx, op: &plan::OpPlan) -> [syn::Item; 2] {
         unsafety: None,
         mod_token: Default::default(),
         ident: op.ident(),
-        content: Some((Default::default(), items)),
+        content: Some((ast::brace(), items)),
         semi: None,
     });
     [free, module]
@@ -200,8 +200,14 @@ pub fn generate(nf: &NativeFunctions, opts: &EmitOptions) -> Result<Generated, V
             };
             format_file(&header, tokens)
         } else if i < n - 1 {
-            let items = chunks[i - 1].iter().flat_map(|o| op_item_list(&cx, o));
-            Ok(format::format_items(&header, items.collect()))
+            // One op at a time: its syntax tree stays small and in cache from being
+            // built to being dropped.
+            let mut out = String::with_capacity(1 << 20);
+            out.push_str(&header);
+            for o in chunks[i - 1] {
+                format::append_items(op_item_list(&cx, o).into(), &mut out);
+            }
+            Ok(out)
         } else {
             Ok(format::format_items(
                 &header,

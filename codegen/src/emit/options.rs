@@ -72,7 +72,7 @@ pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         .collect();
     let o = ident::ident(ident::OPTIONS);
     let fields = defaulted.iter().map(|(a, _)| syn::Field {
-        attrs: vec![doc_attr(&format!("`{}`", a.arg))],
+        attrs: vec![doc_attr(format!("`{}`", a.arg))],
         vis: ast::public(),
         mutability: syn::FieldMutability::None,
         ident: Some(a.ident()),
@@ -90,7 +90,7 @@ pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         ident: o.clone(),
         generics: Default::default(),
         fields: syn::Fields::Named(syn::FieldsNamed {
-            brace_token: Default::default(),
+            brace_token: ast::brace(),
             named: fields.collect(),
         }),
         semi_token: None,
