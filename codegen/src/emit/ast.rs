@@ -671,3 +671,67 @@ fn outer(meta: Meta) -> Attribute {
         meta,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A function built with the constructors prints like the same code parsed.
+    #[test]
+    fn prints_like_parsed_code() {
+        let body = vec![
+            let_(
+                pat_ident(id("x"), true),
+                try_(call_path(&["a", "b"], [p(&["y"])])),
+            ),
+            semi(assign(
+                field(p(&["self"]), Member::Named(id("f"))),
+                some(method(p(&["v"]), "next", Some(ty("i64")), [])),
+            )),
+            let_(
+                pat_tuple([pat_ident(id("r0"), false), pat_wild()]),
+                tuple([reference(str_lit("s")), bool_lit(true)]),
+            ),
+            tail(match_(
+                p(&["k"]),
+                [(
+                    pat_tuple_struct(&["K", "A"], id("f")),
+                    closure(
+                        true,
+                        [pat_ident(id("ks"), false)],
+                        block_expr(vec![tail(ok(tuple([])))]),
+                    ),
+                )],
+            )),
+        ];
+        let sig = signature(
+            id("where"),
+            [
+                receiver(true, false),
+                param(
+                    id("a"),
+                    ty_ref(ty_slice(ty_generic("Option", [ty("Tensor")]))),
+                ),
+                param(id("b"), ty_impl("Into", [ty("Scalar")])),
+            ],
+            ty_generic("Result", [ty_tuple([ty("i64"), ty("bool")])]),
+        );
+        let built = pub_fn(vec![attr_word("inline")], sig, body);
+        let source = "#[inline] pub fn r#where(&self, a: &[Option<Tensor>], b: impl Into<Scalar>) \
+                      -> Result<(i64, bool)> { let mut x = a::b(y)?; self.f = Some(v.next::<i64>()); \
+                      let (r0, _) = (&\"s\", true); match k { K::A(f) => move |ks| { Ok(()) }, } }";
+        let file = |items| syn::File {
+            shebang: None,
+            attrs: Vec::new(),
+            items,
+        };
+        let parsed: syn::File = match syn::parse_str(source) {
+            Ok(f) => f,
+            Err(e) => panic!("test source does not parse: {e}"),
+        };
+        assert_eq!(
+            prettyplease::unparse(&file(vec![built])),
+            prettyplease::unparse(&parsed)
+        );
+    }
+}
