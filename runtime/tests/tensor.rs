@@ -172,6 +172,46 @@ fn borrows_exclude_conflicting_access() {
 }
 
 #[test]
+fn kernel_access_with_ptrs_borrows_once_and_gives_element_addresses() {
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let tail = a.as_strided(&[2], &[1], 1).unwrap(); // shares a's storage, offset 1
+    let b = Tensor::from_slice(&[10.0f32, 20.0], &[2]).unwrap();
+    {
+        // `tail` is read and `a` written: one storage, borrowed exclusively.
+        let (_acc, [pt, pb], [pa]) = KernelAccess::with_ptrs([&tail, &b], [&a]).unwrap();
+        assert_eq!(pt, pa.wrapping_add(4).cast_const(), "offset applied");
+        assert!(a.read::<f32>().is_err() && b.write::<f32>().is_err());
+        assert!(b.read::<f32>().is_ok(), "b is only read");
+        // SAFETY: the storages are borrowed by `_acc`; 2 elements from each address.
+        unsafe {
+            let (pt, pb, pa) = (pt.cast::<f32>(), pb.cast::<f32>(), pa.cast::<f32>());
+            for i in 0..2 {
+                *pa.add(i) = *pt.add(i) + *pb.add(i);
+            }
+        }
+    }
+    assert_eq!(a.to_vec::<f32>().unwrap(), vec![12.0, 23.0, 3.0]);
+    // A conflict releases what was taken: `a` is free again afterwards.
+    let w = b.write::<f32>().unwrap();
+    assert!(KernelAccess::with_ptrs([&b], [&a]).is_err());
+    drop(w);
+    assert!(a.write::<f32>().is_ok());
+    // More operands than the inline slots take the general path.
+    let ts: Vec<Tensor> = (0..8)
+        .map(|i| Tensor::from_slice(&[i as f32], &[1]).unwrap())
+        .collect();
+    let reads: [&Tensor; 7] = std::array::from_fn(|i| &ts[i]);
+    let (acc, rp, [wp]) = KernelAccess::with_ptrs(reads, [&ts[7]]).unwrap();
+    // SAFETY: every storage is borrowed by `acc`; one f32 each.
+    unsafe { *wp.cast::<f32>() = *rp[6].cast::<f32>() + 1.0 };
+    assert!(ts[6].write::<f32>().is_err());
+    drop(acc);
+    assert_eq!(ts[7].to_vec::<f32>().unwrap(), vec![7.0]);
+    let meta = Tensor::empty(&[1], opal::DType::F32, opal::Device::meta()).unwrap();
+    assert!(KernelAccess::with_ptrs([&meta], []).is_err(), "no host data");
+}
+
+#[test]
 fn tensors_are_send_and_sync_and_threads_read_concurrently() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Tensor>();

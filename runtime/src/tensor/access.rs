@@ -61,6 +61,19 @@ fn check_access<T: Element>(t: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Address of `t`'s first element in its storage `s` (which the caller looked up).
+#[inline]
+pub(super) fn element_ptr(t: &Tensor, s: &StorageBuf) -> Result<*mut u8> {
+    if !s.is_host_accessible() {
+        return Err(OpalError::device(format!(
+            "tensors on device '{}' have no host-accessible data",
+            t.device()
+        )));
+    }
+    let off = t.storage_offset() as usize * t.element_size();
+    Ok(s.data_ptr().wrapping_add(off))
+}
+
 fn flat_offset(meta: &Meta, index: &[i64]) -> Option<i64> {
     if index.len() != meta.sizes().len() {
         return None;
@@ -243,6 +256,9 @@ const INLINE_HELD: usize = 6;
 /// }
 /// assert_eq!(out.to_vec::<f32>().unwrap(), vec![2.0, 4.0]);
 /// ```
+///
+/// Kernels with a fixed number of operands can take the borrows and the element
+/// addresses in one step with [`KernelAccess::with_ptrs`].
 pub struct KernelAccess<'a> {
     inline: [(*const StorageBuf, bool); INLINE_HELD],
     len: usize,
@@ -269,61 +285,137 @@ impl<'a> KernelAccess<'a> {
         for t in reads {
             acc.note(t.storage(), false);
         }
-        for i in 0..acc.count() {
-            let (s, excl) = acc.entry(i);
-            // SAFETY: the pointer comes from a `&'a Tensor`'s storage, alive for 'a.
-            if !try_acquire(unsafe { &*s }, excl) {
-                for j in 0..i {
-                    let (s2, e2) = acc.entry(j);
-                    // SAFETY: as above; j < i were acquired successfully.
-                    release(unsafe { &*s2 }, e2);
-                }
-                acc.len = 0;
-                acc.spill.clear();
-                return Err(borrow_error(excl));
-            }
-        }
+        acc.acquire_all()?;
         Ok(acc)
     }
 
+    /// [`KernelAccess::new`] for a fixed number of operands, also returning the
+    /// address of each operand's first element (`reads`' in order, then `writes'`),
+    /// so a kernel needs no per-tensor lookups. The addresses are only valid to
+    /// dereference while the returned access lives.
     #[inline]
-    fn count(&self) -> usize {
-        self.len + self.spill.len()
-    }
-
-    #[inline]
-    fn entry(&self, i: usize) -> (*const StorageBuf, bool) {
-        if i < self.len {
-            self.inline[i]
-        } else {
-            self.spill[i - self.len]
+    pub fn with_ptrs<const R: usize, const W: usize>(
+        reads: [&'a Tensor; R],
+        writes: [&'a Tensor; W],
+    ) -> Result<(Self, [*const u8; R], [*mut u8; W])> {
+        if R + W > INLINE_HELD {
+            let acc = KernelAccess::new(&reads, &writes)?;
+            let mut rp = [std::ptr::null(); R];
+            for (p, t) in rp.iter_mut().zip(reads) {
+                *p = t.raw_data_ptr()?.cast_const();
+            }
+            let mut wp = [std::ptr::null_mut(); W];
+            for (p, t) in wp.iter_mut().zip(writes) {
+                *p = t.raw_data_ptr()?;
+            }
+            return Ok((acc, rp, wp));
         }
+        // Few operands (every element-wise kernel): each storage is looked up once,
+        // for both its borrow entry and the element address, with no spill list.
+        let mut acc = KernelAccess {
+            inline: [(std::ptr::null(), false); INLINE_HELD],
+            len: 0,
+            spill: Vec::new(),
+            _life: PhantomData,
+        };
+        let mut wp = [std::ptr::null_mut(); W];
+        for (p, t) in wp.iter_mut().zip(writes) {
+            let s = t.storage();
+            *p = element_ptr(t, s)?;
+            acc.note_inline(s, true);
+        }
+        let mut rp = [std::ptr::null(); R];
+        for (p, t) in rp.iter_mut().zip(reads) {
+            let s = t.storage();
+            *p = element_ptr(t, s)?.cast_const();
+            acc.note_inline(s, false);
+        }
+        acc.acquire_all()?;
+        Ok((acc, rp, wp))
     }
 
+    /// `note` when the operands are known to fit the inline slots.
     #[inline]
-    fn note(&mut self, s: &StorageBuf, exclusive: bool) {
+    fn note_inline(&mut self, s: &StorageBuf, exclusive: bool) {
         let p = s as *const StorageBuf;
-        for e in self.inline[..self.len]
-            .iter_mut()
-            .chain(self.spill.iter_mut())
-        {
+        for e in &mut self.inline[..self.len] {
             if e.0 == p {
                 e.1 |= exclusive;
                 return;
             }
         }
-        if self.len < INLINE_HELD {
-            self.inline[self.len] = (p, exclusive);
-            self.len += 1;
-        } else {
-            self.spill.push((p, exclusive));
+        self.inline[self.len] = (p, exclusive);
+        self.len += 1;
+    }
+
+    /// Acquires every noted storage; on a conflict releases the ones taken.
+    #[inline]
+    fn acquire_all(&mut self) -> Result<()> {
+        for i in 0..self.len {
+            let (s, excl) = self.inline[i];
+            // SAFETY: the pointer comes from a `&'a Tensor`'s storage, alive for 'a.
+            if !try_acquire(unsafe { &*s }, excl) {
+                self.len = i;
+                self.spill.clear();
+                return Err(self.abandon(excl));
+            }
+        }
+        for i in 0..self.spill.len() {
+            let (s, excl) = self.spill[i];
+            // SAFETY: as above.
+            if !try_acquire(unsafe { &*s }, excl) {
+                self.spill.truncate(i);
+                return Err(self.abandon(excl));
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases what was acquired (every entry left) after a failed acquisition.
+    #[cold]
+    fn abandon(&mut self, exclusive: bool) -> OpalError {
+        self.release_all();
+        self.len = 0;
+        self.spill.clear();
+        borrow_error(exclusive)
+    }
+
+    #[inline]
+    fn release_all(&self) {
+        for &(s, excl) in &self.inline[..self.len] {
+            // SAFETY: every entry was acquired and its storage outlives 'a.
+            release(unsafe { &*s }, excl);
+        }
+        for &(s, excl) in &self.spill {
+            // SAFETY: as above.
+            release(unsafe { &*s }, excl);
         }
     }
 
+    #[inline]
+    fn note(&mut self, s: &StorageBuf, exclusive: bool) {
+        // The spill list is only used once the inline slots are full.
+        if self.len < INLINE_HELD {
+            return self.note_inline(s, exclusive);
+        }
+        let p = s as *const StorageBuf;
+        match self
+            .inline
+            .iter_mut()
+            .chain(&mut self.spill)
+            .find(|e| e.0 == p)
+        {
+            Some(e) => e.1 |= exclusive,
+            None => self.spill.push((p, exclusive)),
+        }
+    }
+
+    #[inline]
     fn held(&self, t: &Tensor) -> Option<bool> {
         let p = t.storage() as *const StorageBuf;
-        (0..self.count())
-            .map(|i| self.entry(i))
+        self.inline[..self.len]
+            .iter()
+            .chain(&self.spill)
             .find(|e| e.0 == p)
             .map(|e| e.1)
     }
@@ -355,11 +447,7 @@ impl<'a> KernelAccess<'a> {
 impl Drop for KernelAccess<'_> {
     #[inline]
     fn drop(&mut self) {
-        for i in 0..self.count() {
-            let (s, excl) = self.entry(i);
-            // SAFETY: every entry was acquired in `new` and its storage outlives 'a.
-            release(unsafe { &*s }, excl);
-        }
+        self.release_all();
     }
 }
 

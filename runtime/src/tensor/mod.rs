@@ -397,14 +397,7 @@ impl Tensor {
     /// Errors on devices without host-visible data.
     #[inline]
     pub fn raw_data_ptr(&self) -> Result<*mut u8> {
-        if !self.storage().is_host_accessible() {
-            return Err(OpalError::device(format!(
-                "tensors on device '{}' have no host-accessible data",
-                self.device()
-            )));
-        }
-        let off = self.storage_offset() as usize * self.element_size();
-        Ok(self.storage().data_ptr().wrapping_add(off))
+        access::element_ptr(self, self.storage())
     }
 }
 

@@ -41,6 +41,11 @@ pub(crate) fn float_result(d: DType, op: &str) -> Result<DType> {
 
 /// Result dtype of a binary op between two tensors.
 pub(crate) fn result_type2(a: &Tensor, b: &Tensor) -> Result<DType> {
+    // Equal dtypes of real tensors promote to themselves whatever their dimension
+    // categories (wrapped numbers are excluded: they promote by kind, not dtype).
+    if a.dtype() == b.dtype() && !a.is_wrapped_number() && !b.is_wrapped_number() {
+        return Ok(a.dtype());
+    }
     let mut r = ResultType::new();
     r.add_tensor(a).add_tensor(b);
     r.finish()
@@ -56,7 +61,7 @@ pub(crate) fn result_type_scalar(a: &Tensor, s: &Scalar) -> Result<DType> {
 /// The broadcast shape of two operands; borrows when they already agree so the
 /// common same-shape case allocates nothing extra.
 pub(crate) fn binary_shape<'a>(a: &'a Tensor, b: &Tensor, op: &str) -> Result<Cow<'a, [i64]>> {
-    if a.sizes() == b.sizes() {
+    if crate::iter::same_sizes(a.sizes(), b.sizes()) {
         return Ok(Cow::Borrowed(a.sizes()));
     }
     broadcast_shapes(&[a.sizes(), b.sizes()], op).map(Cow::Owned)

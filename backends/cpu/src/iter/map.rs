@@ -22,22 +22,10 @@ fn check_dtype<T: Elem>(t: &Tensor, op: &str, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Byte pointer for reading `t` through the held access.
-#[inline]
-fn rd<T: Elem>(acc: &KernelAccess<'_>, t: &Tensor) -> Result<*mut u8> {
-    Ok(acc.read_ptr::<T>(t)? as *mut u8)
-}
-
-/// Byte pointer for writing `t` through the held access.
-#[inline]
-fn wr<T: Elem>(acc: &KernelAccess<'_>, t: &Tensor) -> Result<*mut u8> {
-    Ok(acc.write_ptr::<T>(t)? as *mut u8)
-}
-
 /// True when `t` is contiguous with exactly `out`'s sizes.
 #[inline]
 fn same_contig(t: &Tensor, out: &Tensor) -> bool {
-    t.sizes() == out.sizes() && t.is_contiguous()
+    t.is_contiguous() && super::same_sizes(t.sizes(), out.sizes())
 }
 
 /// Runs `f(start, end)` over `0..n`, split across threads above [`GRAIN`].
@@ -85,9 +73,9 @@ pub fn map1<O: Elem, A: Elem>(
     check_dtype::<O>(out, op, "output")?;
     check_dtype::<A>(a, op, "input")?;
     // Held until the loop ends: storages of inputs (shared) and output (exclusive).
-    let acc = KernelAccess::new(&[a], &[out])?;
-    let (po, pa) = (wr::<O>(&acc, out)?, rd::<A>(&acc, a)?);
-    if same_contig(a, out) && out.is_contiguous() {
+    let (_acc, [pa], [po]) = KernelAccess::with_ptrs([a], [out])?;
+    let pa = pa.cast_mut();
+    if out.is_contiguous() && same_contig(a, out) {
         let (po, pa) = (P(po as *mut O), P(pa as *mut A));
         par_ranges(out.numel() as usize, |s, e| {
             let (po, pa) = (po, pa);
@@ -140,8 +128,8 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
     check_dtype::<O>(out, op, "output")?;
     check_dtype::<A>(a, op, "first input")?;
     check_dtype::<B>(b, op, "second input")?;
-    let acc = KernelAccess::new(&[a, b], &[out])?;
-    let (po, pa, pb) = (wr::<O>(&acc, out)?, rd::<A>(&acc, a)?, rd::<B>(&acc, b)?);
+    let (_acc, [pa, pb], [po]) = KernelAccess::with_ptrs([a, b], [out])?;
+    let (pa, pb) = (pa.cast_mut(), pb.cast_mut());
     if out.is_contiguous() && same_contig(a, out) && same_contig(b, out) {
         let (po, pa, pb) = (P(po as *mut O), P(pa as *mut A), P(pb as *mut B));
         par_ranges(out.numel() as usize, |s, e| {
@@ -211,13 +199,8 @@ pub fn map3<O: Elem, A: Elem, B: Elem, C: Elem>(
     check_dtype::<A>(a, op, "first input")?;
     check_dtype::<B>(b, op, "second input")?;
     check_dtype::<C>(c, op, "third input")?;
-    let acc = KernelAccess::new(&[a, b, c], &[out])?;
-    let ptrs = [
-        wr::<O>(&acc, out)?,
-        rd::<A>(&acc, a)?,
-        rd::<B>(&acc, b)?,
-        rd::<C>(&acc, c)?,
-    ];
+    let (_acc, [pa, pb, pc], [po]) = KernelAccess::with_ptrs([a, b, c], [out])?;
+    let ptrs = [po, pa.cast_mut(), pb.cast_mut(), pc.cast_mut()];
     let shape = out.sizes();
     let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
     let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
@@ -264,8 +247,8 @@ pub fn map_in_place<T: Elem>(t: &Tensor, op: &str, f: impl Fn(T) -> T + Sync) ->
 /// Calls `f` on every element of `a` (any strides), serially in index order.
 pub fn visit1<A: Elem>(a: &Tensor, op: &str, mut f: impl FnMut(A)) -> Result<()> {
     check_dtype::<A>(a, op, "input")?;
-    let acc = KernelAccess::new(&[a], &[])?;
-    let p = rd::<A>(&acc, a)?;
+    let (_acc, [p], []) = KernelAccess::with_ptrs([a], [])?;
+    let p = p.cast_mut();
     let shape = a.sizes();
     let sa = broadcast_byte_strides(shape, a.strides(), size_of::<A>(), shape, op)?;
     let numel: i64 = shape.iter().product();

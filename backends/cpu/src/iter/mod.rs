@@ -31,6 +31,13 @@ use opal::{OpalError, Result};
 /// waking rayon workers exceeds the gain.
 pub const GRAIN: usize = 32 * 1024;
 
+/// Whether two shapes are equal. Shapes are short: an element loop beats the
+/// `memcmp` call that slice equality makes.
+#[inline]
+pub fn same_sizes(a: &[i64], b: &[i64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// PyTorch's broadcasting of several shapes: align at the right, sizes must be
 /// equal or 1. The error names `op` and the shapes.
 pub fn broadcast_shapes(shapes: &[&[i64]], op: &str) -> Result<Vec<i64>> {
