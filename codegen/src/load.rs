@@ -83,9 +83,13 @@ pub fn load_str(
     path: &str,
     tags: Option<&[String]>,
 ) -> Result<NativeFunctions, Diagnostics> {
-    let parsed = parse::parse_native_yaml(src);
-    let mut errs = parsed.errors;
-    let model = validate::validate(parsed.functions, tags, &mut errs);
+    // The same as `validate::validate(parse_native_yaml(src))`, with the rules on
+    // single functions run as each is parsed, on the parsing threads.
+    let checked =
+        parse::parse_native_yaml_checked(src, |f, e| validate::check_function(f, tags, e));
+    let mut errs = checked.parsed.errors;
+    errs.extend(checked.check_errors);
+    let model = validate::complete(checked.parsed.functions, &checked.results, tags, &mut errs);
     if errs.is_empty() {
         Ok(model)
     } else {

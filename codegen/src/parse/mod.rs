@@ -14,4 +14,4 @@ mod yaml;
 pub use entry::KNOWN_KEYS;
 pub(crate) use schema::edit_distance;
 pub use schema::{parse_operator_name_at, parse_schema, parse_schema_at, split_namespace};
-pub use yaml::{decode, parse_native_yaml, parse_tags, Parsed};
+pub use yaml::{decode, parse_native_yaml, parse_native_yaml_checked, parse_tags, Checked, Parsed};

@@ -43,32 +43,46 @@ impl OutlineEntry {
 /// Maps byte offsets to 1-based line/column.
 pub struct LineIndex<'a> {
     src: &'a str,
+    /// Starts of the indexed lines, the first being line `first_line`.
     starts: Vec<usize>,
-    /// All-ASCII files (the usual case) have columns equal to byte distances.
+    first_line: u32,
+    /// End of the indexed range.
+    end: usize,
+    /// All-ASCII ranges (the usual case) have columns equal to byte distances.
     ascii: bool,
 }
 
 impl<'a> LineIndex<'a> {
     /// Indexes the line starts of `src`.
     pub fn new(src: &'a str) -> Self {
-        let mut starts = Vec::with_capacity(src.len() / 32 + 1);
-        starts.push(0);
-        starts.extend(
-            src.bytes()
-                .enumerate()
-                .filter(|(_, b)| *b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
+        Self::for_range(src, 0, src.len(), 1)
+    }
+
+    /// Indexes only `src[from..to]`, where `from` starts line `first_line`: each
+    /// piece parsed on its own thread indexes its own range, instead of one thread
+    /// indexing the whole file before the others can start.
+    pub fn for_range(src: &'a str, from: usize, to: usize, first_line: u32) -> Self {
+        let range = src.as_bytes().get(from..to).unwrap_or_default();
+        let mut starts = Vec::with_capacity(range.len() / 32 + 1);
+        starts.push(from);
+        starts.extend(memchr::memchr_iter(b'\n', range).map(|i| from + i + 1));
         LineIndex {
             src,
             starts,
-            ascii: src.is_ascii(),
+            first_line,
+            end: to,
+            ascii: range.is_ascii(),
         }
     }
 
     /// The location of `offset..offset+len`.
     pub fn loc(&self, offset: usize, len: usize) -> Loc {
         let offset = offset.min(self.src.len());
+        if offset < self.starts[0] || offset > self.end {
+            // Outside the indexed piece: callers only ask for offsets inside it, but
+            // an answer from the whole file is still right.
+            return LineIndex::new(self.src).loc(offset, len);
+        }
         let line = self.starts.partition_point(|&s| s <= offset) - 1;
         let start = self.starts[line];
         let col = if self.ascii {
@@ -81,7 +95,7 @@ impl<'a> LineIndex<'a> {
         Loc {
             offset,
             len,
-            line: line as u32 + 1,
+            line: self.first_line + line as u32,
             col: col as u32 + 1,
         }
     }

@@ -89,11 +89,49 @@ fn item_loc(item: &Node<'_>, src: &str, idx: &LineIndex<'_>) -> Option<Loc> {
 }
 
 /// Parses `src` as a `native_functions.yaml`. Large block-style files are cut at
-/// their top-level `- ` lines and the pieces parsed on several threads; anything
+/// their top-level `- ` lines and the pieces parsed on rayon's threads; anything
 /// unusual (aliases across pieces, other top-level shapes, any YAML error) is
 /// parsed again as one document, which is then authoritative.
 pub fn parse_native_yaml(src: &str) -> Parsed {
-    parse_in_pieces(src).unwrap_or_else(|| parse_whole(src))
+    parse_native_yaml_checked(src, |_, _| ()).parsed
+}
+
+/// [`parse_native_yaml`] plus the result of `check` on each function, in order.
+pub struct Checked<T> {
+    pub parsed: Parsed,
+    /// `check`'s result for each of `parsed.functions`.
+    pub results: Vec<T>,
+    /// What `check` reported, in function order (after all of `parsed.errors`).
+    pub check_errors: Vec<Diagnostic>,
+}
+
+/// [`parse_native_yaml`], running `check` on every function right after it is
+/// parsed, on the thread that parsed it: the loader's per-function rules then
+/// need no second pass over the functions (the caller says what the rules are;
+/// parsing knows none).
+pub fn parse_native_yaml_checked<T: Send>(
+    src: &str,
+    check: impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T + Sync,
+) -> Checked<T> {
+    parse_in_pieces(src, &check).unwrap_or_else(|| run_check(parse_whole(src), &check))
+}
+
+/// `parsed` with `check` run on each of its functions.
+fn run_check<T>(
+    mut parsed: Parsed,
+    check: &impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T,
+) -> Checked<T> {
+    let mut check_errors = Vec::new();
+    let results = parsed
+        .functions
+        .iter_mut()
+        .map(|f| check(f, &mut check_errors))
+        .collect();
+    Checked {
+        parsed,
+        results,
+        check_errors,
+    }
 }
 
 fn parse_whole(src: &str) -> Parsed {
@@ -178,74 +216,91 @@ fn parse_items(
     }
 }
 
-/// Byte offsets of the top-level items of a plain block sequence at column 0, or
-/// `None` when the file has any other top-level line (directives, markers, keys).
-fn item_starts(src: &str) -> Option<Vec<usize>> {
-    let mut starts = Vec::new();
-    let mut offset = 0;
-    for line in src.split_inclusive('\n') {
-        let at = offset;
-        offset += line.len();
-        let b = line.as_bytes();
-        match b.first() {
-            Some(b'-') if matches!(b.get(1), Some(b' ' | b'\n' | b'\r') | None) => starts.push(at),
-            Some(b' ' | b'\n' | b'\r' | b'#') | None => {}
+/// Byte offsets and 1-based line numbers of the top-level items of a plain block
+/// sequence at column 0, or `None` when the file has any other top-level line
+/// (directives, markers, keys).
+fn item_starts(src: &str) -> Option<Vec<(usize, u32)>> {
+    let b = src.as_bytes();
+    let mut starts = Vec::with_capacity(b.len() / 128);
+    let mut line = 1;
+    let mut at = 0;
+    let mut newlines = memchr::memchr_iter(b'\n', b);
+    while at < b.len() {
+        match b[at] {
+            b'-' if matches!(b.get(at + 1), Some(b' ' | b'\n' | b'\r') | None) => {
+                starts.push((at, line))
+            }
+            b' ' | b'\n' | b'\r' | b'#' => {}
             _ => return None,
         }
+        at = newlines.next().map_or(b.len(), |i| i + 1);
+        line += 1;
     }
     Some(starts)
 }
 
-fn parse_in_pieces(src: &str) -> Option<Parsed> {
-    const MIN_PIECE: usize = 64 * 1024;
+fn parse_in_pieces<T: Send>(
+    src: &str,
+    check: &(impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T + Sync),
+) -> Option<Checked<T>> {
+    use rayon::prelude::*;
+    // Pieces of 16 KiB and more, several per thread: rayon hands them to whichever
+    // thread is free (the machine is shared, a thread may stall), and each piece's
+    // yaml_serde event buffer stays small enough for the cache.
+    const MIN_PIECE: usize = 16 * 1024;
+    const PER_THREAD: usize = 8;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(8);
-    let pieces = threads.min(src.len() / MIN_PIECE);
-    if pieces < 2 {
+        .min(rayon::current_num_threads());
+    if threads < 2 {
         return None;
     }
     let starts = item_starts(src)?;
-    if starts.len() < pieces * 16 {
+    let pieces = (threads * PER_THREAD)
+        .min(src.len() / MIN_PIECE)
+        .min(starts.len() / 16);
+    if pieces < 2 {
         return None;
     }
     // Piece k holds items bounds[k]..bounds[k+1]; the first also holds the preamble.
     let bounds: Vec<usize> = (0..=pieces).map(|k| k * starts.len() / pieces).collect();
-    let idx = LineIndex::new(src);
-    let results: Vec<Option<Parsed>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..pieces)
-            .map(|k| {
-                let (first, last) = (bounds[k], bounds[k + 1]);
-                let from = if k == 0 { 0 } else { starts[first] };
-                let to = starts.get(last).copied().unwrap_or(src.len());
-                let (idx, starts) = (&idx, &starts);
-                scope.spawn(move || {
-                    let items = match serde_yaml::from_str::<Node<'_>>(&src[from..to]) {
-                        Ok(Node::Seq(items)) if items.len() == last - first => items,
-                        _ => return None,
-                    };
-                    let mut out = Parsed::default();
-                    parse_items(&items, first, src, idx, &mut out, |i| {
-                        let at = starts[i];
-                        let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
-                        idx.loc(at, src[at..end].trim_end().len())
-                    });
-                    Some(out)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().ok().flatten())
-            .collect()
-    });
-    let mut out = Parsed::default();
+    let results: Vec<Option<Checked<T>>> = (0..pieces)
+        .into_par_iter()
+        .map(|k| {
+            let (first, last) = (bounds[k], bounds[k + 1]);
+            let (from, first_line) = if k == 0 { (0, 1) } else { starts[first] };
+            let to = starts.get(last).map_or(src.len(), |s| s.0);
+            let items = match serde_yaml::from_str::<Node<'_>>(&src[from..to]) {
+                Ok(Node::Seq(items)) if items.len() == last - first => items,
+                _ => return None,
+            };
+            let idx = LineIndex::for_range(src, from, to, first_line);
+            let mut out = Parsed::default();
+            parse_items(&items, first, src, &idx, &mut out, |i| {
+                let at = starts[i].0;
+                let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
+                idx.loc(at, src[at..end].trim_end().len())
+            });
+            Some(run_check(out, check))
+        })
+        .collect();
+    let mut all = Checked {
+        parsed: Parsed::default(),
+        results: Vec::new(),
+        check_errors: Vec::new(),
+    };
+    let n: usize = results.iter().flatten().map(|r| r.results.len()).sum();
+    // Room for the functions autogen adds, so the validator appends in place.
+    all.parsed.functions.reserve(n + n / 4);
+    all.results.reserve(n);
     for r in results {
         let r = r?;
-        out.functions.extend(r.functions);
-        out.errors.extend(r.errors);
+        all.parsed.functions.extend(r.parsed.functions);
+        all.parsed.errors.extend(r.parsed.errors);
+        all.results.extend(r.results);
+        all.check_errors.extend(r.check_errors);
     }
-    Some(out)
+    Some(all)
 }
 
 /// Reads the tag names of a `tags.yaml` (a list of `- tag: name` mappings).
@@ -318,8 +373,8 @@ mod tests {
         let src = pytorch_2_15();
         let whole = parse_whole(&src);
         assert_eq!(whole.functions.len(), 2590);
-        match parse_in_pieces(&src) {
-            Some(p) => same(&p, &whole),
+        match parse_in_pieces(&src, &|_, _| ()) {
+            Some(p) => same(&p.parsed, &whole),
             None => assert_eq!(
                 std::thread::available_parallelism().map_or(1, |n| n.get()),
                 1,

@@ -42,6 +42,20 @@ impl Hasher for Fnv {
 
 pub(crate) type FastHash = BuildHasherDefault<Fnv>;
 
+/// The rules on one function alone, then its autogen grouping key (which depends
+/// on the resolved function only). The loader runs this on each function as soon
+/// as it is parsed (see [`crate::parse::parse_native_yaml_checked`]).
+pub(crate) fn check_function(
+    f: &mut NativeFunction,
+    known_tags: Option<&[String]>,
+    errs: &mut Vec<Diagnostic>,
+) -> String {
+    rules::check_schema(f, errs);
+    rules::check_keys(f, known_tags, errs);
+    rules::resolve(f, known_tags, errs);
+    autogen::signature_key(f)
+}
+
 /// Validates declared functions (file order) and completes them into the final
 /// model; problems go to `errs`. `known_tags` is `tags.yaml`'s list, `None` when no
 /// tags file was given (tags then go unchecked and none are added).
@@ -50,64 +64,53 @@ pub fn validate(
     known_tags: Option<&[String]>,
     errs: &mut Vec<Diagnostic>,
 ) -> NativeFunctions {
+    use rayon::prelude::*;
     let mut fns = declared;
-    // The per-function rules, then the function's autogen grouping key (which
-    // depends on the resolved function only).
-    let per_function = |part: &mut [NativeFunction]| {
-        let mut errs = Vec::new();
-        let mut keys = Vec::with_capacity(part.len());
-        for f in part {
-            rules::check_schema(f, &mut errs);
-            rules::check_keys(f, known_tags, &mut errs);
-            rules::resolve(f, known_tags, &mut errs);
-            keys.push(autogen::signature_key(f));
-        }
-        (errs, keys)
-    };
-    // Rules on single functions are independent: run them on a few threads for big
-    // files, keeping the errors in function order.
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let mut keys = Vec::with_capacity(fns.len());
-    if threads > 1 && fns.len() >= 1024 {
-        let chunk = fns.len().div_ceil(threads);
-        let found: Vec<(Vec<Diagnostic>, Vec<String>)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = fns
-                .chunks_mut(chunk)
-                .map(|part| scope.spawn(move || per_function(part)))
+    // Rules on single functions are independent: run them on rayon's threads,
+    // keeping the errors in function order.
+    let found: Vec<(Vec<Diagnostic>, Vec<String>)> = fns
+        .par_chunks_mut(256)
+        .map(|part| {
+            let mut errs = Vec::new();
+            let keys = part
+                .iter_mut()
+                .map(|f| check_function(f, known_tags, &mut errs))
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
-        for (e, k) in found {
-            errs.extend(e);
-            keys.extend(k);
-        }
-    } else {
-        let (e, k) = per_function(&mut fns);
+            (errs, keys)
+        })
+        .collect();
+    let mut keys = Vec::with_capacity(fns.len());
+    for (e, k) in found {
         errs.extend(e);
-        keys = k;
+        keys.extend(k);
     }
+    complete(fns, &keys, known_tags, errs)
+}
+
+/// What [`validate`] does after [`check_function`] ran on every function
+/// (`keys[i]` is its result for `fns[i]`): the rules between functions and the
+/// functions `autogen:` adds.
+pub(crate) fn complete(
+    mut fns: Vec<NativeFunction>,
+    keys: &[String],
+    known_tags: Option<&[String]>,
+    errs: &mut Vec<Diagnostic>,
+) -> NativeFunctions {
     // Rules between functions and autogen read the functions only: run them side by
     // side, reporting in the same order as one after the other.
-    let (between, generated) = std::thread::scope(|scope| {
-        let between = scope.spawn(|| {
+    let (between, (mut generated, auto_errs)) = rayon::join(
+        || {
             let mut e = Vec::new();
             check_all(&fns, &mut e);
             e
-        });
-        let mut auto_errs = Vec::new();
-        let generated = autogen::generate_with_keys(&fns, &keys, &mut auto_errs);
-        let between = between
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (between, (generated, auto_errs))
-    });
+        },
+        || {
+            let mut e = Vec::new();
+            let generated = autogen::generate_with_keys(&fns, keys, &mut e);
+            (generated, e)
+        },
+    );
     errs.extend(between);
-    let (mut generated, auto_errs) = generated;
     errs.extend(auto_errs);
     for g in &mut generated {
         rules::auto_tags(g, known_tags);
