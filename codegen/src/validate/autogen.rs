@@ -8,6 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use rayon::prelude::*;
+
 use super::FastHash;
 
 use crate::diagnostics::Diagnostic;
@@ -168,16 +170,57 @@ fn out_args_from_returns(f: &FunctionSchema) -> (Vec<Return>, Vec<Argument>) {
     (rets, outs)
 }
 
+/// Appends `t` as [`Type`]'s `Display` writes it, without the formatting machinery.
+fn push_type(k: &mut String, t: &Type) {
+    match t {
+        Type::Base(b) => k.push_str(b.as_str()),
+        Type::Optional(t) => {
+            push_type(k, t);
+            k.push('?');
+        }
+        Type::List { elem, size } => {
+            push_type(k, elem);
+            k.push('[');
+            if let Some(n) = size {
+                k.push_str(&n.to_string());
+            }
+            k.push(']');
+        }
+    }
+}
+
+/// Appends `ty name=default,` with the default length-prefixed, so no default can
+/// run into the next argument.
+fn push_arg(k: &mut String, a: &Argument, default: Option<&str>) {
+    push_type(k, &a.ty);
+    k.push(' ');
+    k.push_str(&a.name);
+    match default {
+        None => k.push_str("=,"),
+        Some(d) => {
+            k.push_str("=\"");
+            k.push_str(&d.len().to_string());
+            k.push(':');
+            k.push_str(d);
+            k.push(',');
+        }
+    }
+}
+
 /// A string equal for exactly the functions whose [`signature`] is equal, written
 /// without building the signature schema (this runs for every function, so the
-/// validator computes it alongside its per-function rules, on several threads).
+/// loader computes it with the per-function rules, on the parsing threads).
 pub fn signature_key(f: &NativeFunction) -> String {
-    use std::fmt::Write;
     let s = &f.func;
     let n = &s.name.name;
     let mut k = String::with_capacity(160);
-    let dunder = if n.dunder_method { "__" } else { "" };
-    let _ = write!(k, "{}::{dunder}{}(", f.namespace, n.base);
+    k.push_str(&f.namespace);
+    k.push_str("::");
+    if n.dunder_method {
+        k.push_str("__");
+    }
+    k.push_str(&n.base);
+    k.push('(');
     let opts = s.tensor_options_range();
     // bernoulli.p spells its default differently; see `signature`.
     let bernoulli_p = n.base == "bernoulli" && !n.inplace && s.name.overload_name == "p";
@@ -186,17 +229,18 @@ pub fn signature_key(f: &NativeFunction) -> String {
             None if bernoulli_p && a.name == "p" => Some("0.5"),
             d => d.as_deref(),
         };
-        let _ = write!(k, "{} {}={:?},", a.ty, a.name, default);
+        push_arg(&mut k, a, default);
     }
     k.push('*');
     for (i, a) in s.arguments.kwarg_only.iter().enumerate() {
         if !opts.as_ref().is_some_and(|r| r.contains(&i)) {
-            let _ = write!(k, "{} {}={:?},", a.ty, a.name, a.default.as_deref());
+            push_arg(&mut k, a, a.default.as_deref());
         }
     }
     k.push_str(")->");
     for r in &s.returns {
-        let _ = write!(k, "{},", r.ty);
+        push_type(&mut k, &r.ty);
+        k.push(',');
     }
     let self_arg = s.self_arg().into_iter();
     for a in self_arg
@@ -205,7 +249,8 @@ pub fn signature_key(f: &NativeFunction) -> String {
     {
         if let Some(an) = a.annotation.as_ref().filter(|an| an.is_write) {
             if !s.returns.iter().any(|r| r.annotation.as_ref() == Some(an)) {
-                let _ = write!(k, "{},", a.ty);
+                push_type(&mut k, &a.ty);
+                k.push(',');
             }
         }
     }
@@ -343,97 +388,110 @@ pub fn generate_with_keys(
     keys: &[String],
     errs: &mut Vec<Diagnostic>,
 ) -> Vec<NativeFunction> {
-    let mut order: Vec<&str> = Vec::new();
-    let mut groups: HashMap<&str, BTreeMap<SchemaKind, usize>, FastHash> =
+    // Groups in order of first appearance, each mapping schema kind -> function.
+    let mut groups: Vec<BTreeMap<SchemaKind, usize>> = Vec::new();
+    let mut by_key: HashMap<&str, usize, FastHash> =
         HashMap::with_capacity_and_hasher(fns.len(), FastHash::default());
     for (i, (f, key)) in fns.iter().zip(keys).enumerate() {
-        let g = groups.entry(key.as_str()).or_default();
-        if g.is_empty() {
-            order.push(key);
-        }
-        g.insert(f.func.kind(), i);
+        let g = *by_key.entry(key.as_str()).or_insert_with(|| {
+            groups.push(BTreeMap::new());
+            groups.len() - 1
+        });
+        groups[g].insert(f.func.kind(), i);
     }
+    // Groups are independent: generate them on rayon's threads, in group order.
+    let per_group: Vec<Result<Vec<NativeFunction>, Diagnostic>> =
+        groups.par_iter().map(|g| generate_group(fns, g)).collect();
     let mut out = Vec::new();
-    for key in &order {
-        let g = &groups[key];
-        let members: Vec<&NativeFunction> = g.values().map(|&i| &fns[i]).collect();
-        let requested: Vec<(&NativeFunction, &OperatorName)> = members
-            .iter()
-            .flat_map(|f| f.autogen.iter().map(move |n| (*f, n)))
-            .collect();
-        let mut made: Vec<NativeFunction> = Vec::new();
-        let has = |k| g.contains_key(&k);
-        let wants =
-            has(SchemaKind::Mutable) || has(SchemaKind::Inplace) || has(SchemaKind::Functional);
-        let skip = members.iter().all(|f| f.manual_cpp_binding)
-            || members
-                .iter()
-                .any(|f| is_view_op(f) && !is_set(&f.func.name.name))
-            // Composite-implicit ops decompose, so only `core` ones get variants.
-            || (members.iter().all(|f| f.has_composite_implicit_autograd_kernel)
-                && !members.iter().any(|f| f.tags.iter().any(|t| t == "core")))
-            || (has(SchemaKind::Out) && g.len() == 1);
-        if wants && !skip {
-            let base = [
-                SchemaKind::Mutable,
-                SchemaKind::Inplace,
-                SchemaKind::Out,
-                SchemaKind::Functional,
-            ]
-            .iter()
-            .find_map(|k| g.get(k))
-            .map(|&i| &fns[i])
-            .unwrap_or(members[0]);
-            let base_valid = base.func.kind() == SchemaKind::Inplace
-                || base.func.returns.iter().any(|r| r.ty.is_tensor_like());
-            let needs_out = base.autogen.iter().any(|n| n.to_string().contains("out"));
-            let gets_out = !has(SchemaKind::Out) && base_valid && needs_out;
-            if gets_out {
-                made.push(generated(base, to_out(&base.func)));
-            }
-            if !has(SchemaKind::Functional) && (has(SchemaKind::Out) || gets_out) {
-                made.push(generated(base, to_functional(&base.func)));
-            }
+    for r in per_group {
+        match r {
+            Ok(made) => out.extend(made),
+            Err(e) => errs.push(e),
         }
-        let mut want: Vec<String> = requested.iter().map(|(_, n)| n.to_string()).collect();
-        want.sort();
-        want.dedup();
-        let mut got: Vec<String> = made.iter().map(|f| f.func.name.to_string()).collect();
-        got.sort();
-        // torchgen compares the two only for groups that end up with an out=
-        // variant; elsewhere `autogen:` is ignored.
-        let grouped = has(SchemaKind::Out) || made.iter().any(|f| f.func.kind() == SchemaKind::Out);
-        if grouped && want != got {
-            let at = requested.first().map(|(f, _)| *f).unwrap_or(members[0]);
-            let loc = at.key_locs.get("autogen").copied().unwrap_or(at.func.loc);
-            let list = |v: &[String]| {
-                if v.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    v.join(", ")
-                }
-            };
-            errs.push(
-                Diagnostic::new(
-                    "opal::autogen_mismatch",
-                    loc,
-                    format!(
-                        "`autogen` of `{}` asks for {}, but its variants allow generating {}",
-                        at.func.name,
-                        list(&want),
-                        list(&got)
-                    ),
-                )
-                .label("autogen list")
-                .hint(if got.is_empty() {
-                    "autogen only makes an out= variant (and a functional one when missing) for ops with a tensor return that are not views, composite-implicit or manual bindings".to_string()
-                } else {
-                    format!("write `autogen: {}`", got.join(", "))
-                }),
-            );
-            continue;
-        }
-        out.extend(made);
     }
     out
+}
+
+/// The functions one group's `autogen:` asks for, or why they differ from what
+/// can be generated.
+fn generate_group(
+    fns: &[NativeFunction],
+    g: &BTreeMap<SchemaKind, usize>,
+) -> Result<Vec<NativeFunction>, Diagnostic> {
+    let members: Vec<&NativeFunction> = g.values().map(|&i| &fns[i]).collect();
+    let requested: Vec<(&NativeFunction, &OperatorName)> = members
+        .iter()
+        .flat_map(|f| f.autogen.iter().map(move |n| (*f, n)))
+        .collect();
+    let mut made: Vec<NativeFunction> = Vec::new();
+    let has = |k| g.contains_key(&k);
+    let wants = has(SchemaKind::Mutable) || has(SchemaKind::Inplace) || has(SchemaKind::Functional);
+    let skip = members.iter().all(|f| f.manual_cpp_binding)
+        || members
+            .iter()
+            .any(|f| is_view_op(f) && !is_set(&f.func.name.name))
+        // Composite-implicit ops decompose, so only `core` ones get variants.
+        || (members.iter().all(|f| f.has_composite_implicit_autograd_kernel)
+            && !members.iter().any(|f| f.tags.iter().any(|t| t == "core")))
+        || (has(SchemaKind::Out) && g.len() == 1);
+    if wants && !skip {
+        let base = [
+            SchemaKind::Mutable,
+            SchemaKind::Inplace,
+            SchemaKind::Out,
+            SchemaKind::Functional,
+        ]
+        .iter()
+        .find_map(|k| g.get(k))
+        .map(|&i| &fns[i])
+        .unwrap_or(members[0]);
+        let base_valid = base.func.kind() == SchemaKind::Inplace
+            || base.func.returns.iter().any(|r| r.ty.is_tensor_like());
+        let needs_out = base.autogen.iter().any(|n| n.to_string().contains("out"));
+        let gets_out = !has(SchemaKind::Out) && base_valid && needs_out;
+        if gets_out {
+            made.push(generated(base, to_out(&base.func)));
+        }
+        if !has(SchemaKind::Functional) && (has(SchemaKind::Out) || gets_out) {
+            made.push(generated(base, to_functional(&base.func)));
+        }
+    }
+    let mut want: Vec<String> = requested.iter().map(|(_, n)| n.to_string()).collect();
+    want.sort();
+    want.dedup();
+    let mut got: Vec<String> = made.iter().map(|f| f.func.name.to_string()).collect();
+    got.sort();
+    // torchgen compares the two only for groups that end up with an out=
+    // variant; elsewhere `autogen:` is ignored.
+    let grouped = has(SchemaKind::Out) || made.iter().any(|f| f.func.kind() == SchemaKind::Out);
+    if grouped && want != got {
+        let at = requested.first().map(|(f, _)| *f).unwrap_or(members[0]);
+        let loc = at.key_locs.get("autogen").copied().unwrap_or(at.func.loc);
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "nothing".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        return Err(
+            Diagnostic::new(
+                "opal::autogen_mismatch",
+                loc,
+                format!(
+                    "`autogen` of `{}` asks for {}, but its variants allow generating {}",
+                    at.func.name,
+                    list(&want),
+                    list(&got)
+                ),
+            )
+            .label("autogen list")
+            .hint(if got.is_empty() {
+                "autogen only makes an out= variant (and a functional one when missing) for ops with a tensor return that are not views, composite-implicit or manual bindings".to_string()
+            } else {
+                format!("write `autogen: {}`", got.join(", "))
+            }),
+        );
+    }
+    Ok(made)
 }
