@@ -35,6 +35,29 @@ pub const KNOWN_KEYS: [&str; 18] = [
     "ufunc_inner_loop",
 ];
 
+/// [`KNOWN_KEYS`] in alphabetical order, the order an entry's keys are read in (so
+/// one entry's problems are reported in that order).
+const KEYS_SORTED: [&str; 18] = [
+    "autogen",
+    "category_override",
+    "cpp_no_default_args",
+    "device_check",
+    "device_guard",
+    "dispatch",
+    "func",
+    "manual_cpp_binding",
+    "manual_kernel_registration",
+    "precomputed",
+    "python_module",
+    "structured",
+    "structured_delegate",
+    "structured_inherits",
+    "tags",
+    "ufunc_inner_loop",
+    "use_const_ref_for_mutable_tensors",
+    "variants",
+];
+
 /// Locates the scalars of one entry in the file.
 struct Locs<'s> {
     entry: Loc,
@@ -89,7 +112,8 @@ pub(crate) fn parse_entry(
         idx,
     };
     let mut key_locs = BTreeMap::new();
-    let mut values: BTreeMap<&str, (&Node<'_>, &Node<'_>)> = BTreeMap::new();
+    // By index in KEYS_SORTED; a key given twice keeps its last value.
+    let mut values: [Option<(&Node<'_>, &Node<'_>)>; KEYS_SORTED.len()] = Default::default();
     for (k, v) in map {
         let Some(name) = k.as_str() else {
             errs.push(
@@ -104,7 +128,7 @@ pub(crate) fn parse_entry(
             continue;
         };
         let at = locs.key_loc(k);
-        match KNOWN_KEYS.iter().find(|known| **known == name) {
+        match KEYS_SORTED.iter().position(|known| *known == name) {
             Some(known) => {
                 if let Some(first) = key_locs.insert(name.to_string(), at) {
                     errs.push(
@@ -120,14 +144,15 @@ pub(crate) fn parse_entry(
                         )),
                     );
                 }
-                values.insert(known, (k, v));
+                values[known] = Some((k, v));
             }
             None => errs.push(unknown_key(name, at)),
         }
     }
 
-    let (func_k, func_v) = match values.get("func") {
-        Some(kv) => *kv,
+    let func_at = KEYS_SORTED.iter().position(|k| *k == "func");
+    let (func_k, func_v) = match func_at.and_then(|i| values[i]) {
+        Some(kv) => kv,
         None => {
             errs.push(
                 Diagnostic::new("opal::missing_func", entry_loc, "entry has no `func:` key")
@@ -164,7 +189,11 @@ pub(crate) fn parse_entry(
     let mut nf = NativeFunction::new(namespace.to_string(), func, Origin::Declared, entry_loc);
     nf.key_locs = key_locs;
 
-    for (&key, &(knode, v)) in &values {
+    for (&key, &(knode, v)) in KEYS_SORTED
+        .iter()
+        .zip(&values)
+        .filter_map(|(k, kv)| Some((k, kv.as_ref()?)))
+    {
         let vloc = locs.value_loc(knode, v);
         match key {
             "func" => {}
@@ -429,5 +458,17 @@ fn string_list(
             errs.push(type_error(key, "a list of strings", v, loc, example));
             Vec::new()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{KEYS_SORTED, KNOWN_KEYS};
+
+    #[test]
+    fn sorted_keys_are_the_known_keys() {
+        let mut known = KNOWN_KEYS;
+        known.sort();
+        assert_eq!(known, KEYS_SORTED);
     }
 }

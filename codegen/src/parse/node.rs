@@ -125,7 +125,8 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node<'de>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        // yaml_serde gives no size hints; entries' lists are short.
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(4));
         while let Some(n) = seq.next_element()? {
             items.push(n);
         }
@@ -133,7 +134,8 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node<'de>, A::Error> {
-        let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+        // An entry has a handful of keys: start with room for them.
+        let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(4));
         while let Some(kv) = map.next_entry()? {
             pairs.push(kv);
         }

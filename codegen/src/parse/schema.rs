@@ -197,7 +197,8 @@ impl<'a> Parser<'a> {
         }
         let mut args = Arguments::default();
         let mut section = Section::Positional;
-        let mut seen: Vec<(String, Loc)> = Vec::new();
+        // Names borrowed from the schema string: no copy per argument.
+        let mut seen: Vec<(&'a str, Loc)> = Vec::new();
         if self.eat(Tok::RParen) {
             return Ok(args);
         }
@@ -235,7 +236,7 @@ impl<'a> Parser<'a> {
                         arg.name, first.col
                     )));
                 }
-                seen.push((arg.name.clone(), name_tok.loc));
+                seen.push((self.text(name_tok), name_tok.loc));
                 match section {
                     Section::Positional => args.positional.push(arg),
                     Section::Kwarg if arg.is_write() => {
