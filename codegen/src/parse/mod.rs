@@ -9,6 +9,7 @@ pub mod lexer;
 pub mod node;
 pub mod outline;
 mod schema;
+mod typed;
 mod yaml;
 
 pub use entry::KNOWN_KEYS;

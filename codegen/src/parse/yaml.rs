@@ -270,10 +270,17 @@ fn parse_in_pieces<T: Send>(
             let (first, last) = (bounds[k], bounds[k + 1]);
             let (from, first_line) = if k == 0 { (0, 1) } else { starts[first] };
             let to = starts.get(last).map_or(src.len(), |s| s.0);
-            let items = match serde_yaml::from_str::<Node<'_>>(&src[from..to]) {
-                Ok(Node::Seq(items)) if items.len() == last - first => items,
-                _ => return None,
+            let text = &src[from..to];
+            let items = match super::typed::read_entries(text) {
+                Some(items) => items,
+                None => match serde_yaml::from_str::<Node<'_>>(text) {
+                    Ok(Node::Seq(items)) => items,
+                    _ => return None,
+                },
             };
+            if items.len() != last - first {
+                return None;
+            }
             let idx = LineIndex::for_range(src, from, to, first_line);
             let mut out = Parsed::default();
             parse_items(&items, first, src, &idx, &mut out, |i| {
