@@ -249,9 +249,9 @@ fn parse_in_pieces<T: Send>(
     // yaml_serde event buffer stays small enough for the cache.
     const MIN_PIECE: usize = 16 * 1024;
     const PER_THREAD: usize = 8;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(rayon::current_num_threads());
+    // rayon sized its pool once; available_parallelism reads cgroup files on
+    // every call.
+    let threads = rayon::current_num_threads();
     if threads < 2 {
         return None;
     }
@@ -383,7 +383,7 @@ mod tests {
         match parse_in_pieces(&src, &|_, _| ()) {
             Some(p) => same(&p.parsed, &whole),
             None => assert_eq!(
-                std::thread::available_parallelism().map_or(1, |n| n.get()),
+                rayon::current_num_threads(),
                 1,
                 "pieces refused on a multi-core machine"
             ),
