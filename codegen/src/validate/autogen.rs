@@ -389,7 +389,7 @@ pub fn generate_with_keys(
     errs: &mut Vec<Diagnostic>,
 ) -> Vec<NativeFunction> {
     // Groups in order of first appearance, each mapping schema kind -> function.
-    let mut groups: Vec<BTreeMap<SchemaKind, usize>> = Vec::new();
+    let mut groups: Vec<BTreeMap<SchemaKind, usize>> = Vec::with_capacity(fns.len());
     let mut by_key: HashMap<&str, usize, FastHash> =
         HashMap::with_capacity_and_hasher(fns.len(), FastHash::default());
     for (i, (f, key)) in fns.iter().zip(keys).enumerate() {
@@ -402,7 +402,8 @@ pub fn generate_with_keys(
     // Groups are independent: generate them on rayon's threads, in group order.
     let per_group: Vec<Result<Vec<NativeFunction>, Diagnostic>> =
         groups.par_iter().map(|g| generate_group(fns, g)).collect();
-    let mut out = Vec::new();
+    let made: usize = per_group.iter().flatten().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(made);
     for r in per_group {
         match r {
             Ok(made) => out.extend(made),
