@@ -1,4 +1,6 @@
-//! Tokens of the `func:` schema language, each with its [`Loc`] in the YAML file.
+//! Tokens of the `func:` schema language, each with its byte range in the schema
+//! string; [`LocMap`] turns a range into a [`Loc`] in the YAML file when one is
+//! needed (diagnostics, argument spans), not for every token.
 //!
 //! Owns: splitting a schema string into tokens and mapping string offsets to file
 //! locations. Must not: know the grammar (that is `parse::schema`).
@@ -61,7 +63,8 @@ impl Tok {
     }
 }
 
-/// One token: its kind, byte range in the schema string, and file location.
+/// One token: its kind and byte range in the schema string ([`LocMap::at`] gives
+/// its place in the file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token {
     pub kind: Tok,
@@ -69,8 +72,6 @@ pub struct Token {
     pub start: usize,
     /// Byte offset one past the last byte in the schema string.
     pub end: usize,
-    /// Where the token is in the file (schema string offset shifted by the base).
-    pub loc: Loc,
 }
 
 /// Maps byte offsets in a schema string to file locations, given where the string
@@ -217,14 +218,12 @@ pub fn lex(src: &str, base: Loc) -> Result<Vec<Token>, Diagnostic> {
             kind,
             start,
             end: i,
-            loc: map.at(start, i),
         });
     }
     toks.push(Token {
         kind: Tok::Eof,
         start: b.len(),
         end: b.len(),
-        loc: map.at(b.len(), b.len()),
     });
     Ok(toks)
 }

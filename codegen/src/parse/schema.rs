@@ -6,7 +6,7 @@
 //! cross-function rules (that is `validate`), or print (the printer is the
 //! `Display` impls in `model`).
 
-use super::lexer::{lex, Tok, Token};
+use super::lexer::{lex, LocMap, Tok, Token};
 use crate::diagnostics::Diagnostic;
 use crate::model::{
     Annotation, Argument, Arguments, BaseOperatorName, BaseTy, FunctionSchema, Loc, OperatorName,
@@ -67,6 +67,7 @@ struct Parser<'a> {
     toks: Vec<Token>,
     pos: usize,
     base: Loc,
+    map: LocMap<'a>,
 }
 
 /// A default value's shape, enough to check it against a type.
@@ -85,7 +86,13 @@ impl<'a> Parser<'a> {
             toks: lex(src, base)?,
             pos: 0,
             base,
+            map: LocMap::new(src, base),
         })
+    }
+
+    /// Where `t` is in the file.
+    fn loc(&self, t: Token) -> Loc {
+        self.map.at(t.start, t.end)
     }
 
     fn peek(&self) -> Token {
@@ -124,7 +131,7 @@ impl<'a> Parser<'a> {
         } else {
             format!("`{}`", self.text(t))
         };
-        Diagnostic::new(CODE, t.loc, format!("expected {what}, found {found}"))
+        Diagnostic::new(CODE, self.loc(t), format!("expected {what}, found {found}"))
             .label(format!("expected {what}"))
             .hint("schemas read `name.overload(Type arg, *, Type kwarg=default) -> Type`; names are letters, digits and `_`")
     }
@@ -138,7 +145,7 @@ impl<'a> Parser<'a> {
     }
 
     fn span(&self, from: Token, to: Token) -> Loc {
-        let mut l = from.loc;
+        let mut l = self.loc(from);
         l.len = to.end.saturating_sub(from.start);
         l
     }
@@ -173,7 +180,7 @@ impl<'a> Parser<'a> {
 
     fn operator_name(&mut self) -> Result<OperatorName, Diagnostic> {
         let t = self.expect(Tok::Ident, "an operator name")?;
-        let name = base_operator_name(self.text(t), t.loc)?;
+        let name = base_operator_name(self.text(t), self.loc(t))?;
         let overload_name = if self.eat(Tok::Dot) {
             let o = self.expect(Tok::Ident, "an overload name after `.`").map_err(|d| {
                 d.hint("overload names are identifiers: letters, digits and `_`, not starting with a digit")
@@ -198,7 +205,7 @@ impl<'a> Parser<'a> {
         let mut args = Arguments::default();
         let mut section = Section::Positional;
         // Names borrowed from the schema string: no copy per argument.
-        let mut seen: Vec<(&'a str, Loc)> = Vec::new();
+        let mut seen: Vec<(&'a str, Token)> = Vec::new();
         if self.eat(Tok::RParen) {
             return Ok(args);
         }
@@ -206,16 +213,18 @@ impl<'a> Parser<'a> {
             if self.peek().kind == Tok::Star {
                 let star = self.bump();
                 if section != Section::Positional {
-                    return Err(
-                        Diagnostic::new(CODE, star.loc, "second `*` in the arguments")
-                            .label("keyword-only arguments already started")
-                            .hint("write `*` once, before the first keyword-only argument"),
-                    );
+                    return Err(Diagnostic::new(
+                        CODE,
+                        self.loc(star),
+                        "second `*` in the arguments",
+                    )
+                    .label("keyword-only arguments already started")
+                    .hint("write `*` once, before the first keyword-only argument"));
                 }
                 if self.peek().kind == Tok::RParen {
                     return Err(Diagnostic::new(
                         CODE,
-                        star.loc,
+                        self.loc(star),
                         "`*` is not followed by any argument",
                     )
                     .label("nothing after this `*`")
@@ -227,16 +236,17 @@ impl<'a> Parser<'a> {
                 if let Some((_, first)) = seen.iter().find(|(n, _)| *n == arg.name) {
                     return Err(Diagnostic::new(
                         "opal::duplicate_argument",
-                        name_tok.loc,
+                        self.loc(name_tok),
                         format!("argument `{}` is declared twice", arg.name),
                     )
                     .label("second declaration")
                     .hint(format!(
                         "the first `{}` is at column {}; argument names must be unique",
-                        arg.name, first.col
+                        arg.name,
+                        self.loc(*first).col
                     )));
                 }
-                seen.push((self.text(name_tok), name_tok.loc));
+                seen.push((self.text(name_tok), name_tok));
                 match section {
                     Section::Positional => args.positional.push(arg),
                     Section::Kwarg if arg.is_write() => {
@@ -357,14 +367,14 @@ impl<'a> Parser<'a> {
     fn ty(&mut self) -> Result<(Type, Option<Annotation>), Diagnostic> {
         let t = self.expect(Tok::Ident, "a type")?;
         let text = self.text(t);
-        let base = BaseTy::from_name(text).ok_or_else(|| unknown_type(text, t.loc))?;
+        let base = BaseTy::from_name(text).ok_or_else(|| unknown_type(text, self.loc(t)))?;
         let mut annotation = None;
         if self.peek().kind == Tok::LParen {
             let open = self.peek();
             if base != BaseTy::Tensor {
                 return Err(Diagnostic::new(
                     CODE,
-                    open.loc,
+                    self.loc(open),
                     format!("alias annotation on `{text}`"),
                 )
                 .label("only `Tensor` can carry an alias annotation")
@@ -389,7 +399,7 @@ impl<'a> Parser<'a> {
                         Some(s.parse::<u32>().map_err(|_| {
                             Diagnostic::new(
                                 CODE,
-                                n.loc,
+                                self.loc(n),
                                 format!("list size `{s}` is not a small whole number"),
                             )
                             .label("expected a size like `2`")
@@ -423,7 +433,7 @@ impl<'a> Parser<'a> {
                     {
                         return Err(Diagnostic::new(
                             CODE,
-                            t.loc,
+                            self.loc(t),
                             format!("alias set `{s}` is not lowercase"),
                         )
                         .label("alias sets are lowercase letters")
