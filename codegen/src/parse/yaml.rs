@@ -1,8 +1,11 @@
 //! Loading a whole `native_functions.yaml` (and `tags.yaml`) with yaml_serde, and
-//! pairing its values with positions from [`super::outline`].
+//! locating its values (lent slices of the text, through a [`LineIndex`]; the
+//! [`super::outline`] only for items without any).
 //!
-//! Owns: decoding, YAML syntax errors, the document's shape (a list of mappings).
-//! Must not: interpret keys (that is `entry`) or apply semantic rules.
+//! Owns: decoding, YAML syntax errors, the document's shape (a list of mappings),
+//! and cutting large files into pieces parsed on rayon's threads. Must not:
+//! interpret keys (that is `entry`) or apply semantic rules (the per-function
+//! check run on the parsing threads is the caller's).
 
 use super::entry::parse_entry;
 use super::node::Node;
