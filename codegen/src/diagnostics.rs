@@ -72,7 +72,7 @@ pub struct Diagnostics {
     pub path: String,
     /// The file's text (lossily decoded when it was not UTF-8).
     pub source: Arc<str>,
-    /// In the order found; [`Diagnostics::sorted`] orders them by location.
+    /// In the order found; [`Diagnostics::sort`] orders them by location.
     pub items: Vec<Diagnostic>,
 }
 
