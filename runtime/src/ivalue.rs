@@ -173,12 +173,39 @@ macro_rules! by_value {
     )*};
 }
 by_value!(
-    Tensor => Tensor, bool => Bool, String => Str, DType => DType, Layout => Layout,
+    bool => Bool, String => Str, DType => DType, Layout => Layout,
     Device => Device, MemoryFormat => MemoryFormat, Generator => Generator, Dimname => Dimname,
     Storage => Storage, Stream => Stream, QScheme => QScheme, Opaque => Opaque,
     Vec<f64> => DoubleList, Vec<bool> => BoolList, Vec<String> => StrList,
     Vec<Tensor> => TensorList, Vec<Option<Tensor>> => OptionalTensorList,
 );
+
+/// An undefined tensor boxes as `None`, as PyTorch shows it in Python, and `None`
+/// unboxes to an undefined tensor where a `Tensor` is expected: that is how a
+/// kernel's "not computed" output (e.g. a gradient `output_mask` did not request)
+/// crosses boxed calls and the CPU fallback. A `None` for a plain `Tensor` argument
+/// therefore reaches the kernel as an undefined tensor, exactly as a typed call
+/// passing [`Tensor::undefined`] does.
+impl IntoIValue for Tensor {
+    #[inline]
+    fn into_ivalue(self) -> IValue {
+        if self.is_defined() {
+            IValue::Tensor(self)
+        } else {
+            IValue::None
+        }
+    }
+}
+impl FromIValue for Tensor {
+    #[inline]
+    fn from_ivalue(v: IValue) -> Result<Self> {
+        match v {
+            IValue::Tensor(t) => Ok(t),
+            IValue::None => Ok(Tensor::undefined()),
+            other => Err(wrong("Tensor", &other)),
+        }
+    }
+}
 
 impl IntoIValue for i64 {
     #[inline]
@@ -271,7 +298,7 @@ macro_rules! borrowed {
     )*};
 }
 borrowed!(
-    &Tensor => |t: &Tensor| IValue::Tensor(t.clone()),
+    &Tensor => |t: &Tensor| t.clone().into_ivalue(),
     &[Tensor] => |t: &[Tensor]| IValue::TensorList(t.to_vec()),
     &[Option<Tensor>] => |t: &[Option<Tensor>]| IValue::OptionalTensorList(t.to_vec()),
     &[i64] => |t: &[i64]| IValue::IntList(t.to_vec()),

@@ -176,14 +176,18 @@ impl OperatorEntry {
     #[cold]
     #[inline(never)]
     pub(crate) fn no_kernel(&self, key: Option<DispatchKey>, ks: DispatchKeySet) -> OpalError {
-        let key = key.or(ks.highest()).unwrap_or(DispatchKey::Undefined);
-        let dev = key
-            .device_type()
-            .or_else(|| ks.backends().highest().and_then(DispatchKey::device_type));
+        // With no key given, every key of the call fell through. Name its backend
+        // key: the others (BackendSelect, ...) only fall through to it. With none
+        // (no argument is a defined tensor: an undefined tensor has no keys) the
+        // call has no key and no device to name.
+        let key = key
+            .or(ks.backends().highest())
+            .unwrap_or(DispatchKey::Undefined);
+        let dev = key.device_type();
         ErrorKind::NoKernel {
             op: self.name.to_string(),
             key,
-            device: dev.map_or_else(|| "unknown".to_string(), |d| d.name().to_string()),
+            device: dev.map_or_else(|| "undefined".to_string(), |d| d.name().to_string()),
             available: self
                 .registered_keys()
                 .iter()

@@ -139,7 +139,9 @@ fn note_device(target: &mut Option<Device>, d: Device, op: &str) -> Result<()> {
 
 fn to_cpu_tracked(t: &Tensor, target: &mut Option<Device>, op: &str) -> Result<Option<Tensor>> {
     let d = t.device();
-    if d.is_cpu() {
+    // An undefined tensor (in a list; a lone one is boxed as `None`) has no data to
+    // move and no device to note: it stays as it is.
+    if d.is_cpu() || !t.is_defined() {
         return Ok(None);
     }
     note_device(target, d, op)?;
@@ -224,6 +226,8 @@ pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack)
     }
     // A returned tensor that is a written argument (in-place and out= kernels
     // return their `self`/`out`) becomes the caller's device tensor again.
+    // An undefined result (boxed as `None`, or inside a list) is not on the CPU, so
+    // it comes back as it is.
     let back = |t: &Tensor| -> Result<Tensor> {
         match written.iter().find(|w| w.cpu.is_same(t)) {
             Some(w) => Ok(w.device.clone()),

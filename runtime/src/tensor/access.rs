@@ -6,7 +6,7 @@
 
 use super::meta::{Meta, StridedOffsets};
 use super::storage::{borrow_error, release, try_acquire, StorageBorrow, StorageBuf};
-use super::Tensor;
+use super::{undefined_error, Tensor};
 use crate::dtype::{Complex, DType, Element};
 use crate::error::{ErrorKind, OpalError, Result};
 use std::marker::PhantomData;
@@ -46,29 +46,49 @@ pub(crate) unsafe fn load<T: Element>(p: *const T) -> T {
 
 fn check_access<T: Element>(t: &Tensor) -> Result<()> {
     if T::DTYPE != t.dtype() {
-        return Err(ErrorKind::DTypeMismatch {
-            expected: T::DTYPE,
-            actual: t.dtype(),
-        }
-        .into());
+        return Err(dtype_error(t, T::DTYPE));
     }
     if !t.storage().is_host_accessible() {
-        return Err(OpalError::device(format!(
-            "tensors on device '{}' have no host-accessible data",
-            t.device()
-        )));
+        return Err(no_host_data(t));
     }
     Ok(())
+}
+
+/// The error of accessing `t` as `expected` elements when its dtype differs. An
+/// undefined tensor's dtype is a placeholder, so it gets the undefined error instead
+/// (checked here, off the fast path, rather than before every access).
+#[cold]
+#[inline(never)]
+pub(super) fn dtype_error(t: &Tensor, expected: DType) -> OpalError {
+    if !t.is_defined() {
+        return undefined_error("data access");
+    }
+    ErrorKind::DTypeMismatch {
+        expected,
+        actual: t.dtype(),
+    }
+    .into()
+}
+
+/// The error of accessing the data of `t`, whose storage is not host-accessible
+/// (meta, device memory, or the undefined tensor, which has none).
+#[cold]
+#[inline(never)]
+fn no_host_data(t: &Tensor) -> OpalError {
+    if !t.is_defined() {
+        return undefined_error("data access");
+    }
+    OpalError::device(format!(
+        "tensors on device '{}' have no host-accessible data",
+        t.device()
+    ))
 }
 
 /// Address of `t`'s first element in its storage `s` (which the caller looked up).
 #[inline]
 pub(super) fn element_ptr(t: &Tensor, s: &StorageBuf) -> Result<*mut u8> {
     if !s.is_host_accessible() {
-        return Err(OpalError::device(format!(
-            "tensors on device '{}' have no host-accessible data",
-            t.device()
-        )));
+        return Err(no_host_data(t));
     }
     let off = t.storage_offset() as usize * t.element_size();
     Ok(s.data_ptr().wrapping_add(off))

@@ -120,6 +120,10 @@ impl Tensor {
 
     /// The value of a one-element tensor as a [`Scalar`].
     pub fn item(&self) -> Result<Scalar> {
+        if !self.is_defined() {
+            // Not "0 elements": the undefined tensor's sizes are placeholders.
+            return Err(super::undefined_error("item"));
+        }
         if self.numel() != 1 {
             return Err(OpalError::msg(format!(
                 "a Tensor with {} elements cannot be converted to Scalar",
@@ -132,6 +136,10 @@ impl Tensor {
 
     /// The element at `index` as a [`Scalar`] (negative indices count from the end).
     pub fn get(&self, index: &[i64]) -> Result<Scalar> {
+        if !self.is_defined() {
+            // Not "out of bounds for size [0]": its sizes are placeholders.
+            return Err(super::undefined_error("get"));
+        }
         let bad = || {
             OpalError::shape(format!(
                 "index {index:?} is out of bounds for size {:?}",

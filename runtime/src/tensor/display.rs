@@ -2,7 +2,8 @@
 //! elements, 4-digit fixed or scientific floats, integer-valued floats as `1.`, lines
 //! wrapped at 80 columns, tensors over 1000 elements summarized with `...` (3 edge
 //! items per dimension), and `dtype=`/`device=`/`size=` suffixes where PyTorch shows
-//! them.
+//! them. An undefined tensor prints as `tensor(undefined)` (PyTorch's C++ prints
+//! `[ Tensor (undefined) ]`; Python never sees one, it gets `None`).
 //!
 //! Owns: text rendering only. Must not: change tensors.
 
@@ -185,6 +186,11 @@ impl View<'_> {
 
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.is_defined() {
+            // Its sizes and dtype are placeholders: printing them (`tensor([])`)
+            // would pass it off as an empty tensor.
+            return f.write_str("tensor(undefined)");
+        }
         let dtype = self.dtype();
         let mut suffixes = Vec::new();
         if !self.device().is_cpu() {

@@ -101,6 +101,13 @@ impl Meta {
         m
     }
 
+    /// Sizes `[0]`, stride 1: the undefined tensor's metadata. Unlike
+    /// [`Meta::contiguous`] it cannot fail, so the sentinel is built without a
+    /// `Result` to unwrap.
+    pub(crate) fn empty_1d() -> Meta {
+        Meta::build(&[0], |st| st[0] = 1, 0, 0, Some(true))
+    }
+
     /// Row-major contiguous metadata.
     #[inline]
     pub(crate) fn contiguous(sizes: &[i64], offset: i64) -> Result<Meta> {

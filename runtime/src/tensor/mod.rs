@@ -35,6 +35,20 @@
 //! [`Tensor::data_ptr`] returns a raw pointer without borrowing; only dereference it
 //! while holding a guard.
 //!
+//! # Undefined tensors
+//!
+//! [`Tensor::undefined`] is PyTorch's undefined tensor: "no tensor" where a `Tensor`
+//! is expected, e.g. a gradient that a backward op's `output_mask` did not request.
+//! Every undefined handle shares one process-wide sentinel block, so making one is a
+//! refcount bump. Its dispatch key set is empty, which is what
+//! [`Tensor::is_defined`] tests and why an op called with only undefined tensors
+//! fails with the dispatcher's "no kernel" error. So that no accessor needs a branch
+//! (they are on every kernel's path), the sentinel is laid out like an empty 1-d
+//! tensor on `meta` with no data: accessors return harmless values and every data
+//! access is an error that says the tensor is undefined; the ones that would change
+//! the shared sentinel ([`Tensor::resize_`], [`Tensor::as_strided`]) refuse it.
+//! Boxed, it is `IValue::None` (see `ivalue`).
+//!
 //! # Memory layout
 //!
 //! A tensor made by `empty`/`from_slice`/... is one heap block: metadata (up to 5
@@ -66,6 +80,7 @@ use crate::types::Layout;
 use meta::Meta;
 use pool::{block_layout, BlockCache, ImplRc, Pooled};
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
 /// Where a tensor's bytes live: in the tensor itself (a fresh tensor: one allocation
 /// for metadata and buffer) or behind a shared [`Storage`] handle (views, tensors
@@ -178,6 +193,53 @@ impl Tensor {
         }
     }
 
+    /// PyTorch's undefined tensor (see the module docs): what an op returns for an
+    /// output it was asked not to compute. Cheap: a refcount bump on one shared
+    /// sentinel, never an allocation. Also [`Tensor::default`].
+    ///
+    /// What its accessors give (none panics):
+    ///
+    /// | accessor | undefined tensor |
+    /// |---|---|
+    /// | [`is_defined`](Tensor::is_defined) | `false` |
+    /// | [`key_set`](Tensor::key_set) | empty (ops dispatch as if it were absent) |
+    /// | [`sizes`](Tensor::sizes) / [`strides`](Tensor::strides) / [`dim`](Tensor::dim) | `[0]` / `[1]` / `1` |
+    /// | [`numel`](Tensor::numel) / [`storage_offset`](Tensor::storage_offset) | `0` / `0` |
+    /// | [`is_contiguous`](Tensor::is_contiguous) / [`is_wrapped_number`](Tensor::is_wrapped_number) | `true` / `false` |
+    /// | [`dtype`](Tensor::dtype) / [`element_size`](Tensor::element_size) | `F32` / `4` (placeholders: PyTorch has no dtype there) |
+    /// | [`device`](Tensor::device) | `meta` (no data anywhere; placeholder like `dtype`) |
+    /// | [`storage`](Tensor::storage) | 0 bytes on `meta` |
+    /// | [`is_same`](Tensor::is_same) / `==` | `true` between any two undefined tensors (like PyTorch) |
+    /// | `data_ptr`, `read`, `write`, `to_vec`, `to_bytes`, `item`, `get` | `Err` saying the tensor is undefined |
+    /// | [`resize_`](Tensor::resize_), [`as_strided`](Tensor::as_strided) | `Err` (they would change or alias the shared sentinel) |
+    /// | `Display` / `Debug` | `tensor(undefined)` |
+    pub fn undefined() -> Tensor {
+        static SENTINEL: OnceLock<Tensor> = OnceLock::new();
+        // The static keeps one handle forever, so the block is never freed or
+        // recycled into a tensor cache.
+        SENTINEL
+            .get_or_init(|| Tensor {
+                inner: ImplRc::new(TensorImpl {
+                    storage: StorageSlot::Own(StorageBuf::no_data(Device::meta())),
+                    meta: Meta::empty_1d(),
+                    meta_override: AtomicPtr::new(std::ptr::null_mut()),
+                    dtype: DType::F32,
+                    device: Device::meta(),
+                    key_set: DispatchKeySet::empty(),
+                    wrapped_number: false,
+                }),
+            })
+            .clone()
+    }
+
+    /// False for [`Tensor::undefined`], true for every other tensor. (Every tensor
+    /// made from a device has its backend key, so the empty key set marks the
+    /// sentinel: no pointer comparison with a global.)
+    #[inline]
+    pub fn is_defined(&self) -> bool {
+        !self.inner.key_set.is_empty()
+    }
+
     /// A new contiguous tensor of `sizes` (zero-filled on host devices).
     #[inline]
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
@@ -245,6 +307,10 @@ impl Tensor {
 
     /// A view of the same storage with new sizes, strides and storage offset.
     pub fn as_strided(&self, sizes: &[i64], strides: &[i64], offset: i64) -> Result<Tensor> {
+        if !self.is_defined() {
+            // A view would be a defined meta tensor over the sentinel's storage.
+            return Err(undefined_error("as_strided"));
+        }
         let meta = Meta::strided(sizes, strides, offset)?;
         meta.check_fits(self.dtype(), self.storage().nbytes())?;
         Ok(Tensor::from_parts(
@@ -259,6 +325,10 @@ impl Tensor {
     /// sizes is a no-op; the storage grows (in place, seen by all views) when too
     /// small, which needs it unborrowed.
     pub fn resize_(&self, sizes: &[i64]) -> Result<()> {
+        if !self.is_defined() {
+            // Every undefined handle shares the sentinel: resizing one resizes all.
+            return Err(undefined_error("resize_"));
+        }
         if self.sizes() == sizes && self.is_contiguous() {
             return Ok(());
         }
@@ -384,11 +454,7 @@ impl Tensor {
     #[inline]
     pub fn data_ptr<T: crate::Element>(&self) -> Result<*mut T> {
         if T::DTYPE != self.dtype() {
-            return Err(crate::ErrorKind::DTypeMismatch {
-                expected: T::DTYPE,
-                actual: self.dtype(),
-            }
-            .into());
+            return Err(access::dtype_error(self, T::DTYPE));
         }
         Ok(self.raw_data_ptr()?.cast())
     }
@@ -399,6 +465,24 @@ impl Tensor {
     pub fn raw_data_ptr(&self) -> Result<*mut u8> {
         access::element_ptr(self, self.storage())
     }
+}
+
+impl Default for Tensor {
+    /// [`Tensor::undefined`], as PyTorch's default-constructed `Tensor`.
+    fn default() -> Tensor {
+        Tensor::undefined()
+    }
+}
+
+/// The error of an operation that needs a defined tensor (`what` names it).
+#[cold]
+#[inline(never)]
+pub(crate) fn undefined_error(what: &str) -> OpalError {
+    OpalError::msg(format!(
+        "{what}: the tensor is undefined (it stands for no tensor, e.g. an output that \
+         output_mask did not request, and has no data, shape or device; check \
+         Tensor::is_defined)"
+    ))
 }
 
 impl PartialEq for Tensor {

@@ -241,6 +241,13 @@ impl StorageBuf {
         Ok(StorageBuf::with_ptr(p.as_ptr(), nbytes, device, allocator))
     }
 
+    /// A zero-byte buffer without host data on `device`, from the built-in meta
+    /// allocator whatever allocator is registered (the undefined tensor's storage:
+    /// every data access through it is refused, and it never allocates).
+    pub(crate) fn no_data(device: Device) -> StorageBuf {
+        StorageBuf::with_ptr(dangling64().as_ptr(), 0, device, &META_ALLOCATOR)
+    }
+
     #[inline]
     pub(crate) fn with_ptr(
         data: *mut u8,
