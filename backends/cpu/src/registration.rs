@@ -381,9 +381,8 @@ impl CpuKernels for Cpu {
         randn => factory::randn(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
     }
 
-    // The two kernels below return `None` for a gradient that `output_mask` did not
-    // request (PyTorch's undefined tensor); the schema's `(Tensor, Tensor, Tensor)`
-    // has no such value, so that slot gets an empty placeholder, as on Meta.
+    // The two kernels below return an undefined tensor for a gradient that
+    // `output_mask` did not request, as PyTorch does (boxed, it becomes `None`).
 
     #[inline]
     fn convolution_backward(
@@ -413,7 +412,7 @@ impl CpuKernels for Cpu {
             groups,
             output_mask,
         )?;
-        placeholders(grad_output, grads)
+        Ok(undefined_if_none(grads))
     }
 
     #[inline]
@@ -438,20 +437,16 @@ impl CpuKernels for Cpu {
             bias,
             output_mask,
         )?;
-        placeholders(grad_out, grads)
+        Ok(undefined_if_none(grads))
     }
 }
 
-/// Gradients not requested (`None`) as empty tensors of `grad`'s dtype and device.
-fn placeholders(
-    grad: &Tensor,
+/// Gradients not requested (`None`) as undefined tensors.
+fn undefined_if_none(
     (a, b, c): (Option<Tensor>, Option<Tensor>, Option<Tensor>),
-) -> Result<(Tensor, Tensor, Tensor)> {
-    let fill = |t: Option<Tensor>| match t {
-        Some(t) => Ok(t),
-        None => Tensor::empty(&[0], grad.dtype(), grad.device()),
-    };
-    Ok((fill(a)?, fill(b)?, fill(c)?))
+) -> (Tensor, Tensor, Tensor) {
+    let d = |t: Option<Tensor>| t.unwrap_or_else(Tensor::undefined);
+    (d(a), d(b), d(c))
 }
 
 /// Registers the CPU backend (every kernel of `backend.yaml` for the `CPU` dispatch

@@ -361,3 +361,46 @@ fn wrapped_numbers_promote_like_scalars() {
     let cpu = Tensor::empty(&[3], DType::F32, Device::cpu()).unwrap();
     assert!(pw::mul_tensor(&ints, &cpu).is_err());
 }
+
+#[test]
+fn unrequested_gradients_are_undefined_and_undefined_inputs_are_refused() {
+    let (g, i, w) = (
+        meta(&[2, 4, 6, 6], DType::F32),
+        meta(&[2, 3, 8, 8], DType::F32),
+        meta(&[4, 3, 3, 3], DType::F32),
+    );
+    let conv = |g: &Tensor, mask: &[bool]| {
+        nn::convolution_backward(
+            g,
+            &i,
+            &w,
+            None,
+            &[1, 1],
+            &[0, 0],
+            &[1, 1],
+            false,
+            &[0, 0],
+            1,
+            mask,
+        )
+    };
+    let (a, b, c) = conv(&g, &[true, false, true]).unwrap();
+    assert!(a.is_defined() && !b.is_defined() && c.is_defined());
+    assert_eq!((a.sizes(), c.sizes()), (&[2i64, 3, 8, 8][..], &[4i64][..]));
+    let (x, mean) = (meta(&[2, 5], DType::F32), meta(&[2, 1], DType::F32));
+    let (a, b, c) = nn::native_layer_norm_backward(
+        &x,
+        &x,
+        &[5],
+        &mean,
+        &mean,
+        None,
+        None,
+        &[false, true, false],
+    )
+    .unwrap();
+    assert!(!a.is_defined() && b.is_defined() && !c.is_defined());
+    // Laid out like an empty meta tensor, an undefined input must not pass for one.
+    let e = conv(&Tensor::undefined(), &[true, true, true]).unwrap_err();
+    assert!(e.to_string().contains("undefined"), "{e}");
+}

@@ -262,7 +262,8 @@ pub fn convolution(
 }
 
 /// Gradients of [`convolution`] w.r.t. input, weight and bias, each only when its
-/// `output_mask` entry is set (`None` otherwise: PyTorch's undefined tensor).
+/// `output_mask` entry is set (`None` otherwise; the kernel returns an undefined
+/// tensor there, as PyTorch does).
 #[allow(clippy::too_many_arguments)]
 pub fn convolution_backward(
     grad_output: &Tensor,

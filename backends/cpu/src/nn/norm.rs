@@ -121,7 +121,8 @@ pub fn native_layer_norm(
 }
 
 /// Gradients of layer norm w.r.t. input, weight and bias, each computed only when
-/// its `output_mask` entry is set (`None` otherwise: PyTorch's undefined tensor).
+/// its `output_mask` entry is set (`None` otherwise; the kernel returns an
+/// undefined tensor there, as PyTorch does).
 #[allow(clippy::too_many_arguments)]
 pub fn native_layer_norm_backward(
     grad_out: &Tensor,

@@ -48,9 +48,13 @@ pub fn view_of(base: &Tensor, g: &Strided) -> Result<Tensor> {
 }
 
 /// Inputs of a meta kernel must be meta tensors, except zero-dim CPU tensors, which
-/// PyTorch lets any device read as scalars.
+/// PyTorch lets any device read as scalars. An undefined tensor is refused: it is
+/// laid out like an empty meta tensor, and would otherwise pass as one.
 pub fn check_inputs(op: &str, tensors: &[&Tensor]) -> Result<()> {
     for t in tensors {
+        if !t.is_defined() {
+            return Err(fail(op, "expected a defined tensor, got an undefined one"));
+        }
         let d = t.device();
         if !(d.is_meta() || (d.is_cpu() && t.dim() == 0)) {
             return Err(fail(

@@ -26,14 +26,6 @@ fn new_like_format(sizes: &[i64], like: &Tensor, dtype: DType) -> Result<Tensor>
     new_strided(sizes, &format_strides(sizes, cl), dtype)
 }
 
-/// What a backward op returns for an output its `output_mask` did not request.
-///
-/// PyTorch returns an undefined tensor; Opal's `Tensor` is always defined, so the
-/// placeholder is an empty 1-d meta tensor.
-pub fn not_requested(dtype: DType) -> Result<Tensor> {
-    new_contiguous(&[0], dtype)
-}
-
 /// `convolution`: plain or transposed, grouped and dilated.
 #[allow(clippy::too_many_arguments)]
 pub fn convolution(
@@ -82,7 +74,7 @@ pub fn convolution(
 }
 
 /// `convolution_backward`: gradients shaped like input, weight and bias, for the
-/// outputs `output_mask` requests.
+/// outputs `output_mask` requests; an undefined tensor for the others (as PyTorch).
 #[allow(clippy::too_many_arguments)]
 pub fn convolution_backward(
     grad_output: &Tensor,
@@ -127,18 +119,18 @@ pub fn convolution_backward(
     let gi = if output_mask[0] {
         new_like_format(input.sizes(), input, d)?
     } else {
-        not_requested(d)?
+        Tensor::undefined()
     };
     let gw = if output_mask[1] {
         new_like_format(weight.sizes(), weight, d)?
     } else {
-        not_requested(d)?
+        Tensor::undefined()
     };
     let gb = if output_mask[2] {
         let channels = [expected[1]];
         new_contiguous(bias_sizes.unwrap_or(&channels), d)?
     } else {
-        not_requested(d)?
+        Tensor::undefined()
     };
     Ok((gi, gw, gb))
 }
@@ -283,7 +275,8 @@ pub fn native_layer_norm(
     ))
 }
 
-/// `native_layer_norm_backward`.
+/// `native_layer_norm_backward`: an undefined tensor for each output `output_mask`
+/// does not request (as PyTorch).
 #[allow(clippy::too_many_arguments)]
 pub fn native_layer_norm_backward(
     grad_out: &Tensor,
@@ -324,7 +317,7 @@ pub fn native_layer_norm_backward(
     let gi = if output_mask[0] {
         new_contiguous(input.sizes(), d)?
     } else {
-        not_requested(d)?
+        Tensor::undefined()
     };
     let param = |t: Option<&Tensor>| -> Result<Tensor> {
         match t {
@@ -335,12 +328,12 @@ pub fn native_layer_norm_backward(
     let gw = if output_mask[1] {
         param(weight)?
     } else {
-        not_requested(d)?
+        Tensor::undefined()
     };
     let gb = if output_mask[2] {
         param(bias)?
     } else {
-        not_requested(d)?
+        Tensor::undefined()
     };
     Ok((gi, gw, gb))
 }
