@@ -2,7 +2,9 @@
 //! reference outputs, see `../shared/README.md`) is run by op name through boxed
 //! calling and compared with the reference: dtype and shape exactly, values within
 //! the case's `atol`/`rtol` (NaN equals NaN), or shape and dtype only for
-//! `check: shape_dtype` (random ops).
+//! `check: shape_dtype` (random ops). An expected `none` (PyTorch's undefined tensor,
+//! e.g. a gradient `output_mask` did not request) passes exactly when Opal's output
+//! is undefined, and an undefined output never passes for an expected tensor.
 //!
 //! Two runs share the loader: `golden_cpu` (values, on CPU) and `golden_meta` (the
 //! same cases on meta tensors: the Meta backend must predict every output's shape
@@ -24,22 +26,6 @@ use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-/// Why no run can check a case yet: PyTorch returns an undefined tensor for a
-/// gradient that `output_mask` did not request, and the generated kernel signature
-/// (`-> (Tensor, Tensor, Tensor)`) has no way to return "no tensor", so Opal
-/// returns an empty placeholder there. Remove once the return type can say None.
-const UNDEFINED_OUTPUT: &str =
-    "expects an undefined tensor (output_mask=false), which a `(Tensor, Tensor, Tensor)` return cannot express";
-
-/// Cases both runs skip with the shipped data set (see [`UNDEFINED_OUTPUT`]).
-const UNDEFINED_OUTPUT_CASES: &[&str] = &[
-    "convolution_backward/1",
-    "convolution_backward/2",
-    "convolution_backward/3",
-    "native_layer_norm_backward/1",
-    "native_layer_norm_backward/2",
-];
-
 /// Why the CPU run cannot check a case yet: no kernel serves the op on CPU (no CPU
 /// kernel and no composite kernel registered). Today every golden op has one (the
 /// composite ops, `split.Tensor` included, run through the runtime's composite
@@ -54,20 +40,8 @@ const NO_CPU_KERNEL_CASES: &[&str] = &[];
 /// tensors refuse them too).
 const META_DATA_DEPENDENT_CASES: &[&str] = &["index.Tensor/3", "one_hot/0"];
 
-/// Whether `case` expects an undefined output (see [`UNDEFINED_OUTPUT`]).
-fn undefined_output(case: &Value) -> Option<&'static str> {
-    let outputs = case["outputs"].as_array()?;
-    outputs
-        .iter()
-        .any(|o| o.get("none").is_some())
-        .then_some(UNDEFINED_OUTPUT)
-}
-
 /// Why the CPU run cannot check `case`, if it cannot (recognised in any data set).
 fn cpu_skip_reason(_g: &Golden, case: &Value) -> Option<&'static str> {
-    if let Some(why) = undefined_output(case) {
-        return Some(why);
-    }
     let op = Dispatcher::global().find(&format!("aten::{}", case["op"].as_str()?))?;
     let serving = [
         DispatchKey::CPU,
@@ -80,9 +54,6 @@ fn cpu_skip_reason(_g: &Golden, case: &Value) -> Option<&'static str> {
 
 /// Why the meta run cannot check `case`, if it cannot (recognised in any data set).
 fn meta_skip_reason(g: &Golden, case: &Value) -> Option<&'static str> {
-    if let Some(why) = undefined_output(case) {
-        return Some(why);
-    }
     let args = case["args"].as_array()?;
     match case["op"].as_str()? {
         "index.Tensor" => {
@@ -326,6 +297,10 @@ fn compare_tensor(
     let IValue::Tensor(a) = actual else {
         return Err(format!("expected a tensor, got {}", ivalue_kind(actual)));
     };
+    // Its placeholder metadata (an empty f32 tensor) must not pass for a real one.
+    if !a.is_defined() {
+        return Err("expected a tensor, got an undefined tensor".into());
+    }
     if a.dtype() != expected.dtype() {
         return Err(format!(
             "dtype {} != expected {}",
@@ -416,10 +391,14 @@ fn compare_output(
             }
             Ok(())
         }
+        // PyTorch's undefined tensor (e.g. a gradient `output_mask` did not
+        // request): Opal's boxes as `None`; an undefined tensor left inside
+        // `IValue::Tensor` is accepted too, since it is the same value.
         "none" => match actual {
             IValue::None => Ok(()),
+            IValue::Tensor(t) if !t.is_defined() => Ok(()),
             other => Err(format!(
-                "expected None (an output not requested), got {}",
+                "expected None (an undefined tensor: an output not requested), got {}",
                 ivalue_kind(other)
             )),
         },
@@ -526,12 +505,7 @@ fn run_all(
 #[test]
 fn golden_cpu() {
     opal_cpu::init().expect("registering the CPU backend");
-    run_all(
-        Target::Cpu,
-        "",
-        &[UNDEFINED_OUTPUT_CASES, NO_CPU_KERNEL_CASES],
-        cpu_skip_reason,
-    );
+    run_all(Target::Cpu, "", &[NO_CPU_KERNEL_CASES], cpu_skip_reason);
 }
 
 #[test]
@@ -540,7 +514,7 @@ fn golden_meta() {
     run_all(
         Target::Meta,
         " (meta)",
-        &[UNDEFINED_OUTPUT_CASES, META_DATA_DEPENDENT_CASES],
+        &[META_DATA_DEPENDENT_CASES],
         meta_skip_reason,
     );
 }
