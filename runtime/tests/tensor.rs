@@ -208,7 +208,10 @@ fn kernel_access_with_ptrs_borrows_once_and_gives_element_addresses() {
     drop(acc);
     assert_eq!(ts[7].to_vec::<f32>().unwrap(), vec![7.0]);
     let meta = Tensor::empty(&[1], opal::DType::F32, opal::Device::meta()).unwrap();
-    assert!(KernelAccess::with_ptrs([&meta], []).is_err(), "no host data");
+    assert!(
+        KernelAccess::with_ptrs([&meta], []).is_err(),
+        "no host data"
+    );
 }
 
 #[test]
