@@ -1,5 +1,5 @@
 //! Linear-algebra composites: `matmul` (PyTorch's rules for 1-d, 2-d and batched
-//! operands with broadcast batch dims), `matmul.out` and `linear`.
+//! operands with broadcast batch dims), `matmul.out`, `linear` and `linear.out`.
 //!
 //! Owns: these kernels and the batch-shape broadcasting they need. Must not:
 //! multiply anything itself (`dot`, `mm`, `bmm`, `addmm` do).
@@ -132,6 +132,28 @@ pub(super) fn linear(
         Some(b) if input.dim() == 2 => ops::addmm(b, input, &wt),
         Some(b) => ops::add_tensor(&ops::matmul(input, &wt)?, b),
         None => ops::matmul(input, &wt),
+    }
+}
+
+/// `linear.out`: `input @ weight.T + bias` written into `out` — `addmm.out` for a
+/// 2-d input with bias (as `linear` uses `addmm`), else `matmul.out` and then the
+/// bias added into `out` in place. `out` follows the out= rules of the product's
+/// kernel (resized to the result, a dtype the result can be cast to).
+pub(super) fn linear_out(
+    _ks: DispatchKeySet,
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    out: &Tensor,
+) -> Result<Tensor> {
+    let wt = ops::t(weight)?;
+    match bias {
+        Some(b) if input.dim() == 2 => ops::addmm_out(b, input, &wt, out),
+        Some(b) => {
+            ops::matmul_out(input, &wt, out)?;
+            ops::add_tensor_(out, b)
+        }
+        None => ops::matmul_out(input, &wt, out),
     }
 }
 

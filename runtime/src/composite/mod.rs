@@ -1,6 +1,6 @@
 //! Composite kernels: the operators that `native_functions.yaml` gives no dispatch
 //! key (or only `CompositeImplicitAutograd`), plus CompositeExplicitAutograd ops that
-//! no backend needs to specialise (`split.Tensor`), written once in terms
+//! no backend needs to specialise (`split.Tensor`, `linear.out`), written once in terms
 //! of other generated operators (`crate::ops::…`), so they run on every backend —
 //! CPU, Meta, out-of-tree devices — with no backend work.
 //!
@@ -75,10 +75,16 @@ pub(crate) fn register(d: &Dispatcher) {
     }
     // CompositeExplicitAutograd ops written over other ops: they serve every backend
     // key that has no kernel of its own (but, unlike the implicit ones, not autograd).
-    let explicit = [(
-        ops::split_tensor::DEF.name,
-        ops::split_tensor::kernel(shape::split_tensor),
-    )];
+    let explicit = [
+        (
+            ops::split_tensor::DEF.name,
+            ops::split_tensor::kernel(shape::split_tensor),
+        ),
+        (
+            ops::linear_out::DEF.name,
+            ops::linear_out::kernel(linalg::linear_out),
+        ),
+    ];
     for (name, k) in explicit {
         if let Ok(h) = d.register_impl(name, DispatchKey::CompositeExplicitAutograd, k) {
             h.leak();
