@@ -23,8 +23,12 @@
 //! Kernel families: [`elementwise`] (unary, binary, activations, backward,
 //! ternary, selection), [`compare`] (comparisons, logical, bitwise), [`reduce`]
 //! (reductions, scans, sorting).
+//!
+//! [`autogen`] holds the `out=` forms PyTorch derives from functional ops
+//! (`autogen:` in the YAML): the functional result copied into `out`.
 
 pub mod alloc;
+pub mod autogen;
 pub mod compare;
 pub mod copy;
 pub mod dtype_dispatch;

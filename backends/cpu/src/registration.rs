@@ -19,7 +19,7 @@
 //! CompositeImplicitAutograd ops (`reshape`, `matmul`, ...) are not registered here:
 //! their kernels live in `opal`'s runtime and run on every backend.
 
-use crate::{compare, elementwise, factory, index, linalg, nn, reduce, shape};
+use crate::{autogen, compare, elementwise, factory, index, linalg, nn, reduce, shape};
 use opal::dispatch::DispatchKeySet;
 use opal::{DType, Device, Layout, MemoryFormat, OpalError, Result, Scalar, Tensor};
 use std::sync::OnceLock;
@@ -379,6 +379,29 @@ impl CpuKernels for Cpu {
         full_like => factory::full_like(self_: &Tensor, fill_value: &Scalar, dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>, memory_format: Option<MemoryFormat>) -> Tensor;
         rand => factory::rand(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
         randn => factory::randn(size: &[i64], dtype: Option<DType>, layout: Option<Layout>, device: Option<Device>, pin_memory: Option<bool>) -> Tensor;
+        // Autogen out= forms (and native_batch_norm.out): the functional result
+        // copied into the outs.
+        masked_fill_scalar_out => autogen::masked_fill_scalar_out(self_: &Tensor, mask: &Tensor, value: &Scalar, out: &Tensor) -> Tensor;
+        isnan_out => autogen::isnan_out(self_: &Tensor, out: &Tensor) -> Tensor;
+        relu_out => autogen::relu_out(self_: &Tensor, out: &Tensor) -> Tensor;
+        sum_out => autogen::sum_out(self_: &Tensor, dtype: Option<DType>, out: &Tensor) -> Tensor;
+        prod_out => autogen::prod_out(self_: &Tensor, dtype: Option<DType>, out: &Tensor) -> Tensor;
+        convolution_out => autogen::convolution_out(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>, stride: &[i64], padding: &[i64], dilation: &[i64], transposed: bool, output_padding: &[i64], groups: i64, out: &Tensor) -> Tensor;
+        convolution_backward_out => autogen::convolution_backward_out(grad_output: &Tensor, input: &Tensor, weight: &Tensor, bias_sizes: Option<&[i64]>, stride: &[i64], padding: &[i64], dilation: &[i64], transposed: bool, output_padding: &[i64], groups: i64, output_mask: &[bool], out0: &Tensor, out1: &Tensor, out2: &Tensor) -> (Tensor, Tensor, Tensor);
+        _adaptive_avg_pool2d_out => autogen::_adaptive_avg_pool2d_out(self_: &Tensor, output_size: &[i64], out: &Tensor) -> Tensor;
+        native_layer_norm_out => autogen::native_layer_norm_out(input: &Tensor, normalized_shape: &[i64], weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f64, out0: &Tensor, out1: &Tensor, out2: &Tensor) -> (Tensor, Tensor, Tensor);
+        native_layer_norm_backward_out => autogen::native_layer_norm_backward_out(grad_out: &Tensor, input: &Tensor, normalized_shape: &[i64], mean: &Tensor, rstd: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, output_mask: &[bool], out0: &Tensor, out1: &Tensor, out2: &Tensor) -> (Tensor, Tensor, Tensor);
+        native_batch_norm_out => autogen::native_batch_norm_out(input: &Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>, running_mean: Option<&Tensor>, running_var: Option<&Tensor>, training: bool, momentum: f64, eps: f64, out: &Tensor, save_mean: &Tensor, save_invstd: &Tensor) -> (Tensor, Tensor, Tensor);
+        embedding_out => autogen::embedding_out(weight: &Tensor, indices: &Tensor, padding_idx: i64, scale_grad_by_freq: bool, sparse: bool, out: &Tensor) -> Tensor;
+        embedding_dense_backward_out => autogen::embedding_dense_backward_out(grad_output: &Tensor, indices: &Tensor, num_weights: i64, padding_idx: i64, scale_grad_by_freq: bool, out: &Tensor) -> Tensor;
+        flip_out => autogen::flip_out(self_: &Tensor, dims: &[i64], out: &Tensor) -> Tensor;
+        roll_out => autogen::roll_out(self_: &Tensor, shifts: &[i64], dims: &[i64], out: &Tensor) -> Tensor;
+        repeat_out => autogen::repeat_out(self_: &Tensor, repeats: &[i64], out: &Tensor) -> Tensor;
+        constant_pad_nd_out => autogen::constant_pad_nd_out(self_: &Tensor, pad: &[i64], value: &Scalar, out: &Tensor) -> Tensor;
+        _to_copy_out => autogen::_to_copy_out(self_: &Tensor, non_blocking: bool, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
+        zeros_like_out => autogen::zeros_like_out(self_: &Tensor, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
+        ones_like_out => autogen::ones_like_out(self_: &Tensor, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
+        full_like_out => autogen::full_like_out(self_: &Tensor, fill_value: &Scalar, memory_format: Option<MemoryFormat>, out: &Tensor) -> Tensor;
     }
 
     // The two kernels below return an undefined tensor for a gradient that

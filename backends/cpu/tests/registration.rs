@@ -151,33 +151,10 @@ fn bad_input_is_an_error() -> Result<()> {
 /// asserted so that it can only shrink: whoever adds one of these kernels (and lists
 /// the op in `backend.yaml`) removes it here.
 const MISSING_ON_CPU: &[&str] = &[
-    "aten::linear.out",
-    "aten::native_batch_norm.out",
     "aten::transpose_",
     "aten::t_",
     "aten::squeeze_.dim",
     "aten::unsqueeze_",
-    // out= variants that torchgen derives (`autogen:`) without a CPU kernel.
-    "aten::masked_fill.Scalar_out",
-    "aten::isnan.out",
-    "aten::relu.out",
-    "aten::sum.out",
-    "aten::prod.out",
-    "aten::convolution.out",
-    "aten::convolution_backward.out",
-    "aten::_adaptive_avg_pool2d.out",
-    "aten::native_layer_norm.out",
-    "aten::native_layer_norm_backward.out",
-    "aten::embedding.out",
-    "aten::embedding_dense_backward.out",
-    "aten::flip.out",
-    "aten::roll.out",
-    "aten::repeat.out",
-    "aten::constant_pad_nd.out",
-    "aten::_to_copy.out",
-    "aten::zeros_like.out",
-    "aten::ones_like.out",
-    "aten::full_like.out",
 ];
 
 #[test]

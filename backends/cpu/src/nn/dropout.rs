@@ -13,7 +13,8 @@
 //! Owns: the mask drawing and the scaling. Must not: implement a generator (the
 //! runtime's Philox does) or know about devices other than the CPU.
 
-use super::io::{compute_dtype, err, make_output, with_slice, write_out, Compute};
+use super::io::{compute_dtype, err, make_output, with_slice, Compute};
+use crate::autogen::{copy_out, copy_outs};
 use opal::generator::philox4x32_10;
 use opal::{DType, Generator, Result, Scalar, Tensor};
 use rayon::prelude::*;
@@ -146,7 +147,8 @@ pub fn native_dropout_out(
 ) -> Result<(Tensor, Tensor)> {
     const OP: &str = "native_dropout.out";
     let (output, mask) = native_dropout(input, p, train)?;
-    Ok((write_out(&output, out0, OP)?, write_out(&mask, out1, OP)?))
+    copy_outs(OP, &[(&output, out0), (&mask, out1)])?;
+    Ok((out0.clone(), out1.clone()))
 }
 
 /// Gradient of dropout: `grad_output * mask * scale` (broadcasting, in
@@ -166,7 +168,7 @@ pub fn native_dropout_backward_out(
     out: &Tensor,
 ) -> Result<Tensor> {
     let r = native_dropout_backward(grad_output, mask, scale)?;
-    write_out(&r, out, "native_dropout_backward.out")
+    copy_out("native_dropout_backward.out", &r, out)
 }
 
 #[cfg(test)]
