@@ -301,16 +301,21 @@ fn factories() {
 }
 
 #[test]
-fn autogen_out_forms_resize_and_cast() {
+fn autogen_out_forms_resize_with_the_result_dtype() {
     use opal_meta::kernels::autogen;
     let x = meta(&[2, 3], DType::F32);
     let out = meta(&[0], DType::F32);
     autogen::relu_out(&x, &out).unwrap();
     assert_eq!(out.sizes(), &[2, 3]);
-    // The derived out= copies with a cast: an int64 `out` takes a float sum.
-    let o = meta(&[5], DType::I64);
+    let o = meta(&[5], DType::F32);
     autogen::sum_out(&x, None, &o).unwrap();
     assert_eq!(o.sizes(), &[] as &[i64]);
+    // The derived out= copy does not convert: an int64 `out` for a float sum is an
+    // error (as in PyTorch), while `_to_copy.out` converts to `out`'s dtype.
+    assert!(autogen::sum_out(&x, None, &meta(&[0], DType::I64)).is_err());
+    let c = meta(&[0], DType::I64);
+    autogen::_to_copy_out(&x, false, None, &c).unwrap();
+    assert_eq!((c.sizes(), c.dtype()), (&[2i64, 3][..], DType::I64));
     // Outputs the mask did not request are left as given.
     let (g, i, w) = (
         meta(&[2, 4, 6, 6], DType::F32),

@@ -1,18 +1,20 @@
 //! Meta kernels of the `out=` operators that `native_functions.yaml` generates with
 //! `autogen:` (`relu.out`, `sum.out`, `convolution.out`, ...). PyTorch derives them
-//! as "run the functional op, resize `out`, copy into it", and that copy casts, so
-//! they resize `out` to the functional result without a dtype rule.
+//! as "run the functional op, resize `out`, copy into it", and its copy for these
+//! demands that `out` already has the result's dtype (it never converts), so they
+//! resize an `out` of exactly the functional result's dtype (the CPU kernels apply
+//! the same rule). `_to_copy` and the `*_like` ops take their dtype from `out`.
 //!
 //! Owns: these `out=` forms. Must not: compute shapes (the functional kernels do).
 
-use super::resize_meta_out;
+use super::finish_out_exact;
 use super::{factory, index, nn, pointwise, reduce, view};
 use opal::{DType, MemoryFormat, Result, Scalar, Tensor};
 
-/// The autogen `out=` convention: `out` takes the functional result's sizes.
+/// The autogen `out=` convention: `out` must have the functional result's dtype
+/// and takes its sizes.
 pub fn copy_out(op: &str, result: &Tensor, out: &Tensor) -> Result<Tensor> {
-    resize_meta_out(op, result.sizes(), out)?;
-    Ok(out.clone())
+    finish_out_exact(op, result, out)
 }
 
 macro_rules! copy_out_variants {
@@ -43,14 +45,22 @@ copy_out_variants! {
     constant_pad_nd_out = "constant_pad_nd.out" from index::constant_pad_nd(self_: &Tensor, pad: &[i64], value: &Scalar);
 }
 
-/// `_to_copy.out`: the dtype is `out`'s (the copy casts).
+/// `_to_copy.out`: the dtype is `out`'s (`_to_copy`'s dtype option comes from it).
 pub fn _to_copy_out(
     self_: &Tensor,
     non_blocking: bool,
     memory_format: Option<MemoryFormat>,
     out: &Tensor,
 ) -> Result<Tensor> {
-    let r = view::_to_copy(self_, None, None, None, None, non_blocking, memory_format)?;
+    let r = view::_to_copy(
+        self_,
+        Some(out.dtype()),
+        None,
+        None,
+        None,
+        non_blocking,
+        memory_format,
+    )?;
     copy_out("_to_copy.out", &r, out)
 }
 
@@ -62,7 +72,7 @@ pub fn zeros_like_out(
 ) -> Result<Tensor> {
     copy_out(
         "zeros_like.out",
-        &factory::zeros_like(self_, None, None, None, None, memory_format)?,
+        &factory::zeros_like(self_, Some(out.dtype()), None, None, None, memory_format)?,
         out,
     )
 }
@@ -75,7 +85,7 @@ pub fn ones_like_out(
 ) -> Result<Tensor> {
     copy_out(
         "ones_like.out",
-        &factory::ones_like(self_, None, None, None, None, memory_format)?,
+        &factory::ones_like(self_, Some(out.dtype()), None, None, None, memory_format)?,
         out,
     )
 }
@@ -89,7 +99,15 @@ pub fn full_like_out(
 ) -> Result<Tensor> {
     copy_out(
         "full_like.out",
-        &factory::full_like(self_, fill_value, None, None, None, None, memory_format)?,
+        &factory::full_like(
+            self_,
+            fill_value,
+            Some(out.dtype()),
+            None,
+            None,
+            None,
+            memory_format,
+        )?,
         out,
     )
 }
