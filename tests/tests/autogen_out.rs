@@ -164,6 +164,13 @@ fn a_castable_but_different_dtype_is_still_an_error() -> Result<()> {
     assert!(e.to_string().contains("relu.out"), "{e}");
     let e = ops::prod_out(&x, &out).expect_err("f32 result into an f64 out");
     assert!(e.to_string().contains("prod.out"), "{e}");
+    // add.Scalar_out and mul.Scalar_out are generated too.
+    let e = ops::add_scalar_out::call(&x, &Scalar::Int(1), &Scalar::Int(1), &out)
+        .expect_err("f32 result into an f64 out");
+    assert!(e.to_string().contains("add.Scalar_out"), "{e}");
+    let same = empty(&[0], DType::F32);
+    ops::mul_scalar_out::call(&x, &Scalar::Float(2.0), &same)?;
+    assert_eq!(f32s(&same), [-2.0, 0.0, 2.0]);
     // ... while the structured `add.out` casts.
     ops::add_out(&x, &x, &out)?;
     assert_eq!(out.to_vec::<f64>()?, [-2.0, 0.0, 2.0]);

@@ -10,7 +10,9 @@
 //! takes `dtype`/`device` options (`_to_copy`, `zeros_like`, `ones_like`,
 //! `full_like`) take them from `out`, so there any dtype of `out` is accepted.
 //! [`copy_out`] is that rule; `native_dropout.out` and `native_dropout_backward.out`
-//! (autogen ops too, in `nn::dropout`) use it as well.
+//! (autogen ops too, in `nn::dropout`) use it as well, and `add.Scalar_out` /
+//! `mul.Scalar_out` (`elementwise::binary`) apply [`check_out`] before computing
+//! straight into `out`.
 //!
 //! Owns: these `out=` kernels and the rule ([`copy_out`], [`copy_outs`],
 //! [`check_out`]). Must not: compute anything itself
@@ -28,24 +30,23 @@ use opal::{DType, MemoryFormat, OpalError, Result, Scalar, Tensor};
 /// [`check_out`] (checked before anything is changed), is resized to `result`'s
 /// shape by PyTorch's out= rule and receives a copy.
 pub fn copy_out(op: &str, result: &Tensor, out: &Tensor) -> Result<Tensor> {
-    check_out(op, result, out)?;
+    check_out(op, result.dtype(), out)?;
     resize_out(out, result.sizes(), op)?;
     copy_into(out, result, op)?;
     Ok(out.clone())
 }
 
-/// The autogen rule alone: `out` is a CPU tensor of exactly `result`'s dtype.
-pub fn check_out(op: &str, result: &Tensor, out: &Tensor) -> Result<()> {
+/// The autogen rule alone: `out` is a CPU tensor of exactly the result's dtype.
+pub fn check_out(op: &str, result: DType, out: &Tensor) -> Result<()> {
     if !out.device().is_cpu() {
         return Err(OpalError::msg(format!(
             "{op}: expected out tensor to have device cpu, but got {:?} instead",
             out.device()
         )));
     }
-    if out.dtype() != result.dtype() {
+    if out.dtype() != result {
         return Err(OpalError::msg(format!(
-            "{op}: expected out tensor to have dtype {}, but got {} instead",
-            result.dtype(),
+            "{op}: expected out tensor to have dtype {result}, but got {} instead",
             out.dtype()
         )));
     }
@@ -142,7 +143,7 @@ pub fn full_like_out(
 /// before any is written, so that an error leaves them all untouched.
 pub fn copy_outs(op: &str, pairs: &[(&Tensor, &Tensor)]) -> Result<()> {
     for (result, out) in pairs {
-        check_out(op, result, out)?;
+        check_out(op, result.dtype(), out)?;
     }
     for (result, out) in pairs {
         copy_out(op, result, out)?;

@@ -135,14 +135,17 @@ pub fn add_scalar(self_: &Tensor, other: &Scalar, alpha: &Scalar) -> Result<Tens
 pub fn add_scalar_(self_: &Tensor, other: &Scalar, alpha: &Scalar) -> Result<Tensor> {
     add_scalar_impl(self_, other, alpha, Dest::InPlace(self_), "add_.Scalar")
 }
-/// `add.Scalar_out`.
+/// `add.Scalar_out`: an autogen out= op, so `out` must have the result's dtype
+/// (see [`crate::autogen`]).
 pub fn add_scalar_out(
     self_: &Tensor,
     other: &Scalar,
     alpha: &Scalar,
     out: &Tensor,
 ) -> Result<Tensor> {
-    add_scalar_impl(self_, other, alpha, Dest::Out(out), "add.Scalar_out")
+    const OP: &str = "add.Scalar_out";
+    crate::autogen::check_out(OP, result_type_scalar(self_, other)?, out)?;
+    add_scalar_impl(self_, other, alpha, Dest::Out(out), OP)
 }
 fn add_scalar_impl(
     self_: &Tensor,
@@ -226,9 +229,12 @@ pub fn mul_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
 pub fn mul_scalar_(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     mul_scalar_impl(self_, other, Dest::InPlace(self_), "mul_.Scalar")
 }
-/// `mul.Scalar_out`.
+/// `mul.Scalar_out`: an autogen out= op, so `out` must have the result's dtype
+/// (see [`crate::autogen`]).
 pub fn mul_scalar_out(self_: &Tensor, other: &Scalar, out: &Tensor) -> Result<Tensor> {
-    mul_scalar_impl(self_, other, Dest::Out(out), "mul.Scalar_out")
+    const OP: &str = "mul.Scalar_out";
+    crate::autogen::check_out(OP, result_type_scalar(self_, other)?, out)?;
+    mul_scalar_impl(self_, other, Dest::Out(out), OP)
 }
 
 // ---------------------------------------------------------------- div
