@@ -31,9 +31,14 @@ use opal::{DType, MemoryFormat, OpalError, Result, Scalar, Tensor};
 /// shape by PyTorch's out= rule and receives a copy.
 pub fn copy_out(op: &str, result: &Tensor, out: &Tensor) -> Result<Tensor> {
     check_out(op, result.dtype(), out)?;
-    resize_out(out, result.sizes(), op)?;
-    copy_into(out, result, op)?;
+    write_checked(op, result, out)?;
     Ok(out.clone())
+}
+
+/// Resizes and fills an `out` that already passed [`check_out`].
+fn write_checked(op: &str, result: &Tensor, out: &Tensor) -> Result<()> {
+    resize_out(out, result.sizes(), op)?;
+    copy_into(out, result, op)
 }
 
 /// The autogen rule alone: `out` is a CPU tensor of exactly the result's dtype.
@@ -146,7 +151,7 @@ pub fn copy_outs(op: &str, pairs: &[(&Tensor, &Tensor)]) -> Result<()> {
         check_out(op, result.dtype(), out)?;
     }
     for (result, out) in pairs {
-        copy_out(op, result, out)?;
+        write_checked(op, result, out)?;
     }
     Ok(())
 }
