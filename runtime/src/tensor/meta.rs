@@ -20,8 +20,9 @@ pub(crate) struct Meta {
     pub(crate) offset: i64,
     pub(crate) numel: i64,
     pub(crate) contiguous: bool,
-    /// For blocks published by `Tensor::resize_`: the block it superseded (kept alive
-    /// until the tensor drops, since readers may still use it). Null otherwise.
+    /// For blocks published by `Tensor::resize_` / `Tensor::set_geometry_`: the block
+    /// it superseded (kept alive until the tensor drops, since readers may still use
+    /// it). Null otherwise.
     pub(crate) prev: *mut Meta,
 }
 

@@ -27,10 +27,11 @@
 //! calls that only read a tensor run concurrently. A borrow costs one uncontended
 //! atomic compare-exchange per distinct storage and one store/`fetch_sub` to release.
 //!
-//! Metadata (sizes, strides, offset) only changes through [`Tensor::resize_`]: it
-//! publishes a new metadata block atomically and keeps superseded blocks alive until
-//! the tensor is dropped, so `&[i64]` from [`Tensor::sizes`] stays valid while its
-//! `&Tensor` lives. Growing the storage needs the exclusive borrow.
+//! Metadata (sizes, strides, offset) only changes through [`Tensor::resize_`] and
+//! [`Tensor::set_geometry_`] (the in-place view ops): both publish a new metadata
+//! block atomically and keep superseded blocks alive until the tensor is dropped, so
+//! `&[i64]` from [`Tensor::sizes`] stays valid while its `&Tensor` lives. Growing the
+//! storage (only `resize_` does) needs the exclusive borrow.
 //!
 //! [`Tensor::data_ptr`] returns a raw pointer without borrowing; only dereference it
 //! while holding a guard.
@@ -46,7 +47,8 @@
 //! (they are on every kernel's path), the sentinel is laid out like an empty 1-d
 //! tensor on `meta` with no data: accessors return harmless values and every data
 //! access is an error that says the tensor is undefined; the ones that would change
-//! the shared sentinel ([`Tensor::resize_`], [`Tensor::as_strided`]) refuse it.
+//! the shared sentinel ([`Tensor::resize_`], [`Tensor::set_geometry_`],
+//! [`Tensor::as_strided`]) refuse it.
 //! Boxed, it is `IValue::None` (see `ivalue`).
 //!
 //! # Memory layout
@@ -75,7 +77,7 @@ pub use storage::{
 use crate::device::Device;
 use crate::dispatch::{DispatchKey, DispatchKeySet};
 use crate::dtype::DType;
-use crate::error::{OpalError, Result};
+use crate::error::{ErrorKind, OpalError, Result};
 use crate::types::Layout;
 use meta::Meta;
 use pool::{block_layout, BlockCache, ImplRc, Pooled};
@@ -94,7 +96,7 @@ pub(crate) struct TensorImpl {
     storage: StorageSlot,
     /// Metadata at creation.
     meta: Meta,
-    /// Null, or a leaked `Box<Meta>` published by `resize_` that replaces `meta`;
+    /// Null, or a leaked `Box<Meta>` published by `publish_meta` that replaces `meta`;
     /// superseded blocks hang off its `prev` chain and are freed with the tensor.
     meta_override: AtomicPtr<Meta>,
     dtype: DType,
@@ -133,7 +135,7 @@ impl Drop for TensorImpl {
     fn drop(&mut self) {
         let mut p = *self.meta_override.get_mut();
         while !p.is_null() {
-            // SAFETY: every block of the chain came from `Box::into_raw` in `resize_`,
+            // SAFETY: every block of the chain came from `Box::into_raw` in `publish_meta`,
             // appears once in the chain, and no reader remains (`&mut self`).
             let b = unsafe { Box::from_raw(p) };
             p = b.prev;
@@ -187,7 +189,7 @@ impl Tensor {
         if p.is_null() {
             &self.inner.meta
         } else {
-            // SAFETY: non-null overrides are boxes from `resize_` that are only freed
+            // SAFETY: non-null overrides are boxes from `publish_meta` that are only freed
             // when the TensorImpl drops, which cannot happen while `&self` is alive.
             unsafe { &*p }
         }
@@ -211,7 +213,7 @@ impl Tensor {
     /// | [`storage`](Tensor::storage) | 0 bytes on `meta` |
     /// | [`is_same`](Tensor::is_same) / `==` | `true` between any two undefined tensors (like PyTorch) |
     /// | `data_ptr`, `read`, `write`, `to_vec`, `to_bytes`, `item`, `get` | `Err` saying the tensor is undefined |
-    /// | [`resize_`](Tensor::resize_), [`as_strided`](Tensor::as_strided) | `Err` (they would change or alias the shared sentinel) |
+    /// | [`resize_`](Tensor::resize_), [`set_geometry_`](Tensor::set_geometry_), [`as_strided`](Tensor::as_strided) | `Err` (they would change or alias the shared sentinel) |
     /// | `Display` / `Debug` | `tensor(undefined)` |
     pub fn undefined() -> Tensor {
         static SENTINEL: OnceLock<Tensor> = OnceLock::new();
@@ -335,6 +337,49 @@ impl Tensor {
         let meta = Meta::contiguous(sizes, self.storage_offset())?;
         let need = meta.required_bytes(self.dtype())?;
         self.storage().grow(need)?;
+        self.publish_meta(meta);
+        Ok(())
+    }
+
+    /// Gives this tensor new sizes and strides over the same storage, keeping its
+    /// storage offset: the primitive behind the in-place view ops (`transpose_`,
+    /// `t_`, `squeeze_.dim`, `unsqueeze_`), which must change the geometry of `self`
+    /// itself rather than return a new view. Every handle (clone) of this tensor sees
+    /// the change; views made from it earlier keep their own geometry.
+    ///
+    /// Validated like [`Tensor::as_strided`]: as many strides as sizes, no negative
+    /// size or stride, and the new geometry must fit in the storage (it never grows).
+    /// Errors name `set_geometry_`; an undefined tensor is refused. Unchanged
+    /// geometry is a no-op.
+    ///
+    /// Each change keeps the superseded metadata block alive until the tensor drops
+    /// (a reader may still hold `&[i64]` from [`Tensor::sizes`]), so changing the
+    /// geometry of one long-lived tensor in a loop grows its memory by one block per
+    /// call. Data is not borrowed: a kernel running on this tensor concurrently keeps
+    /// the geometry it read.
+    pub fn set_geometry_(&self, sizes: &[i64], strides: &[i64]) -> Result<()> {
+        const OP: &str = "set_geometry_";
+        if !self.is_defined() {
+            // Every undefined handle shares the sentinel: restriding one restrides all.
+            return Err(undefined_error(OP));
+        }
+        if self.sizes() == sizes && self.strides() == strides {
+            return Ok(());
+        }
+        let named = |e: OpalError| match e.kind() {
+            ErrorKind::Shape(m) => OpalError::shape(format!("{OP}: {m}")),
+            _ => e,
+        };
+        let meta = Meta::strided(sizes, strides, self.storage_offset()).map_err(named)?;
+        meta.check_fits(self.dtype(), self.storage().nbytes())
+            .map_err(named)?;
+        self.publish_meta(meta);
+        Ok(())
+    }
+
+    /// Makes `meta` this tensor's metadata, for every handle at once. Lock-free:
+    /// concurrent publishers each land, the last one wins.
+    fn publish_meta(&self, meta: Meta) {
         let new = Box::into_raw(Box::new(meta));
         let slot = &self.inner.meta_override;
         let mut cur = slot.load(Ordering::Acquire);
@@ -343,7 +388,7 @@ impl Tensor {
             // SAFETY: `new` is our unpublished box.
             unsafe { (*new).prev = cur };
             match slot.compare_exchange_weak(cur, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return,
                 Err(c) => cur = c,
             }
         }
