@@ -1,14 +1,17 @@
 //! Composite kernels: the operators that `native_functions.yaml` gives no dispatch
 //! key (or only `CompositeImplicitAutograd`), plus CompositeExplicitAutograd ops that
-//! no backend needs to specialise (`split.Tensor`, `linear.out`), written once in terms
-//! of other generated operators (`crate::ops::…`), so they run on every backend —
-//! CPU, Meta, out-of-tree devices — with no backend work.
+//! no backend needs to specialise (`split.Tensor`, `linear.out`, the in-place view
+//! ops `transpose_`, `t_`, `squeeze_.dim`, `unsqueeze_`), written once in terms of
+//! other generated operators (`crate::ops::…`) or, for the in-place view ops, of
+//! [`Tensor::set_geometry_`](crate::Tensor::set_geometry_), so they run on every
+//! backend — CPU, Meta, out-of-tree devices — with no backend work.
 //!
-//! [`register`] puts every kernel of this module under the alias key
-//! `DispatchKey::CompositeImplicitAutograd`; the global dispatcher calls it while it
-//! is created, so the kernels are in place before any operator is defined or called
-//! and a user never has to call an init function for them. A backend that registers
-//! its own kernel for one of these operators still wins on its key.
+//! [`register`] puts each kernel of this module under the alias key the YAML gives
+//! its op (`CompositeImplicitAutograd` or `CompositeExplicitAutograd`); the global
+//! dispatcher calls it while it is created, so the kernels are in place before any
+//! operator is defined or called and a user never has to call an init function for
+//! them. A backend that registers its own kernel for one of these operators still
+//! wins on its key.
 //!
 //! Each kernel has the operator's typed kernel signature (`ops::<op>::Sig`, checked by
 //! the compiler through `ops::<op>::kernel`). The key set is not forwarded: like
@@ -16,8 +19,9 @@
 //! of them dispatches on its own arguments (and a later autograd layer sees them).
 //!
 //! Owns: these kernels, their shape helpers and [`register`]. Must not: read or write
-//! tensor data directly (everything goes through operators, which is what makes the
-//! kernels backend-independent), or register anything for a backend key.
+//! tensor data directly (everything goes through operators or, for geometry only,
+//! `Tensor` methods that touch no data, which is what makes the kernels
+//! backend-independent), or register anything for a backend key.
 
 mod dropout;
 mod linalg;
@@ -28,8 +32,8 @@ use crate::dispatch::{DispatchKey, Dispatcher};
 use crate::ops;
 use crate::tensor::wrap_dim;
 
-/// Registers every composite kernel with `d` under `CompositeImplicitAutograd`, for
-/// the life of the process. The operators need not be defined yet (definition later
+/// Registers every composite kernel with `d` under its op's composite key, for the
+/// life of the process. The operators need not be defined yet (definition later
 /// checks the registered signatures).
 ///
 /// Infallible in practice: `register_impl` fails only for the `Undefined` key, a name
@@ -83,6 +87,19 @@ pub(crate) fn register(d: &Dispatcher) {
         (
             ops::linear_out::DEF.name,
             ops::linear_out::kernel(linalg::linear_out),
+        ),
+        (
+            ops::transpose_::DEF.name,
+            ops::transpose_::kernel(shape::transpose_),
+        ),
+        (ops::t_::DEF.name, ops::t_::kernel(shape::t_)),
+        (
+            ops::squeeze_dim_::DEF.name,
+            ops::squeeze_dim_::kernel(shape::squeeze_dim_),
+        ),
+        (
+            ops::unsqueeze_::DEF.name,
+            ops::unsqueeze_::kernel(shape::unsqueeze_),
         ),
     ];
     for (name, k) in explicit {

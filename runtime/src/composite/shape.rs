@@ -1,6 +1,12 @@
 //! Shape composites: `reshape` (a view when the strides allow one, else a
 //! contiguous copy viewed), `flatten.using_ints`, `narrow` (a slice), `chunk` (equal
-//! pieces of ceil(size / chunks), the last one shorter) and `contiguous`.
+//! pieces of ceil(size / chunks), the last one shorter), `contiguous`, and the
+//! in-place view ops `transpose_`, `t_`, `squeeze_.dim` and `unsqueeze_`.
+//!
+//! The in-place view ops restride `self` with [`Tensor::set_geometry_`] and return
+//! it: a functional view plus a copy would move data (and give `self` the wrong
+//! strides), and the geometry is pure arithmetic on sizes and strides, the same on
+//! every backend.
 //!
 //! Owns: these kernels and the stride arithmetic that decides whether a reshape can
 //! be a view. Must not: touch tensor data (views and copies are other operators).
@@ -260,6 +266,67 @@ pub(super) fn split_tensor(
         .step_by(split_size as usize)
         .map(|start| narrow(ks, self_, d as i64, start, split_size.min(size - start)))
         .collect()
+}
+
+/// `transpose_`: swaps dims `dim0` and `dim1` of `self` in place. A 0-dim tensor
+/// takes dims 0 and -1, like PyTorch, and stays as it is.
+pub(super) fn transpose_(
+    _ks: DispatchKeySet,
+    self_: &Tensor,
+    dim0: i64,
+    dim1: i64,
+) -> Result<Tensor> {
+    let nd = self_.dim();
+    let a = wrap_dim("transpose_", dim0, nd)?;
+    let b = wrap_dim("transpose_", dim1, nd)?;
+    if nd == 0 || a == b {
+        return Ok(self_.clone());
+    }
+    let (mut sizes, mut strides) = (self_.sizes().to_vec(), self_.strides().to_vec());
+    sizes.swap(a, b);
+    strides.swap(a, b);
+    self_.set_geometry_(&sizes, &strides)?;
+    Ok(self_.clone())
+}
+
+/// `t_`: `transpose_(0, 1)` for a 2-d tensor; 0-d and 1-d tensors stay as they are
+/// and more dims are an error (PyTorch's rule).
+pub(super) fn t_(ks: DispatchKeySet, self_: &Tensor) -> Result<Tensor> {
+    match self_.dim() {
+        0 | 1 => Ok(self_.clone()),
+        2 => transpose_(ks, self_, 0, 1),
+        n => Err(OpalError::shape(format!(
+            "t_() expects a tensor with <= 2 dimensions, but self is {n}D"
+        ))),
+    }
+}
+
+/// `squeeze_.dim`: removes `dim` from `self` when its size is 1, else leaves `self`
+/// as it is. A 0-dim tensor takes dims 0 and -1 and stays as it is.
+pub(super) fn squeeze_dim_(_ks: DispatchKeySet, self_: &Tensor, dim: i64) -> Result<Tensor> {
+    let d = wrap_dim("squeeze_", dim, self_.dim())?;
+    if self_.dim() == 0 || self_.sizes()[d] != 1 {
+        return Ok(self_.clone());
+    }
+    let (mut sizes, mut strides) = (self_.sizes().to_vec(), self_.strides().to_vec());
+    sizes.remove(d);
+    strides.remove(d);
+    self_.set_geometry_(&sizes, &strides)?;
+    Ok(self_.clone())
+}
+
+/// `unsqueeze_`: inserts a size-1 dim into `self` at `dim` (in `-(dim()+1)..=dim()`).
+/// Its stride is the extent of the dim it lands before (1 at the end), so a
+/// contiguous tensor stays contiguous, as with PyTorch's `unsqueeze`.
+pub(super) fn unsqueeze_(_ks: DispatchKeySet, self_: &Tensor, dim: i64) -> Result<Tensor> {
+    let nd = self_.dim();
+    let d = wrap_dim("unsqueeze_", dim, nd + 1)?;
+    let (mut sizes, mut strides) = (self_.sizes().to_vec(), self_.strides().to_vec());
+    let stride = if d < nd { sizes[d] * strides[d] } else { 1 };
+    sizes.insert(d, 1);
+    strides.insert(d, stride);
+    self_.set_geometry_(&sizes, &strides)?;
+    Ok(self_.clone())
 }
 
 /// Whether `t`'s strides are those of a dense tensor in memory format `fmt`
