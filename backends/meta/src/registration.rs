@@ -316,14 +316,10 @@ meta_kernels! {
     view::reshape(self_: &Tensor, shape: &[i64]) -> Tensor;
     view::permute(self_: &Tensor, dims: &[i64]) -> Tensor;
     view::transpose_int(self_: &Tensor, dim0: i64, dim1: i64) -> Tensor;
-    view::transpose_(self_: &Tensor, dim0: i64, dim1: i64) -> Tensor;
     view::t(self_: &Tensor) -> Tensor;
-    view::t_(self_: &Tensor) -> Tensor;
     view::expand(self_: &Tensor, size: &[i64], implicit: bool) -> Tensor;
     view::squeeze_dim(self_: &Tensor, dim: i64) -> Tensor;
-    view::squeeze_dim_(self_: &Tensor, dim: i64) -> Tensor;
     view::unsqueeze(self_: &Tensor, dim: i64) -> Tensor;
-    view::unsqueeze_(self_: &Tensor, dim: i64) -> Tensor;
     view::slice_tensor(self_: &Tensor, dim: i64, start: Option<i64>, end: Option<i64>, step: i64) -> Tensor;
     view::select_int(self_: &Tensor, dim: i64, index: i64) -> Tensor;
     view::narrow(self_: &Tensor, dim: i64, start: i64, length: i64) -> Tensor;

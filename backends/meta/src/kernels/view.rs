@@ -3,8 +3,8 @@
 //! return a view or a fresh tensor depending on the layout.
 //!
 //! Owns: turning `shape::view` geometry into views of the input. Must not: copy
-//! data; in-place view ops that would have to restride `self` report that the
-//! runtime lacks the primitive instead of faking it.
+//! data. The in-place view ops (`transpose_`, ...) are not here: the runtime's
+//! composite kernels restride `self` on every backend.
 
 use super::{check_inputs, meta_device, new_contiguous, new_strided, strided_of, view_of};
 use crate::shape::fail;
@@ -221,44 +221,4 @@ pub fn _to_copy(
         dtype.unwrap_or(self_.dtype()),
         meta_device(),
     )
-}
-
-fn restride_unsupported(op: &str) -> opal::OpalError {
-    fail(
-        op,
-        "in-place view ops need the runtime to restride a tensor in place (no such primitive yet); use the out-of-place view",
-    )
-}
-
-/// `transpose_`: validates, then needs in-place restriding (see module docs).
-pub fn transpose_(self_: &Tensor, dim0: i64, dim1: i64) -> Result<Tensor> {
-    let g = v::transpose("transpose_", &strided_of(self_), dim0, dim1)?;
-    if g.sizes == self_.sizes() && g.strides == self_.strides() {
-        return Ok(self_.clone());
-    }
-    Err(restride_unsupported("transpose_"))
-}
-
-/// `t_`.
-pub fn t_(self_: &Tensor) -> Result<Tensor> {
-    let g = v::t("t_", &strided_of(self_))?;
-    if g.sizes == self_.sizes() && g.strides == self_.strides() {
-        return Ok(self_.clone());
-    }
-    Err(restride_unsupported("t_"))
-}
-
-/// `squeeze_.dim`.
-pub fn squeeze_dim_(self_: &Tensor, dim: i64) -> Result<Tensor> {
-    let g = v::squeeze_dim("squeeze_", &strided_of(self_), dim)?;
-    if g.sizes == self_.sizes() {
-        return Ok(self_.clone());
-    }
-    Err(restride_unsupported("squeeze_"))
-}
-
-/// `unsqueeze_`.
-pub fn unsqueeze_(self_: &Tensor, dim: i64) -> Result<Tensor> {
-    v::unsqueeze("unsqueeze_", &strided_of(self_), dim)?;
-    Err(restride_unsupported("unsqueeze_"))
 }
