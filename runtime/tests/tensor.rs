@@ -214,6 +214,57 @@ fn kernel_access_with_ptrs_borrows_once_and_gives_element_addresses() {
     );
 }
 
+/// Writes `v` to the single f32 of `out` through `with_ptrs`, and reports whether
+/// the storage was left unborrowed while the access was held.
+fn write_one_and_probe(out: &Tensor, v: f32) -> bool {
+    let (_acc, [], [p]) = KernelAccess::with_ptrs([], [out]).unwrap();
+    // SAFETY: one f32 at `p`; the access is held (or waived by `fill_unshared`).
+    unsafe { *p.cast::<f32>() = v };
+    out.read::<f32>().is_ok()
+}
+
+#[test]
+fn fill_unshared_waives_the_borrow_only_for_a_sole_owned_handle() {
+    // A fresh tensor with one handle: its result write takes no borrow inside, and
+    // the waiver ends with the call.
+    let mut fresh = Tensor::empty(&[1], DType::F32, Device::cpu()).unwrap();
+    // SAFETY: only this thread touches `fresh` while the closure runs.
+    let unborrowed = unsafe { fresh.fill_unshared(|t| write_one_and_probe(t, 3.0)) };
+    assert!(unborrowed, "the sole handle's storage is not borrowed");
+    assert_eq!(fresh.to_vec::<f32>().unwrap(), vec![3.0]);
+    assert!(
+        !write_one_and_probe(&fresh, 4.0),
+        "after the call the borrow is taken again"
+    );
+
+    // A second handle (a clone) or a view keeps the usual borrowing.
+    let mut shared = Tensor::empty(&[1], DType::F32, Device::cpu()).unwrap();
+    let other = shared.clone();
+    // SAFETY: as above.
+    let unborrowed = unsafe { shared.fill_unshared(|t| write_one_and_probe(t, 5.0)) };
+    assert!(!unborrowed, "a cloned tensor is borrowed as usual");
+    assert_eq!(other.to_vec::<f32>().unwrap(), vec![5.0]);
+    drop(other);
+    let base = Tensor::from_slice(&[0.0f32, 0.0], &[2]).unwrap();
+    let mut view = base.as_strided(&[1], &[1], 1).unwrap();
+    // SAFETY: as above.
+    let unborrowed = unsafe { view.fill_unshared(|t| write_one_and_probe(t, 6.0)) };
+    assert!(
+        !unborrowed,
+        "a view shares its base's storage: borrowed as usual"
+    );
+    assert_eq!(base.to_vec::<f32>().unwrap(), vec![0.0, 6.0]);
+
+    // An error (or panic) inside still ends the waiver.
+    let mut t = Tensor::empty(&[1], DType::F32, Device::cpu()).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: as above.
+        unsafe { t.fill_unshared(|_| -> () { panic!("kernel failed") }) }
+    }));
+    assert!(r.is_err());
+    assert!(!write_one_and_probe(&t, 1.0), "waiver cleared on unwind");
+}
+
 #[test]
 fn tensors_are_send_and_sync_and_threads_read_concurrently() {
     fn assert_send_sync<T: Send + Sync>() {}

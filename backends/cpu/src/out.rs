@@ -2,7 +2,7 @@
 //! (resize a wrongly sized `out`, warn when it had elements, reject a dtype that
 //! cannot hold the result) and in-place shape checks.
 //!
-//! Owns: [`can_cast`], [`resize_out`], [`check_out_dtype`], [`write_result`],
+//! Owns: [`can_cast`], [`resize_out`], [`check_out_dtype`], [`write_result`], [`new_result`],
 //! [`Dest`]. Must not: compute anything element-wise itself.
 //!
 //! # For kernel authors
@@ -90,6 +90,22 @@ pub fn empty_uninit(shape: &[i64], dtype: DType) -> Result<Tensor> {
     crate::alloc::empty_cpu(shape, dtype)
 }
 
+/// A fresh tensor of `shape` and `dtype`, written by `kernel` (which must write every
+/// element: the memory may be recycled, see [`empty_uninit`]).
+#[inline]
+pub fn new_result(
+    shape: &[i64],
+    dtype: DType,
+    kernel: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let mut t = empty_uninit(shape, dtype)?;
+    // SAFETY: CPU kernels touch the tensors they are given from the calling thread
+    // only; their worker threads get slices or raw pointers (`iter::par_ranges`,
+    // rayon's `par_chunks_mut`), never a tensor.
+    unsafe { t.fill_unshared(kernel) }?;
+    Ok(t)
+}
+
 /// Produces the result of an op of result dtype `dtype` and `shape` into `dest`:
 /// `kernel` is called with a tensor of exactly that dtype and shape to fill (the
 /// destination itself when its dtype matches, else a temporary that is then cast
@@ -102,11 +118,7 @@ pub fn write_result(
     kernel: impl FnOnce(&Tensor) -> Result<()>,
 ) -> Result<Tensor> {
     let target = match dest {
-        Dest::New => {
-            let t = empty_uninit(shape, dtype)?;
-            kernel(&t)?;
-            return Ok(t);
-        }
+        Dest::New => return new_result(shape, dtype, kernel),
         Dest::Out(o) => {
             check_out_dtype(dtype, o.dtype(), op)?;
             resize_out(o, shape, op)?;

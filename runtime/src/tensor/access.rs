@@ -280,10 +280,49 @@ const INLINE_HELD: usize = 6;
 /// Kernels with a fixed number of operands can take the borrows and the element
 /// addresses in one step with [`KernelAccess::with_ptrs`].
 pub struct KernelAccess<'a> {
-    inline: [(*const StorageBuf, bool); INLINE_HELD],
+    /// Held storages as tagged addresses ([`Held`]); the first `len` are in use.
+    inline: [Held; INLINE_HELD],
     len: usize,
-    spill: Vec<(*const StorageBuf, bool)>,
+    spill: Vec<Held>,
     _life: PhantomData<&'a Tensor>,
+}
+
+/// A held storage: its address with the low bit set when held exclusively. One word
+/// instead of an address and a flag keeps [`KernelAccess`], which every kernel call
+/// builds and returns by value, small. (`StorageBuf` is aligned to more than 2, so
+/// the low bit of its address is free.)
+#[derive(Copy, Clone, PartialEq)]
+struct Held(usize);
+
+const _: () = assert!(std::mem::align_of::<StorageBuf>() >= 2);
+
+impl Held {
+    const NONE: Held = Held(0);
+
+    #[inline]
+    fn new(s: &StorageBuf, exclusive: bool) -> Held {
+        Held(s as *const StorageBuf as usize | exclusive as usize)
+    }
+
+    #[inline]
+    fn addr(self) -> usize {
+        self.0 & !1
+    }
+
+    #[inline]
+    fn exclusive(self) -> bool {
+        self.0 & 1 == 1
+    }
+
+    /// The storage.
+    ///
+    /// # Safety
+    /// The entry was made from a storage that is still alive (a `&'a Tensor`'s).
+    #[inline]
+    unsafe fn storage<'s>(self) -> &'s StorageBuf {
+        // SAFETY: forwarded to the caller.
+        unsafe { &*(self.addr() as *const StorageBuf) }
+    }
 }
 
 impl<'a> KernelAccess<'a> {
@@ -293,7 +332,7 @@ impl<'a> KernelAccess<'a> {
     #[inline]
     pub fn new(reads: &[&'a Tensor], writes: &[&'a Tensor]) -> Result<Self> {
         let mut acc = KernelAccess {
-            inline: [(std::ptr::null(), false); INLINE_HELD],
+            inline: [Held::NONE; INLINE_HELD],
             len: 0,
             spill: Vec::new(),
             _life: PhantomData,
@@ -313,7 +352,7 @@ impl<'a> KernelAccess<'a> {
     /// address of each operand's first element (`reads`' in order, then `writes'`),
     /// so a kernel needs no per-tensor lookups. The addresses are only valid to
     /// dereference while the returned access lives.
-    #[inline]
+    #[inline(always)]
     pub fn with_ptrs<const R: usize, const W: usize>(
         reads: [&'a Tensor; R],
         writes: [&'a Tensor; W],
@@ -333,22 +372,28 @@ impl<'a> KernelAccess<'a> {
         // Few operands (every element-wise kernel): each storage is looked up once,
         // for both its borrow entry and the element address, with no spill list.
         let mut acc = KernelAccess {
-            inline: [(std::ptr::null(), false); INLINE_HELD],
+            inline: [Held::NONE; INLINE_HELD],
             len: 0,
             spill: Vec::new(),
             _life: PhantomData,
         };
+        // A result inside `Tensor::fill_unshared` is reachable from this thread only,
+        // so it needs no borrow (see that method's contract).
         let mut wp = [std::ptr::null_mut(); W];
         for (p, t) in wp.iter_mut().zip(writes) {
             let s = t.storage();
             *p = element_ptr(t, s)?;
-            acc.note_inline(s, true);
+            if !t.is_unshared() {
+                acc.note_inline(s, true);
+            }
         }
         let mut rp = [std::ptr::null(); R];
         for (p, t) in rp.iter_mut().zip(reads) {
             let s = t.storage();
             *p = element_ptr(t, s)?.cast_const();
-            acc.note_inline(s, false);
+            if !t.is_unshared() {
+                acc.note_inline(s, false);
+            }
         }
         acc.acquire_all()?;
         Ok((acc, rp, wp))
@@ -357,14 +402,14 @@ impl<'a> KernelAccess<'a> {
     /// `note` when the operands are known to fit the inline slots.
     #[inline]
     fn note_inline(&mut self, s: &StorageBuf, exclusive: bool) {
-        let p = s as *const StorageBuf;
+        let h = Held::new(s, exclusive);
         for e in &mut self.inline[..self.len] {
-            if e.0 == p {
-                e.1 |= exclusive;
+            if e.addr() == h.addr() {
+                e.0 |= h.0;
                 return;
             }
         }
-        self.inline[self.len] = (p, exclusive);
+        self.inline[self.len] = h;
         self.len += 1;
     }
 
@@ -372,20 +417,20 @@ impl<'a> KernelAccess<'a> {
     #[inline]
     fn acquire_all(&mut self) -> Result<()> {
         for i in 0..self.len {
-            let (s, excl) = self.inline[i];
-            // SAFETY: the pointer comes from a `&'a Tensor`'s storage, alive for 'a.
-            if !try_acquire(unsafe { &*s }, excl) {
+            let h = self.inline[i];
+            // SAFETY: the entry comes from a `&'a Tensor`'s storage, alive for 'a.
+            if !try_acquire(unsafe { h.storage() }, h.exclusive()) {
                 self.len = i;
                 self.spill.clear();
-                return Err(self.abandon(excl));
+                return Err(self.abandon(h.exclusive()));
             }
         }
         for i in 0..self.spill.len() {
-            let (s, excl) = self.spill[i];
+            let h = self.spill[i];
             // SAFETY: as above.
-            if !try_acquire(unsafe { &*s }, excl) {
+            if !try_acquire(unsafe { h.storage() }, h.exclusive()) {
                 self.spill.truncate(i);
-                return Err(self.abandon(excl));
+                return Err(self.abandon(h.exclusive()));
             }
         }
         Ok(())
@@ -402,13 +447,13 @@ impl<'a> KernelAccess<'a> {
 
     #[inline]
     fn release_all(&self) {
-        for &(s, excl) in &self.inline[..self.len] {
+        for &h in &self.inline[..self.len] {
             // SAFETY: every entry was acquired and its storage outlives 'a.
-            release(unsafe { &*s }, excl);
+            release(unsafe { h.storage() }, h.exclusive());
         }
-        for &(s, excl) in &self.spill {
+        for &h in &self.spill {
             // SAFETY: as above.
-            release(unsafe { &*s }, excl);
+            release(unsafe { h.storage() }, h.exclusive());
         }
     }
 
@@ -418,26 +463,26 @@ impl<'a> KernelAccess<'a> {
         if self.len < INLINE_HELD {
             return self.note_inline(s, exclusive);
         }
-        let p = s as *const StorageBuf;
+        let h = Held::new(s, exclusive);
         match self
             .inline
             .iter_mut()
             .chain(&mut self.spill)
-            .find(|e| e.0 == p)
+            .find(|e| e.addr() == h.addr())
         {
-            Some(e) => e.1 |= exclusive,
-            None => self.spill.push((p, exclusive)),
+            Some(e) => e.0 |= h.0,
+            None => self.spill.push(h),
         }
     }
 
     #[inline]
     fn held(&self, t: &Tensor) -> Option<bool> {
-        let p = t.storage() as *const StorageBuf;
+        let p = Held::new(t.storage(), false).addr();
         self.inline[..self.len]
             .iter()
             .chain(&self.spill)
-            .find(|e| e.0 == p)
-            .map(|e| e.1)
+            .find(|e| e.addr() == p)
+            .map(|e| e.exclusive())
     }
 
     /// Pointer to `t`'s first element for reading; `t`'s storage must be held.

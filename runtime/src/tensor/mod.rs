@@ -81,7 +81,7 @@ use crate::error::{ErrorKind, OpalError, Result};
 use crate::types::Layout;
 use meta::Meta;
 use pool::{block_layout, BlockCache, ImplRc, Pooled};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// Where a tensor's bytes live: in the tensor itself (a fresh tensor: one allocation
@@ -103,6 +103,11 @@ pub(crate) struct TensorImpl {
     device: Device,
     key_set: DispatchKeySet,
     wrapped_number: bool,
+    /// Set only inside [`Tensor::fill_unshared`]: the tensor is a result being
+    /// written that nothing outside its kernel can reach, so [`KernelAccess`] need not
+    /// borrow its storage. Relaxed loads and stores: only the filling thread ever
+    /// sees it set.
+    unshared: AtomicBool,
 }
 
 // SAFETY: the raw pointers in `meta_override` and the `prev` chain are owned boxes only freed in
@@ -179,6 +184,7 @@ impl Tensor {
                 device,
                 key_set: keys_for_device(device),
                 wrapped_number,
+                unshared: AtomicBool::new(false),
             }),
         }
     }
@@ -229,6 +235,7 @@ impl Tensor {
                     device: Device::meta(),
                     key_set: DispatchKeySet::empty(),
                     wrapped_number: false,
+                    unshared: AtomicBool::new(false),
                 }),
             })
             .clone()
@@ -266,6 +273,7 @@ impl Tensor {
                 addr_of_mut!((*p).device).write(device);
                 addr_of_mut!((*p).key_set).write(keys_for_device(device));
                 addr_of_mut!((*p).wrapped_number).write(false);
+                addr_of_mut!((*p).unshared).write(AtomicBool::new(false));
             })
         };
         Ok(Tensor { inner })
@@ -472,6 +480,43 @@ impl Tensor {
     #[inline]
     pub fn element_size(&self) -> usize {
         self.dtype().size()
+    }
+
+    /// Runs `fill(self)` with the storage borrow of this tensor waived for
+    /// [`KernelAccess`], when this handle is the tensor's only one and the tensor owns
+    /// its storage (no views, no clones); otherwise `fill` runs with the usual
+    /// borrowing. For kernels writing a result they just created: the borrow exists
+    /// to catch other threads touching a storage a kernel writes, and a fresh result
+    /// is reachable by nobody else, so its locked compare-exchange is pure cost (one
+    /// of the few that a small op pays).
+    ///
+    /// # Safety
+    /// While `fill` runs, no other thread may access the tensor, its clones or its
+    /// views: hand worker threads raw pointers or slices instead. (Accesses on the
+    /// calling thread are not checked against each other meanwhile either, as with
+    /// raw pointers.)
+    #[inline]
+    pub unsafe fn fill_unshared<R>(&mut self, fill: impl FnOnce(&Tensor) -> R) -> R {
+        let waive = matches!(self.inner.storage, StorageSlot::Own(_)) && self.inner.is_unique();
+        if !waive {
+            return fill(self);
+        }
+        self.inner.unshared.store(true, Ordering::Relaxed);
+        // Cleared on every exit, unwinding included, before anyone else can see it.
+        struct Clear<'t>(&'t AtomicBool);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Relaxed);
+            }
+        }
+        let _clear = Clear(&self.inner.unshared);
+        fill(self)
+    }
+
+    /// Inside [`Tensor::fill_unshared`] (when it waived the borrow).
+    #[inline]
+    pub(crate) fn is_unshared(&self) -> bool {
+        self.inner.unshared.load(Ordering::Relaxed)
     }
 
     /// True for a zero-dim tensor made from a Python-style number (takes part in

@@ -158,6 +158,14 @@ impl<T: Pooled> ImplRc<T> {
         }
     }
 
+    /// True when this is the only handle to its block. With `&mut self` the answer
+    /// cannot change until the borrow ends: new handles are only cloned from existing
+    /// ones, and there are none besides this one.
+    #[inline]
+    pub(crate) fn is_unique(&mut self) -> bool {
+        self.inner().strong.load(Ordering::Acquire) == 1
+    }
+
     /// True when both handles point to the same block.
     #[inline]
     pub(crate) fn ptr_eq(a: &ImplRc<T>, b: &ImplRc<T>) -> bool {
