@@ -466,3 +466,19 @@ fn tiny_and_large_storages() {
     let c = Tensor::empty(&[1], DType::C128, Device::cpu()).unwrap();
     assert_eq!(c.data_ptr::<opal::Complex<f64>>().unwrap() as usize % 8, 0);
 }
+
+#[test]
+fn bad_sizes_name_the_first_problem() {
+    let e = Tensor::empty(&[2, -3], DType::F32, Device::cpu()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("negative dimension -3 in size [2, -3]"),
+        "{e}"
+    );
+    // The product overflows at the second size, before the negative one is reached.
+    let big = 1i64 << 40;
+    let e = Tensor::empty(&[big, big, -1], DType::F32, Device::cpu()).unwrap_err();
+    assert!(e.to_string().contains("overflows"), "{e}");
+    let e = Tensor::empty(&[-1, big, big], DType::F32, Device::cpu()).unwrap_err();
+    assert!(e.to_string().contains("negative dimension -1"), "{e}");
+}

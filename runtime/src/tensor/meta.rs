@@ -26,19 +26,38 @@ pub(crate) struct Meta {
     pub(crate) prev: *mut Meta,
 }
 
+#[inline]
 fn check_sizes(sizes: &[i64]) -> Result<i64> {
     let mut numel: i64 = 1;
     for &s in sizes {
         if s < 0 {
-            return Err(OpalError::shape(format!(
-                "negative dimension {s} in size {sizes:?}"
-            )));
+            return Err(bad_sizes(sizes));
         }
-        numel = numel
-            .checked_mul(s)
-            .ok_or_else(|| OpalError::shape(format!("size {sizes:?} overflows")))?;
+        numel = match numel.checked_mul(s) {
+            Some(n) => n,
+            None => return Err(bad_sizes(sizes)),
+        };
     }
     Ok(numel)
+}
+
+/// The error for sizes [`check_sizes`] refuses (out of line: every new tensor checks
+/// its sizes, almost never fails, and the message formatting is large).
+#[cold]
+#[inline(never)]
+fn bad_sizes(sizes: &[i64]) -> OpalError {
+    // The first problem in order, as the check meets it.
+    let mut numel: i64 = 1;
+    for &s in sizes {
+        if s < 0 {
+            return OpalError::shape(format!("negative dimension {s} in size {sizes:?}"));
+        }
+        match numel.checked_mul(s) {
+            Some(n) => numel = n,
+            None => break,
+        }
+    }
+    OpalError::shape(format!("size {sizes:?} overflows"))
 }
 
 /// Row-major strides of `sizes` into `st` (size-0 and size-1 dims count as 1).

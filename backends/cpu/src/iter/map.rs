@@ -29,13 +29,19 @@ fn same_contig(t: &Tensor, out: &Tensor) -> bool {
 }
 
 /// Runs `f(start, end)` over `0..n`, split across threads above [`GRAIN`].
-#[inline]
+#[inline(always)]
 pub(crate) fn par_ranges(n: usize, f: impl Fn(usize, usize) + Sync) {
-    // Small loops first: asking rayon for its thread count is not free.
+    // Small loops first, inline in the caller: asking rayon for its thread count is
+    // not free, and neither is a call for a one-element loop.
     if n < GRAIN {
         f(0, n);
         return;
     }
+    par_ranges_split(n, &f);
+}
+
+#[inline(never)]
+fn par_ranges_split(n: usize, f: &(impl Fn(usize, usize) + Sync)) {
     let threads = rayon::current_num_threads();
     if threads <= 1 {
         f(0, n);
@@ -47,7 +53,6 @@ pub(crate) fn par_ranges(n: usize, f: impl Fn(usize, usize) + Sync) {
         for c in 0..chunks {
             let (start, end) = (c * per, ((c + 1) * per).min(n));
             if start < end {
-                let f = &f;
                 s.spawn(move |_| f(start, end));
             }
         }
