@@ -86,7 +86,19 @@ static CACHING: CachingAllocator = CachingAllocator;
 
 /// A contiguous CPU tensor; large ones come from the caching allocator, so their
 /// initial contents are unspecified (but initialised) — callers overwrite them.
+#[inline]
 pub fn empty_cpu(shape: &[i64], dtype: DType) -> Result<Tensor> {
+    // Small results (most calls) go straight to the runtime, inline in the kernel:
+    // 64 elements of at most 16 bytes are far below the cached sizes.
+    const _: () = assert!(64 * 16 < MIN_CACHED_BYTES);
+    if shape.len() <= 1 && shape.first().is_none_or(|&n| (0..=64).contains(&n)) {
+        return Tensor::empty(shape, dtype, Device::cpu());
+    }
+    empty_cpu_sized(shape, dtype)
+}
+
+#[inline(never)]
+fn empty_cpu_sized(shape: &[i64], dtype: DType) -> Result<Tensor> {
     let numel = shape.iter().try_fold(
         1i64,
         |acc, &d| {

@@ -177,8 +177,15 @@ impl Meta {
                 Dims::Inline { v, .. } => &mut v[..2 * n],
                 Dims::Heap(b) => b,
             };
-            buf[..n].copy_from_slice(sizes);
-            contiguous_strides_into(sizes, &mut buf[n..]);
+            // Sizes and strides in one pass: a plain copy of the sizes would become a
+            // `memcpy` call, which costs more than the copy for a few dimensions.
+            let (sz, st) = buf.split_at_mut(n);
+            let mut acc = 1i64;
+            for i in (0..n).rev() {
+                sz[i] = sizes[i];
+                st[i] = acc;
+                acc = acc.saturating_mul(sizes[i].max(1));
+            }
             std::ptr::addr_of_mut!((*m).offset).write(0);
             std::ptr::addr_of_mut!((*m).numel).write(numel);
             std::ptr::addr_of_mut!((*m).contiguous).write(true);

@@ -260,7 +260,9 @@ impl StorageBuf {
             nbytes: AtomicUsize::new(nbytes),
             device,
             allocator,
-            host_accessible: allocator.host_accessible(),
+            // Null data is the inline buffer, which only the built-in CPU allocator
+            // hands out (`alloc_data`): host memory, known without the virtual call.
+            host_accessible: data.is_null() || allocator.host_accessible(),
             borrow: AtomicU32::new(0),
             inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
         }

@@ -47,6 +47,7 @@ fn check_sub_bool(a: DType, b: DType, op: &str) -> Result<()> {
 
 /// `a + alpha * b` (or `a - alpha * b` when `negate`) in dtype `rt`.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 fn add_core(
     a: &Tensor,
     b: &Tensor,

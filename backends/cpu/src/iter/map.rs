@@ -11,19 +11,25 @@ use opal::tensor::KernelAccess;
 use opal::{OpalError, Result, Tensor};
 use std::mem::size_of;
 
+#[inline(always)]
 fn check_dtype<T: Elem>(t: &Tensor, op: &str, what: &str) -> Result<()> {
     if t.dtype() != T::DTYPE {
-        return Err(OpalError::msg(format!(
-            "{op}: internal dtype mismatch for {what}: expected {}, got {}",
-            T::DTYPE,
-            t.dtype()
-        )));
+        return Err(dtype_mismatch(t, T::DTYPE, op, what));
     }
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn dtype_mismatch(t: &Tensor, expected: opal::DType, op: &str, what: &str) -> OpalError {
+    OpalError::msg(format!(
+        "{op}: internal dtype mismatch for {what}: expected {expected}, got {}",
+        t.dtype()
+    ))
+}
+
 /// True when `t` is contiguous with exactly `out`'s sizes.
-#[inline]
+#[inline(always)]
 fn same_contig(t: &Tensor, out: &Tensor) -> bool {
     t.is_contiguous() && super::same_sizes(t.sizes(), out.sizes())
 }
@@ -123,6 +129,10 @@ pub fn map1<O: Elem, A: Elem>(
 
 /// `out[i] = f(a[i], b[i])`; `a` and `b` broadcast to `out`'s shape. `out` may be
 /// `a` or `b` (in-place).
+///
+/// The same-shape contiguous case (most calls, and all of a small op's) is inlined
+/// into the kernel; broadcasting and strided layouts run out of line.
+#[inline]
 pub fn map2<O: Elem, A: Elem, B: Elem>(
     out: &Tensor,
     a: &Tensor,
@@ -153,6 +163,25 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
         });
         return Ok(());
     }
+    // SAFETY: the pointers address the tensors' first elements, and `_acc` holds
+    // their storages for the call.
+    unsafe { map2_strided(out, a, b, [po, pa, pb], op, &f) }
+}
+
+/// [`map2`] for broadcast or strided operands.
+///
+/// # Safety
+/// `p` holds the addresses of `out`'s, `a`'s and `b`'s first elements, whose
+/// storages the caller has borrowed (read for `a` and `b`, written for `out`).
+#[inline(never)]
+unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
+    out: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    p: [*mut u8; 3],
+    op: &str,
+    f: &(impl Fn(A, B) -> O + Sync),
+) -> Result<()> {
     let shape = out.sizes();
     let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
     let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
@@ -162,9 +191,9 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
         size_of::<A>() as isize,
         size_of::<B>() as isize,
     );
-    // SAFETY: as in `map1`.
+    // SAFETY: as in `map1`; the storages are borrowed by the caller.
     unsafe {
-        for_each_raw::<3, _>(shape, [po, pa, pb], [&so, &sa, &sb], |p, s, n| {
+        for_each_raw::<3, _>(shape, p, [&so, &sa, &sb], |p, s, n| {
             let (o, a, b) = (p[0] as *mut O, p[1] as *const A, p[2] as *const B);
             if s == [zo, za, zb] {
                 for i in 0..n {
