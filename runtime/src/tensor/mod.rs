@@ -505,6 +505,7 @@ impl Tensor {
         // Cleared on every exit, unwinding included, before anyone else can see it.
         struct Clear<'t>(&'t AtomicBool);
         impl Drop for Clear<'_> {
+            #[inline]
             fn drop(&mut self) {
                 self.0.store(false, Ordering::Relaxed);
             }
