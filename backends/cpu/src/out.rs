@@ -92,8 +92,13 @@ pub fn empty_uninit(shape: &[i64], dtype: DType) -> Result<Tensor> {
 
 /// A fresh tensor of `shape` and `dtype`, written by `kernel` (which must write every
 /// element: the memory may be recycled, see [`empty_uninit`]).
+///
+/// Crate-private, like [`write_result`]: the result is filled under
+/// [`Tensor::fill_unshared`], whose contract (no other thread touches the tensor
+/// meanwhile) holds for this crate's kernels but could not be promised for any
+/// closure a caller outside might pass.
 #[inline]
-pub fn new_result(
+pub(crate) fn new_result(
     shape: &[i64],
     dtype: DType,
     kernel: impl FnOnce(&Tensor) -> Result<()>,
@@ -109,8 +114,9 @@ pub fn new_result(
 /// Produces the result of an op of result dtype `dtype` and `shape` into `dest`:
 /// `kernel` is called with a tensor of exactly that dtype and shape to fill (the
 /// destination itself when its dtype matches, else a temporary that is then cast
-/// into the destination). Returns the destination tensor.
-pub fn write_result(
+/// into the destination). Returns the destination tensor. A [`Dest::New`] result is
+/// made by [`new_result`].
+pub(crate) fn write_result(
     dest: Dest<'_>,
     shape: &[i64],
     dtype: DType,
