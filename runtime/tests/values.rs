@@ -130,6 +130,43 @@ fn result_type_groups_by_priority() {
 }
 
 #[test]
+fn of_tensors_agrees_with_the_general_fold() {
+    // Tensors of every dtype pairing, 0-dim and 1-dim, and wrapped numbers of each
+    // kind: the shortcut for equal dtypes must give what the full fold gives.
+    let mut operands = Vec::new();
+    for d in DType::ALL {
+        operands.push(Tensor::empty(&[2], d, Device::cpu()).unwrap());
+        operands.push(Tensor::empty(&[], d, Device::cpu()).unwrap());
+    }
+    for s in [Scalar::Int(1), Scalar::Float(1.5), Scalar::Bool(true)] {
+        operands.push(Tensor::wrapped_number(&s).unwrap());
+    }
+    for a in &operands {
+        for b in &operands {
+            for c in [None, Some(a), Some(b)] {
+                let mut list = vec![a, b];
+                list.extend(c);
+                let mut r = ResultType::new();
+                for t in &list {
+                    r.add_tensor(t);
+                }
+                let expected = r.finish().map_err(|e| e.to_string());
+                let got = ResultType::of_tensors(&list).map_err(|e| e.to_string());
+                assert_eq!(
+                    got,
+                    expected,
+                    "{:?}",
+                    list.iter()
+                        .map(|t| (t.dtype(), t.dim(), t.is_wrapped_number()))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+    }
+    assert!(ResultType::of_tensors(&[]).is_err(), "no operand");
+}
+
+#[test]
 fn dtype_names_and_sizes() {
     for d in DType::ALL {
         assert_eq!(DType::parse(d.name()).unwrap(), d);

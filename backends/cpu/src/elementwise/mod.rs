@@ -40,15 +40,9 @@ pub(crate) fn float_result(d: DType, op: &str) -> Result<DType> {
 }
 
 /// Result dtype of a binary op between two tensors.
+#[inline]
 pub(crate) fn result_type2(a: &Tensor, b: &Tensor) -> Result<DType> {
-    // Equal dtypes of real tensors promote to themselves whatever their dimension
-    // categories (wrapped numbers are excluded: they promote by kind, not dtype).
-    if a.dtype() == b.dtype() && !a.is_wrapped_number() && !b.is_wrapped_number() {
-        return Ok(a.dtype());
-    }
-    let mut r = ResultType::new();
-    r.add_tensor(a).add_tensor(b);
-    r.finish()
+    ResultType::of_tensors(&[a, b])
 }
 
 /// Result dtype of a tensor and a Python-style scalar.

@@ -26,9 +26,7 @@ fn where_impl(
             condition.dtype()
         )));
     }
-    let mut r = ResultType::new();
-    r.add_tensor(self_).add_tensor(other);
-    let rt = r.finish()?;
+    let rt = ResultType::of_tensors(&[self_, other])?;
     let shape = broadcast_shapes(&[condition.sizes(), self_.sizes(), other.sizes()], op)?;
     let c = to_dtype(condition, DType::Bool)?;
     let (a, b) = (to_dtype(self_, rt)?, to_dtype(other, rt)?);

@@ -21,9 +21,7 @@ fn addc_impl(
     dest: Dest<'_>,
 ) -> Result<Tensor> {
     let op = if div { "addcdiv" } else { "addcmul" };
-    let mut r = ResultType::new();
-    r.add_tensor(self_).add_tensor(t1).add_tensor(t2);
-    let rt = r.finish()?;
+    let rt = ResultType::of_tensors(&[self_, t1, t2])?;
     if div && t1.dtype().is_integral(true) && t2.dtype().is_integral(true) {
         return Err(OpalError::msg(
             "addcdiv: integer division with addcdiv is no longer supported; use addcmul with a reciprocal or cast to float",

@@ -34,6 +34,9 @@ pub fn elementwise(op: &str, inputs: &[&Tensor], dtype: DType) -> Result<Tensor>
 
 /// PyTorch's `result_type` over tensors (wrapped numbers count as scalars) and scalars.
 pub fn common_dtype(tensors: &[&Tensor], scalars: &[&Scalar]) -> Result<DType> {
+    if scalars.is_empty() {
+        return ResultType::of_tensors(tensors);
+    }
     let mut rt = ResultType::new();
     for t in tensors {
         rt.add_tensor(t);
