@@ -9,16 +9,7 @@ use opal::{ops, Tensor};
 use std::hint::black_box;
 
 fn main() -> opal::Result<()> {
-    let n: usize = match std::env::args().nth(1) {
-        Some(s) => match s.parse() {
-            Ok(n) => n,
-            Err(_) => {
-                eprintln!("usage: add_1elem_loop [CALLS]");
-                std::process::exit(2);
-            }
-        },
-        None => 100_000,
-    };
+    let n = opal_bench::calls_from_args("add_1elem_loop", 100_000);
     opal_bench::setup()?;
     let a = Tensor::from_slice(&[1.0f32], &[1])?;
     let b = Tensor::from_slice(&[1.0f32], &[1])?;

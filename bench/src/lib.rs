@@ -23,6 +23,18 @@ pub fn setup() -> opal::Result<()> {
     Ok(())
 }
 
+/// The call count an example profiler loop was given as its one argument, or
+/// `default`; exits with a usage line when the argument is not a number.
+pub fn calls_from_args(example: &str, default: usize) -> usize {
+    match std::env::args().nth(1) {
+        Some(s) => s.parse().unwrap_or_else(|_| {
+            eprintln!("usage: {example} [CALLS]");
+            std::process::exit(2)
+        }),
+        None => default,
+    }
+}
+
 /// Runs the measurements whose names are in `only` (all when empty), after
 /// [`setup`]. A measurement that fails is named in [`Results::failures`] with its
 /// error and the others still run.

@@ -35,6 +35,7 @@ pub mod dtype_dispatch;
 pub mod elementwise;
 pub mod iter;
 pub mod out;
+pub(crate) mod parallel;
 pub mod reduce;
 // Part 2 kernel families.
 pub mod factory;

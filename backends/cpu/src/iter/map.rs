@@ -55,12 +55,10 @@ fn par_ranges_split(n: usize, f: &(impl Fn(usize, usize) + Sync)) {
     }
     let chunks = (n / GRAIN).clamp(1, threads * 4);
     let per = n.div_ceil(chunks);
-    rayon::scope(|s| {
-        for c in 0..chunks {
-            let (start, end) = (c * per, ((c + 1) * per).min(n));
-            if start < end {
-                s.spawn(move |_| f(start, end));
-            }
+    crate::parallel::fork_chunks(chunks, |c| {
+        let (start, end) = (c * per, ((c + 1) * per).min(n));
+        if start < end {
+            f(start, end);
         }
     });
 }

@@ -27,14 +27,52 @@ pub(crate) struct MatMut<T> {
 /// workers costs more than it saves for small products.
 const PARALLEL_MIN_WORK: usize = 64 * 64 * 64;
 
-fn parallelism(m: usize, n: usize, k: usize, allow: bool) -> gemm::Parallelism {
-    let threads = rayon::current_num_threads();
-    if !allow || threads <= 1 || m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN_WORK {
-        gemm::Parallelism::None
-    } else {
-        gemm::Parallelism::Rayon(threads)
-    }
+/// Narrowest block of output rows or columns given to one thread: thinner blocks
+/// leave the `gemm` crate's register tiles partly empty.
+const MIN_BLOCK: usize = 32;
+
+/// How a parallel GEMM is cut: into `blocks` bands of `width` output rows (when
+/// `rows`) or columns, each an independent single-threaded GEMM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bands {
+    rows: bool,
+    width: usize,
+    blocks: usize,
 }
+
+/// Cuts the larger output side into two bands per thread, so that a helper that
+/// starts late leaves the caller less to finish alone. `None` runs the product on
+/// the calling thread.
+fn bands(m: usize, n: usize, k: usize, allow: bool) -> Option<Bands> {
+    if !allow || m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN_WORK {
+        return None;
+    }
+    let threads = rayon::current_num_threads();
+    let (rows, side) = if m > n { (true, m) } else { (false, n) };
+    let blocks = (2 * threads).min(side / MIN_BLOCK);
+    if threads <= 1 || blocks <= 1 {
+        return None;
+    }
+    // Multiples of 16 keep every band but the last aligned to whole SIMD vectors.
+    let width = side.div_ceil(blocks).next_multiple_of(16);
+    Some(Bands {
+        rows,
+        width,
+        blocks: side.div_ceil(width),
+    })
+}
+
+/// The three operands of one GEMM, shared by the threads that compute its bands.
+#[derive(Clone, Copy)]
+struct Operands<T> {
+    dst: MatMut<T>,
+    a: MatRef<T>,
+    b: MatRef<T>,
+}
+// SAFETY: plain addresses; the threads of one `gemm_float` call write disjoint
+// bands of `dst` and only read `a` and `b` (its caller's contract guarantees that
+// they do not overlap `dst`).
+unsafe impl<T> Sync for Operands<T> {}
 
 /// Element types multiplied by the `gemm` crate.
 pub(crate) trait GemmFloat: num_traits::Float + Send + Sync + 'static {}
@@ -77,6 +115,74 @@ pub(crate) unsafe fn gemm_float<T: GemmFloat>(
         }
         return;
     }
+    let ops = Operands { dst, a, b };
+    let Some(plan) = bands(m, n, k, parallel) else {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { gemm_serial(m, n, k, ops, alpha, beta) };
+        return;
+    };
+    crate::parallel::fork_chunks(plan.blocks, |block| {
+        let start = block * plan.width;
+        let side = if plan.rows { m } else { n };
+        let len = plan.width.min(side - start);
+        let (bm, bn) = if plan.rows { (len, n) } else { (m, len) };
+        // SAFETY: the band's rows (or columns) lie inside the caller's matrices,
+        // and bands of dst are disjoint, so each is a valid GEMM of its own.
+        unsafe { gemm_serial(bm, bn, k, ops.band(plan.rows, start), alpha, beta) }
+    });
+}
+
+impl<T> Operands<T> {
+    /// The operands of the band of output rows (or columns) from `start` on: the
+    /// same rows of `a` (or columns of `b`), all of the other operand.
+    ///
+    /// # Safety
+    /// `start` must be inside the output's rows (or columns).
+    unsafe fn band(self, rows: bool, start: usize) -> Self {
+        let s = start as isize;
+        // SAFETY: the caller's contract keeps the offsets inside the matrices.
+        unsafe {
+            if rows {
+                Operands {
+                    dst: MatMut {
+                        ptr: self.dst.ptr.offset(s * self.dst.rs),
+                        ..self.dst
+                    },
+                    a: MatRef {
+                        ptr: self.a.ptr.offset(s * self.a.rs),
+                        ..self.a
+                    },
+                    b: self.b,
+                }
+            } else {
+                Operands {
+                    dst: MatMut {
+                        ptr: self.dst.ptr.offset(s * self.dst.cs),
+                        ..self.dst
+                    },
+                    a: self.a,
+                    b: MatRef {
+                        ptr: self.b.ptr.offset(s * self.b.cs),
+                        ..self.b
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// One single-threaded `gemm` crate call: `dst = beta * dst + alpha * (a @ b)`.
+///
+/// # Safety
+/// As for [`gemm_float`], with `k >= 1`.
+unsafe fn gemm_serial<T: GemmFloat>(
+    m: usize,
+    n: usize,
+    k: usize,
+    Operands { dst, a, b }: Operands<T>,
+    alpha: T,
+    beta: Option<T>,
+) {
     // The gemm crate computes dst := dst_scale * dst + prod_scale * lhs @ rhs.
     let (read_dst, dst_scale) = match beta {
         Some(b) => (true, b),
@@ -104,7 +210,7 @@ pub(crate) unsafe fn gemm_float<T: GemmFloat>(
             false,
             false,
             false,
-            parallelism(m, n, k, parallel),
+            gemm::Parallelism::None,
         )
     }
 }
@@ -171,6 +277,46 @@ mod tests {
         c
     }
 
+    /// `c = 2 * (a @ b) + 0.5 * c`, parallel allowed: row-major `c` (m x n) and `b`
+    /// (k x n), and `a` (m x k) given as (buffer, row stride, column stride).
+    fn scaled_product(
+        m: usize,
+        n: usize,
+        k: usize,
+        c: &mut [f64],
+        (a, a_rs, a_cs): (&[f64], isize, isize),
+        b: &[f64],
+    ) {
+        assert!(c.len() == m * n && a.len() == m * k && b.len() == k * n);
+        let (c, a, b) = (c.as_mut_ptr(), a.as_ptr(), b.as_ptr());
+        // SAFETY: the buffers hold exactly these shapes under these strides.
+        unsafe {
+            gemm_float(
+                m,
+                n,
+                k,
+                MatMut {
+                    ptr: c,
+                    rs: n as isize,
+                    cs: 1,
+                },
+                MatRef {
+                    ptr: a,
+                    rs: a_rs,
+                    cs: a_cs,
+                },
+                MatRef {
+                    ptr: b,
+                    rs: n as isize,
+                    cs: 1,
+                },
+                2.0,
+                Some(0.5),
+                true,
+            )
+        }
+    }
+
     #[test]
     fn float_gemm_matches_naive_with_alpha_beta() {
         let (m, n, k) = (7, 5, 9);
@@ -181,32 +327,7 @@ mod tests {
             .iter()
             .map(|x| 2.0 * x + 0.5)
             .collect();
-        // SAFETY: all three buffers are row-major with exactly these shapes.
-        unsafe {
-            gemm_float(
-                m,
-                n,
-                k,
-                MatMut {
-                    ptr: c.as_mut_ptr(),
-                    rs: n as isize,
-                    cs: 1,
-                },
-                MatRef {
-                    ptr: a.as_ptr(),
-                    rs: k as isize,
-                    cs: 1,
-                },
-                MatRef {
-                    ptr: b.as_ptr(),
-                    rs: n as isize,
-                    cs: 1,
-                },
-                2.0,
-                Some(0.5),
-                true,
-            )
-        };
+        scaled_product(m, n, k, &mut c, (&a, k as isize, 1), &b);
         for (x, y) in c.iter().zip(&want) {
             assert!((x - y).abs() < 1e-12, "{x} vs {y}");
         }
@@ -277,5 +398,69 @@ mod tests {
             )
         };
         assert_eq!(c[0], (300i64 as i8));
+    }
+
+    #[test]
+    fn bands_cover_the_longer_side_in_aligned_blocks() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            assert_eq!(bands(512, 512, 512, false), None, "not allowed");
+            assert_eq!(bands(8, 8, 8, true), None, "too little work");
+            assert_eq!(
+                bands(4096, 40, 4096, true),
+                Some(Bands {
+                    rows: true,
+                    width: 688,
+                    blocks: 6
+                })
+            );
+            for (m, n) in [(512, 512), (100, 1000), (1000, 100), (333, 97), (64, 4096)] {
+                let plan = bands(m, n, 512, true).expect("parallel");
+                let side = if plan.rows { m } else { n };
+                assert_eq!(plan.rows, m > n);
+                assert_eq!(plan.width % 16, 0);
+                assert!(plan.width * (plan.blocks - 1) < side && plan.width * plan.blocks >= side);
+                assert!(plan.blocks <= 6);
+            }
+        });
+    }
+
+    #[test]
+    fn banded_parallel_gemm_matches_naive() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        // Row bands, column bands, uneven last bands, and a transposed operand.
+        for (m, n, k, a_transposed) in [
+            (300, 70, 65, false),
+            (70, 300, 65, true),
+            (97, 333, 40, false),
+        ] {
+            let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.37).sin()).collect();
+            let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.11).cos()).collect();
+            // `a_t` holds A column-major, read back through swapped strides.
+            let a_t: Vec<f64> = (0..m * k).map(|i| a[(i % m) * k + i / m]).collect();
+            let want: Vec<f64> = naive(m, n, k, &a, &b)
+                .iter()
+                .map(|x| 2.0 * x + 0.5)
+                .collect();
+            let mut c = vec![1.0; m * n];
+            assert!(bands(m, n, k, true).is_some() || pool.current_num_threads() == 1);
+            pool.install(|| {
+                let a_op = if a_transposed {
+                    (&a_t[..], 1, m as isize)
+                } else {
+                    (&a[..], k as isize, 1)
+                };
+                scaled_product(m, n, k, &mut c, a_op, &b)
+            });
+            for (i, (x, y)) in c.iter().zip(&want).enumerate() {
+                assert!((x - y).abs() < 1e-9, "{m}x{n}x{k} at {i}: {x} vs {y}");
+            }
+        }
     }
 }
