@@ -1,8 +1,9 @@
 //! Fork-join in which the calling thread does its share of the work.
 //!
-//! Owns: running `f(0..chunks)` on the calling thread plus rayon helpers, with
-//! chunks claimed one at a time from a shared counter. Must not: know about
-//! tensors, dtypes or ops, or choose chunk sizes (callers know their work).
+//! Owns: running `f(0..chunks)` on the calling thread plus helpers, with chunks
+//! claimed one at a time from a shared counter, and the small team of helper
+//! threads that stay warm between forks. Must not: know about tensors, dtypes or
+//! ops, or choose chunk sizes (callers know their work).
 //!
 //! Why not `rayon::scope` from the caller: a thread outside the pool that opens a
 //! scope hands the whole scope to a sleeping worker and then sleeps itself, so
@@ -10,19 +11,35 @@
 //! when the first worker has to wake a second one to share the work. On a VM a
 //! wake-up of an idle CPU costs tens of microseconds, about a tenth of a
 //! 512x512 GEMM or of a 1M-element add. Here the caller starts on chunk 0 at
-//! once; the helpers, woken by `rayon::spawn`, claim whatever chunks are left when
-//! they arrive. A late helper costs nothing but its own wake-up, and a pool that is
-//! busy elsewhere leaves the caller to do every chunk itself, so no call can wait
-//! on work that nobody runs.
+//! once; the helpers claim whatever chunks are left when they arrive. A late helper
+//! costs nothing but its own wake-up, and helpers that are busy elsewhere leave the
+//! caller to do every chunk itself, so no call can wait on work that nobody runs.
+//!
+//! Helpers come first from [`team`]: one thread per extra CPU that, after a job,
+//! watches for the next one for [`WARM_WINDOW`] before it parks. Kernels called
+//! back to back (a benchmark loop, the layers of a model) then find a helper that
+//! starts within a microsecond instead of being woken, as OpenMP's spinning
+//! workers do for libtorch. A helper that is parked is woken with `unpark`; when
+//! no team helper is free (forks from several threads at once, nested forks), the
+//! rest come from `rayon::spawn`. The total never exceeds the current rayon pool's
+//! thread count, so `RAYON_NUM_THREADS` and custom pools still bound parallelism.
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 /// Busy-wait rounds before the caller starts yielding its CPU while it waits for
 /// helpers to finish their last chunks.
 const SPIN_ROUNDS: u32 = 1 << 10;
+
+/// How long a team helper keeps watching for a new job after finishing one, before
+/// it parks. Long enough to bridge the gaps between kernels called back to back;
+/// short enough that an idle program stops spinning at once. While it watches, the
+/// helper yields its CPU to any other runnable thread.
+const WARM_WINDOW: Duration = Duration::from_micros(500);
 
 /// One fork-join: the chunk counter, the completion count and the work.
 struct Job {
@@ -68,8 +85,132 @@ impl Job {
     }
 }
 
+/// Team helper states.
+const WATCHING: u8 = 0;
+const PARKED: u8 = 1;
+const HIRED: u8 = 2;
+
+/// One warm helper thread and its mailbox.
+struct Helper {
+    /// [`WATCHING`] or [`PARKED`] when free; [`HIRED`] from the moment a fork takes
+    /// it until it has finished that fork's chunks.
+    state: AtomicU8,
+    /// Set (after `job`) by the fork that hired the helper.
+    ready: AtomicBool,
+    job: Mutex<Option<Arc<Job>>>,
+    thread: OnceLock<Thread>,
+}
+
+impl Helper {
+    /// Hands `job` to this helper if it is free.
+    fn try_hire(&self, job: &Arc<Job>) -> bool {
+        let was =
+            match self
+                .state
+                .compare_exchange(WATCHING, HIRED, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => WATCHING,
+                Err(PARKED) => match self.state.compare_exchange(
+                    PARKED,
+                    HIRED,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => PARKED,
+                    Err(_) => return false,
+                },
+                Err(_) => return false,
+            };
+        match self.job.lock() {
+            Ok(mut slot) => *slot = Some(Arc::clone(job)),
+            Err(_) => {
+                // Unreachable in practice (nothing panics while holding the lock);
+                // give the helper back rather than hand it nothing.
+                self.state.store(was, Ordering::Release);
+                return false;
+            }
+        }
+        self.ready.store(true, Ordering::Release);
+        if was == PARKED {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+        true
+    }
+
+    /// The helper thread's loop: wait for a job, run its chunks, repeat.
+    fn serve(&self) {
+        loop {
+            self.wait_for_job();
+            self.ready.store(false, Ordering::Relaxed);
+            let job = self.job.lock().ok().and_then(|mut slot| slot.take());
+            if let Some(job) = job {
+                job.run_claimed();
+            }
+            self.state.store(WATCHING, Ordering::Release);
+        }
+    }
+
+    /// Watches `ready` for [`WARM_WINDOW`], then parks until it is set.
+    fn wait_for_job(&self) {
+        let deadline = Instant::now() + WARM_WINDOW;
+        let mut rounds = 0u32;
+        while !self.ready.load(Ordering::Acquire) {
+            rounds = rounds.wrapping_add(1);
+            if rounds % 64 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if Instant::now() >= deadline
+                && self
+                    .state
+                    .compare_exchange(WATCHING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                // A hire from now on unparks us; a token from an earlier unpark
+                // only makes one park return early, hence the loop.
+                while !self.ready.load(Ordering::Acquire) {
+                    std::thread::park();
+                }
+                return;
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The warm helpers: one per CPU beyond the first, started on first use. A helper
+/// that cannot be started is simply not there.
+fn team() -> &'static [Arc<Helper>] {
+    static TEAM: OnceLock<Vec<Arc<Helper>>> = OnceLock::new();
+    TEAM.get_or_init(|| {
+        let extra = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
+        (0..extra)
+            .filter_map(|i| {
+                let helper = Arc::new(Helper {
+                    state: AtomicU8::new(HIRED),
+                    ready: AtomicBool::new(false),
+                    job: Mutex::new(None),
+                    thread: OnceLock::new(),
+                });
+                let served = Arc::clone(&helper);
+                let handle = std::thread::Builder::new()
+                    .name(format!("opal-cpu-helper-{i}"))
+                    .spawn(move || served.serve())
+                    .ok()?;
+                let _ = helper.thread.set(handle.thread().clone());
+                // Free for hire only once the handle to unpark it is in place.
+                helper.state.store(WATCHING, Ordering::Release);
+                Some(helper)
+            })
+            .collect()
+    })
+}
+
 /// Runs `f(c)` for every `c` in `0..chunks`, each exactly once, spread over the
-/// calling thread and up to `rayon::current_num_threads() - 1` helpers. Returns
+/// calling thread and up to `rayon::current_num_threads() - 1` helpers (team
+/// helpers first, then rayon tasks). Returns
 /// once every chunk has finished; a panic in any chunk is re-raised here after all
 /// of them have stopped.
 pub(crate) fn fork_chunks(chunks: usize, f: impl Fn(usize) + Sync) {
@@ -97,7 +238,16 @@ pub(crate) fn fork_chunks(chunks: usize, f: impl Fn(usize) + Sync) {
         work,
         panic: Mutex::new(None),
     });
-    for _ in 0..helpers {
+    let mut hired = 0;
+    for helper in team() {
+        if hired == helpers {
+            break;
+        }
+        if helper.try_hire(&job) {
+            hired += 1;
+        }
+    }
+    for _ in hired..helpers {
         let job = Arc::clone(&job);
         rayon::spawn(move || job.run_claimed());
     }
@@ -121,8 +271,83 @@ pub(crate) fn fork_chunks(chunks: usize, f: impl Fn(usize) + Sync) {
 
 #[cfg(test)]
 mod tests {
-    use super::fork_chunks;
+    use super::{fork_chunks, team, PARKED, WARM_WINDOW};
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Chunks slow enough (about 1 ms each) that a helper can take some of them.
+    fn slow_chunk(c: usize) -> usize {
+        let t0 = std::time::Instant::now();
+        let mut v = c;
+        while t0.elapsed() < Duration::from_millis(1) {
+            v = v.wrapping_mul(31).wrapping_add(7);
+        }
+        v
+    }
+
+    #[test]
+    fn team_has_one_helper_per_extra_cpu_and_they_take_chunks_warm_or_parked() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(team().len(), cpus - 1);
+        if cpus == 1 {
+            return; // No helpers to watch on a one-CPU machine.
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for parked_first in [false, true] {
+            if parked_first {
+                // Idle past the warm window, a helper parks (other tests in this
+                // process may keep hiring it for a while, hence the polling).
+                let parked = (0..400).any(|_| {
+                    std::thread::sleep(WARM_WINDOW * 10);
+                    team()
+                        .iter()
+                        .any(|h| h.state.load(Ordering::Acquire) == PARKED)
+                });
+                assert!(parked, "no helper parked");
+            }
+            // Several attempts: other tests may have hired the helpers meanwhile.
+            let helped = (0..20).any(|_| {
+                let by_helper = AtomicUsize::new(0);
+                pool.install(|| {
+                    fork_chunks(8, |c| {
+                        std::hint::black_box(slow_chunk(c));
+                        let name = std::thread::current().name().map(str::to_owned);
+                        if name.is_some_and(|n| n.starts_with("opal-cpu-helper-")) {
+                            by_helper.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                });
+                by_helper.load(Ordering::Relaxed) > 0
+            });
+            assert!(
+                helped,
+                "no team helper ran a chunk (parked first: {parked_first})"
+            );
+        }
+    }
+
+    #[test]
+    fn forks_from_many_threads_at_once_each_run_all_their_chunks() {
+        std::thread::scope(|s| {
+            for t in 0..6 {
+                s.spawn(move || {
+                    for round in 0..30 {
+                        let hits: Vec<AtomicUsize> = (0..12).map(|_| AtomicUsize::new(0)).collect();
+                        fork_chunks(12, |c| {
+                            hits[c].fetch_add(1, Ordering::Relaxed);
+                        });
+                        assert!(
+                            hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                            "thread {t} round {round}"
+                        );
+                    }
+                });
+            }
+        });
+    }
 
     #[test]
     fn every_chunk_runs_exactly_once() {
