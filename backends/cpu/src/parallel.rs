@@ -269,9 +269,51 @@ pub(crate) fn fork_chunks(chunks: usize, f: impl Fn(usize) + Sync) {
     }
 }
 
+/// `data.chunks_mut(len)`, each chunk handed to `f(index, chunk)` through
+/// [`fork_chunks`]: the safe form for kernels that write disjoint pieces of one
+/// output.
+pub(crate) fn fork_chunks_mut<T: Send>(
+    data: &mut [T],
+    len: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if data.is_empty() || len == 0 {
+        return;
+    }
+    let total = data.len();
+    let base = SharedMut(data.as_mut_ptr());
+    fork_chunks(total.div_ceil(len), |c| {
+        let start = c * len;
+        let end = (start + len).min(total);
+        // SAFETY: `fork_chunks` runs each index once, so the ranges
+        // `start..end` handed out are disjoint pieces of `data`, which the
+        // caller's `&mut` keeps borrowed (and alive) until every chunk is done.
+        let chunk = unsafe { std::slice::from_raw_parts_mut(base.at(start), end - start) };
+        f(c, chunk)
+    });
+}
+
+/// The start of a mutable slice, shared with the threads that write its chunks.
+struct SharedMut<T>(*mut T);
+// SAFETY: only used by `fork_chunks_mut`, whose threads each write a disjoint
+// chunk of a slice of `T: Send`.
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+impl<T> SharedMut<T> {
+    /// The address of element `i` (a method, so closures capture the whole
+    /// wrapper rather than its raw pointer field).
+    ///
+    /// # Safety
+    /// `i` must be within the slice.
+    unsafe fn at(&self, i: usize) -> *mut T {
+        // SAFETY: forwarded.
+        unsafe { self.0.add(i) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{fork_chunks, team, PARKED, WARM_WINDOW};
+    use super::{fork_chunks, fork_chunks_mut, team, PARKED, WARM_WINDOW};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
@@ -402,6 +444,23 @@ mod tests {
         let payload = result.expect_err("the chunk's panic reaches the caller");
         assert_eq!(payload.downcast_ref::<&str>(), Some(&"chunk three"));
         assert_eq!(finished.load(Ordering::Relaxed), 7);
+    }
+
+    #[test]
+    fn chunks_mut_cover_the_slice_once_in_order() {
+        for (total, len) in [(0, 4), (10, 3), (12, 4), (5, 100), (100_000, 4096)] {
+            let mut data = vec![0usize; total];
+            fork_chunks_mut(&mut data, len, |c, chunk| {
+                assert!(chunk.len() == len || (c + 1) * len >= total);
+                for (i, x) in chunk.iter_mut().enumerate() {
+                    *x += c * len + i + 1;
+                }
+            });
+            assert!(
+                data.iter().enumerate().all(|(i, &x)| x == i + 1),
+                "{total}/{len}"
+            );
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 /// Below this many elements the work stays on the calling thread.
 const PARALLEL_MIN: usize = 1 << 14;
 
-/// Elements per rayon task: about four tasks per thread (load balance on a shared
+/// Elements per task: about four tasks per thread (load balance on a shared
 /// machine) but never below 4K elements, so the per-task cost stays small against
 /// the work; always whole blocks.
 fn task_len(total: usize, block: usize) -> usize {
@@ -20,13 +20,8 @@ fn task_len(total: usize, block: usize) -> usize {
 }
 
 /// Runs `f(in_block, out_block)` over the `[outer]` blocks of `block` elements, in
-/// parallel when the tensor is large.
-///
-/// Parallel runs are self-scheduled: the calling thread and `threads - 1` rayon
-/// jobs take tasks of whole blocks from one shared queue until it is empty. The
-/// caller works from the start instead of sleeping until the pool is done, so
-/// waking a worker overlaps with useful work (and a late worker finds the queue
-/// drained), like an OpenMP region whose master thread takes part.
+/// parallel when the tensor is large: tasks of whole blocks through
+/// [`crate::parallel::fork_chunks_mut`], where the calling thread takes part.
 fn for_blocks<C: Send + Sync>(
     x: &[C],
     y: &mut [C],
@@ -47,9 +42,10 @@ fn for_blocks<C: Send + Sync>(
         return;
     }
     let per_task = task_len(x.len(), block);
-    y.par_chunks_mut(per_task)
-        .zip(x.par_chunks(per_task))
-        .for_each(|(yc, xc)| run(xc, yc));
+    crate::parallel::fork_chunks_mut(y, per_task, |c, yc| {
+        let start = c * per_task;
+        run(&x[start..start + yc.len()], yc)
+    });
 }
 
 /// The shift that keeps `exp` in range: the max, or 0 when the max is infinite
