@@ -8,7 +8,8 @@ pub mod measures;
 use harness::{Config, Results};
 
 /// Threads of the anchors (`at::set_num_threads(2)`); the CPU backend runs its
-/// parallel kernels on rayon's global pool, which [`setup`] sizes to this.
+/// parallel kernels on at most as many threads as rayon's global pool has, which
+/// [`setup`] sizes to this.
 pub const THREADS: usize = 2;
 
 /// Registers the CPU backend and sizes rayon's global pool to [`THREADS`]. Call it

@@ -2,7 +2,8 @@
 //! (and the strided copy) runs on; Opal's counterpart of a TensorIterator.
 //!
 //! Owns: iteration geometry (broadcast shapes, byte strides, collapsing of
-//! contiguous dimensions), splitting work across rayon threads, and the typed
+//! contiguous dimensions), splitting work across threads (through
+//! [`crate::parallel::fork_chunks`]), and the typed
 //! `map*` helpers built on it. Must not: know any op's math, or allocate tensors
 //! (output preparation lives in [`crate::out`]).
 //!
@@ -28,7 +29,7 @@ pub use map::{map1, map2, map3, map_in_place, visit1};
 use opal::{OpalError, Result};
 
 /// Element count from which loops are split across threads. Below it the cost of
-/// waking rayon workers exceeds the gain.
+/// handing chunks to helper threads exceeds the gain.
 pub const GRAIN: usize = 32 * 1024;
 
 /// Whether two shapes are equal. Shapes are short: an element loop beats the
@@ -139,6 +140,14 @@ unsafe impl<const N: usize> Send for SendPtrs<N> {}
 // SAFETY: see `Send`; shared access only reads the pointer values.
 unsafe impl<const N: usize> Sync for SendPtrs<N> {}
 
+impl<const N: usize> SendPtrs<N> {
+    /// The pointers (a method, so closures capture the whole `Sync` wrapper rather
+    /// than its raw array field).
+    fn pointers(&self) -> [*mut u8; N] {
+        self.0
+    }
+}
+
 /// Calls `f(ptrs, byte_strides, len)` for every innermost run of the iteration
 /// space `shape` (outermost-first), where `ptrs[k]` points at operand `k`'s first
 /// element of the run. Splits across threads above [`GRAIN`] elements.
@@ -191,18 +200,12 @@ pub unsafe fn run_geometry<const N: usize, F>(
     let chunks = (numel / GRAIN).clamp(1, threads * 4);
     let per = numel.div_ceil(chunks);
     let sp = SendPtrs(ptrs);
-    rayon::scope(|s| {
-        for c in 0..chunks {
-            let start = c * per;
-            let end = ((c + 1) * per).min(numel);
-            if start >= end {
-                continue;
-            }
-            s.spawn(move |_| {
-                let sp = sp;
-                // SAFETY: disjoint ranges; forwarded caller contract.
-                unsafe { run_range(g, sp.0, start, end, f) }
-            });
+    crate::parallel::fork_chunks(chunks, |c| {
+        let start = c * per;
+        let end = ((c + 1) * per).min(numel);
+        if start < end {
+            // SAFETY: disjoint ranges; forwarded caller contract.
+            unsafe { run_range(g, sp.pointers(), start, end, f) }
         }
     });
 }

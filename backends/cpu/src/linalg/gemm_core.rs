@@ -1,7 +1,8 @@
 //! Matrix-multiply cores over raw strided pointers: the `gemm` crate for f32/f64,
 //! a plain triple loop for integer element types.
 //!
-//! Owns: the choice of threading for one GEMM call and the integer fallback.
+//! Owns: how one GEMM call is cut into bands for threads (run through
+//! [`crate::parallel::fork_chunks`]) and the integer fallback.
 //! Must not: know about tensors, dtypes or op names (callers check shapes and
 //! hand over valid pointers).
 
@@ -23,8 +24,8 @@ pub(crate) struct MatMut<T> {
     pub cs: isize,
 }
 
-/// Below this many multiply-adds a GEMM runs on the calling thread: waking rayon
-/// workers costs more than it saves for small products.
+/// Below this many multiply-adds a GEMM runs on the calling thread: handing a band
+/// to a helper thread costs more than it saves for small products.
 const PARALLEL_MIN_WORK: usize = 64 * 64 * 64;
 
 /// Narrowest block of output rows or columns given to one thread: thinner blocks
