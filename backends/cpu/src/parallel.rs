@@ -277,7 +277,11 @@ pub(crate) fn fork_chunks_mut<T: Send>(
     len: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
-    if data.is_empty() || len == 0 {
+    assert!(
+        len > 0,
+        "fork_chunks_mut: chunks must hold at least one element"
+    );
+    if data.is_empty() {
         return;
     }
     let total = data.len();
@@ -449,7 +453,7 @@ mod tests {
 
     #[test]
     fn chunks_mut_cover_the_slice_once_in_order() {
-        for (total, len) in [(0, 4), (10, 3), (12, 4), (5, 100), (100_000, 4096)] {
+        for (total, len) in [(0, 4), (10, 3), (12, 4), (5, 100), (7, 1), (100_000, 4096)] {
             let mut data = vec![0usize; total];
             fork_chunks_mut(&mut data, len, |c, chunk| {
                 assert!(chunk.len() == len || (c + 1) * len >= total);

@@ -587,4 +587,74 @@ mod tests {
         let r = baddbmm(&c, &a, &a, &Scalar::Int(1), &Scalar::Int(1)).unwrap();
         assert_eq!(r.to_vec::<f32>().unwrap()[7], 107.);
     }
+
+    /// Products large enough to be cut into bands for threads (through the global
+    /// pool), with a transposed-view operand and a scaled, broadcast `self` for
+    /// addmm, against a plain f64 reference.
+    #[test]
+    fn large_products_split_across_threads_match_a_naive_reference() {
+        let (m, k, n) = (300usize, 130usize, 97usize);
+        let av: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        // b is stored as its transpose ([n, k]) and read through a strided view.
+        let bt: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 20.0)
+            .collect();
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 / 7.0).collect();
+        let a = t(&av, &[m as i64, k as i64]);
+        let b = t(&bt, &[n as i64, k as i64])
+            .as_strided(&[k as i64, n as i64], &[1, k as i64], 0)
+            .unwrap();
+        let want = |i: usize, j: usize| -> f64 {
+            (0..k)
+                .map(|p| av[i * k + p] as f64 * bt[j * k + p] as f64)
+                .sum()
+        };
+        let r = mm(&a, &b).unwrap().to_vec::<f32>().unwrap();
+        let c = t(&bias, &[n as i64]);
+        let r2 = addmm(&c, &a, &b, &Scalar::Float(0.5), &Scalar::Float(2.0))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let w = want(i, j);
+                let got = r[i * n + j] as f64;
+                assert!(
+                    (got - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                    "mm ({i},{j}): {got} vs {w}"
+                );
+                let w2 = 0.5 * bias[j] as f64 + 2.0 * w;
+                let got2 = r2[i * n + j] as f64;
+                assert!(
+                    (got2 - w2).abs() <= 1e-3 * (1.0 + w2.abs()),
+                    "addmm ({i},{j}): {got2} vs {w2}"
+                );
+            }
+        }
+        // The same in f64, tall enough to be cut into row bands.
+        let a64 = Tensor::from_slice(
+            &av.iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            &[m as i64, k as i64],
+        )
+        .unwrap();
+        let b64 = Tensor::from_slice(
+            &bt[..k * 20].iter().map(|&x| x as f64).collect::<Vec<_>>(),
+            &[k as i64, 20],
+        )
+        .unwrap();
+        let r64 = mm(&a64, &b64).unwrap().to_vec::<f64>().unwrap();
+        for i in 0..m {
+            for j in 0..20 {
+                let w: f64 = (0..k)
+                    .map(|p| av[i * k + p] as f64 * bt[p * 20 + j] as f64)
+                    .sum();
+                assert!(
+                    (r64[i * 20 + j] - w).abs() <= 1e-9 * (1.0 + w.abs()),
+                    "f64 mm ({i},{j})"
+                );
+            }
+        }
+    }
 }
