@@ -8,6 +8,9 @@
 //! Infrastructure for kernel authors, each documented in its module:
 //! * [`iter`] — broadcasting, strided N-operand loops (`map1/map2/map3`,
 //!   `for_each_raw`), parallel above [`iter::GRAIN`] elements.
+//! * `parallel` (crate-private) — `fork_chunks` / `fork_chunks_mut`: fork-join in
+//!   which the calling thread takes part, with a warm helper team; use it rather
+//!   than a rayon scope for kernels called back to back.
 //! * [`dtype_dispatch`] — `dispatch_all!`, `dispatch_float!` (f16/bf16 compute in
 //!   f32), `dispatch_int!`, `dispatch_int_bool!`, `dispatch_numeric!`; traits
 //!   [`dtype_dispatch::Elem`] (casts) and [`dtype_dispatch::Float`].
