@@ -3,7 +3,7 @@
 //!
 //! Owns: iteration geometry (broadcast shapes, byte strides, collapsing of
 //! contiguous dimensions), splitting work across threads (through
-//! [`crate::parallel::fork_chunks`]), and the typed
+//! `parallel::fork_chunks`), and the typed
 //! `map*` helpers built on it. Must not: know any op's math, or allocate tensors
 //! (output preparation lives in [`crate::out`]).
 //!
