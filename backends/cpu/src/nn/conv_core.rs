@@ -1,12 +1,12 @@
 //! 2-d convolution numerics by im2col + GEMM: forward, gradient w.r.t. input (also
 //! the forward of a transposed convolution) and gradient w.r.t. weight, with groups,
-//! stride, padding and dilation. Images of a batch run in parallel on rayon.
+//! stride, padding and dilation. Images of a batch run in parallel
+//! (`parallel::fork_chunks_mut`).
 //!
 //! Owns: the geometry, im2col / col2im and the per-image GEMM calls.
 //! Must not: know about tensors, dtypes or op names.
 
 use crate::linalg::gemm_core::{gemm_float, GemmFloat, MatMut, MatRef};
-use rayon::prelude::*;
 
 /// Shape of one (non-transposed) 2-d convolution: input `[n, cin, h, w]`, weight
 /// `[cout, cin / groups, kh, kw]`, output `[n, cout, oh, ow]`.
@@ -215,7 +215,7 @@ pub(crate) fn forward<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
         }
     };
     if parallel_batch {
-        y.par_chunks_mut(out_img).enumerate().for_each(run);
+        crate::parallel::fork_chunks_mut(y, out_img, |b, yb| run((b, yb)));
     } else {
         y.chunks_mut(out_img).enumerate().for_each(run);
     }
@@ -267,7 +267,7 @@ pub(crate) fn backward_input<C: GemmFloat>(dy: &[C], w: &[C], g: &Geom, dx: &mut
         }
     };
     if parallel_batch {
-        dx.par_chunks_mut(in_img).enumerate().for_each(run);
+        crate::parallel::fork_chunks_mut(dx, in_img, |b, dxb| run((b, dxb)));
     } else {
         dx.chunks_mut(in_img).enumerate().for_each(run);
     }

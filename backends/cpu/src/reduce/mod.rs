@@ -163,10 +163,14 @@ pub fn map_rows<T: Elem, O: Elem>(rows: &Rows, f: impl Fn(&[T]) -> O + Sync) -> 
     let (outer, inner) = (rows.outer, rows.inner);
     let mut out = vec![O::default(); outer];
     if outer * inner >= crate::iter::GRAIN && outer > 1 {
-        use rayon::prelude::*;
-        out.par_iter_mut()
-            .enumerate()
-            .for_each(|(i, o)| *o = f(&data[i * inner..(i + 1) * inner]));
+        // About four tasks per thread, for balance on a shared machine.
+        let per_task = outer.div_ceil(4 * rayon::current_num_threads());
+        crate::parallel::fork_chunks_mut(&mut out, per_task, |c, task| {
+            for (j, o) in task.iter_mut().enumerate() {
+                let i = c * per_task + j;
+                *o = f(&data[i * inner..(i + 1) * inner]);
+            }
+        });
     } else {
         for (i, o) in out.iter_mut().enumerate() {
             *o = f(&data[i * inner..(i + 1) * inner]);
