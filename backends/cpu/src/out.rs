@@ -105,8 +105,8 @@ pub(crate) fn new_result(
 ) -> Result<Tensor> {
     let mut t = empty_uninit(shape, dtype)?;
     // SAFETY: CPU kernels touch the tensors they are given from the calling thread
-    // only; their worker threads get slices or raw pointers (`iter::par_ranges`,
-    // rayon's `par_chunks_mut`), never a tensor.
+    // only; their helper threads get slices or raw pointers (`iter::par_ranges`,
+    // `parallel::fork_chunks_mut`), never a tensor.
     unsafe { t.fill_unshared(kernel) }?;
     Ok(t)
 }

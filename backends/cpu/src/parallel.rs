@@ -297,6 +297,13 @@ pub(crate) fn fork_chunks_mut<T: Send>(
     });
 }
 
+/// `f(item)` for every item, each through [`fork_chunks`]: for kernels whose
+/// tasks own pieces of several outputs, split safely beforehand (`chunks_mut` and
+/// `zip`) into one item per task.
+pub(crate) fn fork_each_mut<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync) {
+    fork_chunks_mut(items, 1, |_, item| item.iter_mut().for_each(&f));
+}
+
 /// The start of a mutable slice, shared with the threads that write its chunks.
 struct SharedMut<T>(*mut T);
 // SAFETY: only used by `fork_chunks_mut`, whose threads each write a disjoint
@@ -317,7 +324,7 @@ impl<T> SharedMut<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fork_chunks, fork_chunks_mut, team, PARKED, WARM_WINDOW};
+    use super::{fork_chunks, fork_chunks_mut, fork_each_mut, team, PARKED, WARM_WINDOW};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
@@ -466,6 +473,18 @@ mod tests {
                 "{total}/{len}"
             );
         }
+    }
+
+    #[test]
+    fn each_mut_visits_every_item_once() {
+        let mut a = [0u32; 37];
+        let mut b = [0u64; 37 * 3];
+        let mut tasks: Vec<_> = a.chunks_mut(5).zip(b.chunks_mut(15)).collect();
+        fork_each_mut(&mut tasks, |(x, y)| {
+            x.iter_mut().for_each(|v| *v += 1);
+            y.iter_mut().for_each(|v| *v += 2);
+        });
+        assert!(a.iter().all(|&v| v == 1) && b.iter().all(|&v| v == 2));
     }
 
     #[test]

@@ -17,7 +17,6 @@ use super::io::{compute_dtype, err, make_output, with_slice, Compute};
 use crate::autogen::{copy_out, copy_outs};
 use opal::generator::philox4x32_10;
 use opal::{DType, Generator, Result, Scalar, Tensor};
-use rayon::prelude::*;
 
 /// Elements per parallel task (a multiple of 4: one Philox block gives 4 words).
 const CHUNK: usize = 1 << 14;
@@ -83,11 +82,15 @@ fn fill_all<C: Compute>(x: &[C], y: &mut [C], mask: &mut [bool], keep: Keep, sca
         fill(x, y, mask, 0, keep, scale);
         return;
     }
-    y.par_chunks_mut(CHUNK)
-        .zip(mask.par_chunks_mut(CHUNK))
-        .zip(x.par_chunks(CHUNK))
+    let mut tasks: Vec<_> = y
+        .chunks_mut(CHUNK)
+        .zip(mask.chunks_mut(CHUNK))
+        .zip(x.chunks(CHUNK))
         .enumerate()
-        .for_each(|(c, ((yc, mc), xc))| fill(xc, yc, mc, c * CHUNK, keep, scale));
+        .collect();
+    crate::parallel::fork_each_mut(&mut tasks, |(c, ((yc, mc), xc))| {
+        fill(xc, yc, mc, *c * CHUNK, keep, scale)
+    });
 }
 
 /// Dropout: `(output, mask)`. `train = None` counts as training, as in PyTorch.

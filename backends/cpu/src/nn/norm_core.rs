@@ -4,7 +4,6 @@
 //! layer-norm backward. Must not: know about tensors, dtypes or op names.
 
 use super::vecmath::RowMath;
-use rayon::prelude::*;
 
 const PARALLEL_MIN: usize = 1 << 14;
 
@@ -36,19 +35,27 @@ pub(crate) fn layer_norm_forward<C: RowMath>(
         *r = rs;
         C::normalize(xr, yr, mu, rs, gamma, beta);
     };
-    if x.len() >= PARALLEL_MIN {
-        y.par_chunks_mut(n)
-            .zip(x.par_chunks(n))
-            .zip(mean.par_iter_mut().zip(rstd.par_iter_mut()))
-            .for_each(|((yr, xr), (m, r))| row(xr, yr, m, r));
-    } else {
-        for ((yr, xr), (m, r)) in y
+    let rows = |yc: &mut [C], xc: &[C], mc: &mut [C], rc: &mut [C]| {
+        for ((yr, xr), (m, r)) in yc
             .chunks_mut(n)
-            .zip(x.chunks(n))
-            .zip(mean.iter_mut().zip(rstd.iter_mut()))
+            .zip(xc.chunks(n))
+            .zip(mc.iter_mut().zip(rc.iter_mut()))
         {
             row(xr, yr, m, r);
         }
+    };
+    if x.len() >= PARALLEL_MIN {
+        // About four tasks of whole rows per thread; each task owns its pieces of
+        // the three outputs.
+        let per_task = mean.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+        let mut tasks: Vec<_> = y
+            .chunks_mut(per_task * n)
+            .zip(x.chunks(per_task * n))
+            .zip(mean.chunks_mut(per_task).zip(rstd.chunks_mut(per_task)))
+            .collect();
+        crate::parallel::fork_each_mut(&mut tasks, |((yc, xc), (mc, rc))| rows(yc, xc, mc, rc));
+    } else {
+        rows(y, x, mean, rstd);
     }
 }
 

@@ -7,7 +7,6 @@
 
 use super::io::{compute_dtype, err, make_output, shape_err, with_slice, write_out, Compute};
 use opal::{DType, Result, Tensor};
-use rayon::prelude::*;
 
 /// `(planes, h, w)` of a 3-d or 4-d input.
 fn planes(x: &Tensor, op: &str) -> Result<(usize, usize, usize)> {
@@ -160,37 +159,40 @@ pub fn max_pool2d_with_indices(
         let osz = g.oh * g.ow;
         with_slice::<C, _>(x, |xs| {
             make_output::<C>(oshape, x.dtype(), |ys| {
-                ys.par_chunks_mut(osz.max(1))
-                    .zip(idx.par_chunks_mut(osz.max(1)))
+                let mut planes: Vec<_> = ys
+                    .chunks_mut(osz.max(1))
+                    .zip(idx.chunks_mut(osz.max(1)))
                     .enumerate()
-                    .for_each(|(pl, (yp, ip))| {
-                        let xp = &xs[pl * h * w..(pl + 1) * h * w];
-                        for oy in 0..g.oh {
-                            for ox in 0..g.ow {
-                                let (mut best, mut bi) = (C::neg_infinity(), -1i64);
-                                for i in 0..g.k[0] {
-                                    let iy = oy as i64 * g.s[0] - g.p[0] + i * g.d[0];
-                                    if iy < 0 || iy >= h as i64 {
+                    .collect();
+                crate::parallel::fork_each_mut(&mut planes, |(pl, (yp, ip))| {
+                    let pl = *pl;
+                    let xp = &xs[pl * h * w..(pl + 1) * h * w];
+                    for oy in 0..g.oh {
+                        for ox in 0..g.ow {
+                            let (mut best, mut bi) = (C::neg_infinity(), -1i64);
+                            for i in 0..g.k[0] {
+                                let iy = oy as i64 * g.s[0] - g.p[0] + i * g.d[0];
+                                if iy < 0 || iy >= h as i64 {
+                                    continue;
+                                }
+                                for j in 0..g.k[1] {
+                                    let ix = ox as i64 * g.s[1] - g.p[1] + j * g.d[1];
+                                    if ix < 0 || ix >= w as i64 {
                                         continue;
                                     }
-                                    for j in 0..g.k[1] {
-                                        let ix = ox as i64 * g.s[1] - g.p[1] + j * g.d[1];
-                                        if ix < 0 || ix >= w as i64 {
-                                            continue;
-                                        }
-                                        let pos = iy * w as i64 + ix;
-                                        let v = xp[pos as usize];
-                                        if bi < 0 || v > best || v.is_nan() {
-                                            best = v;
-                                            bi = pos;
-                                        }
+                                    let pos = iy * w as i64 + ix;
+                                    let v = xp[pos as usize];
+                                    if bi < 0 || v > best || v.is_nan() {
+                                        best = v;
+                                        bi = pos;
                                     }
                                 }
-                                yp[oy * g.ow + ox] = best;
-                                ip[oy * g.ow + ox] = bi;
                             }
+                            yp[oy * g.ow + ox] = best;
+                            ip[oy * g.ow + ox] = bi;
                         }
-                    });
+                    }
+                });
                 let _ = np;
                 Ok(())
             })
@@ -352,36 +354,34 @@ pub fn avg_pool2d(
         let (h, w) = (h as i64, w as i64);
         with_slice::<C, _>(x, |xs| {
             make_output::<C>(oshape, x.dtype(), |ys| {
-                ys.par_chunks_mut(osz.max(1))
-                    .enumerate()
-                    .for_each(|(pl, yp)| {
-                        let xp = &xs[pl * (h * w) as usize..(pl + 1) * (h * w) as usize];
-                        for oy in 0..g.oh as i64 {
-                            for ox in 0..g.ow as i64 {
-                                let (mut y0, mut x0) = (oy * g.s[0] - g.p[0], ox * g.s[1] - g.p[1]);
-                                let (mut y1, mut x1) =
-                                    ((y0 + g.k[0]).min(h + g.p[0]), (x0 + g.k[1]).min(w + g.p[1]));
-                                let padded = (y1 - y0) * (x1 - x0);
-                                y0 = y0.max(0);
-                                x0 = x0.max(0);
-                                y1 = y1.min(h);
-                                x1 = x1.min(w);
-                                let mut s = num_traits::zero::<C>();
-                                for iy in y0..y1 {
-                                    for ix in x0..x1 {
-                                        s = s + xp[(iy * w + ix) as usize];
-                                    }
+                crate::parallel::fork_chunks_mut(ys, osz.max(1), |pl, yp| {
+                    let xp = &xs[pl * (h * w) as usize..(pl + 1) * (h * w) as usize];
+                    for oy in 0..g.oh as i64 {
+                        for ox in 0..g.ow as i64 {
+                            let (mut y0, mut x0) = (oy * g.s[0] - g.p[0], ox * g.s[1] - g.p[1]);
+                            let (mut y1, mut x1) =
+                                ((y0 + g.k[0]).min(h + g.p[0]), (x0 + g.k[1]).min(w + g.p[1]));
+                            let padded = (y1 - y0) * (x1 - x0);
+                            y0 = y0.max(0);
+                            x0 = x0.max(0);
+                            y1 = y1.min(h);
+                            x1 = x1.min(w);
+                            let mut s = num_traits::zero::<C>();
+                            for iy in y0..y1 {
+                                for ix in x0..x1 {
+                                    s = s + xp[(iy * w + ix) as usize];
                                 }
-                                let cnt =
-                                    div.unwrap_or(if cip { padded } else { (y1 - y0) * (x1 - x0) });
-                                yp[(oy * g.ow as i64 + ox) as usize] = if y0 >= y1 || x0 >= x1 {
-                                    num_traits::zero()
-                                } else {
-                                    s / C::from(cnt).unwrap_or_else(C::one)
-                                };
                             }
+                            let cnt =
+                                div.unwrap_or(if cip { padded } else { (y1 - y0) * (x1 - x0) });
+                            yp[(oy * g.ow as i64 + ox) as usize] = if y0 >= y1 || x0 >= x1 {
+                                num_traits::zero()
+                            } else {
+                                s / C::from(cnt).unwrap_or_else(C::one)
+                            };
                         }
-                    });
+                    }
+                });
                 Ok(())
             })
         })
@@ -457,25 +457,23 @@ pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tenso
     ) -> Result<Tensor> {
         with_slice::<C, _>(x, |xs| {
             make_output::<C>(oshape, x.dtype(), |ys| {
-                ys.par_chunks_mut((oh * ow).max(1))
-                    .enumerate()
-                    .for_each(|(pl, yp)| {
-                        let xp = &xs[pl * h * w..(pl + 1) * h * w];
-                        for oy in 0..oh {
-                            let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
-                            for ox in 0..ow {
-                                let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
-                                let mut s = num_traits::zero::<C>();
-                                for iy in y0..y1 {
-                                    for ix in x0..x1 {
-                                        s = s + xp[iy * w + ix];
-                                    }
+                crate::parallel::fork_chunks_mut(ys, (oh * ow).max(1), |pl, yp| {
+                    let xp = &xs[pl * h * w..(pl + 1) * h * w];
+                    for oy in 0..oh {
+                        let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
+                        for ox in 0..ow {
+                            let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
+                            let mut s = num_traits::zero::<C>();
+                            for iy in y0..y1 {
+                                for ix in x0..x1 {
+                                    s = s + xp[iy * w + ix];
                                 }
-                                yp[oy * ow + ox] =
-                                    s / C::from((y1 - y0) * (x1 - x0)).unwrap_or_else(C::one);
                             }
+                            yp[oy * ow + ox] =
+                                s / C::from((y1 - y0) * (x1 - x0)).unwrap_or_else(C::one);
                         }
-                    });
+                    }
+                });
                 Ok(())
             })
         })

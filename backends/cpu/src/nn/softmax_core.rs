@@ -6,7 +6,6 @@
 //! Must not: know about tensors or dtypes other than the f32/f64 compute type.
 
 use super::vecmath::RowMath;
-use rayon::prelude::*;
 
 /// Below this many elements the work stays on the calling thread.
 const PARALLEL_MIN: usize = 1 << 14;
@@ -158,10 +157,14 @@ pub(crate) fn softmax_backward<C: RowMath>(
             }
         }
     };
-    if paired.len() >= PARALLEL_MIN {
-        out.par_chunks_mut(block)
-            .zip(paired.par_chunks(block))
-            .for_each(|(ob, pb)| run(pb, ob));
+    if paired.len() >= PARALLEL_MIN && paired.len() > block {
+        let per_task = task_len(paired.len(), block);
+        crate::parallel::fork_chunks_mut(out, per_task, |c, oc| {
+            let pc = &paired[c * per_task..c * per_task + oc.len()];
+            for (ob, pb) in oc.chunks_mut(block).zip(pc.chunks(block)) {
+                run(pb, ob);
+            }
+        });
     } else {
         for (ob, pb) in out.chunks_mut(block).zip(paired.chunks(block)) {
             run(pb, ob);
