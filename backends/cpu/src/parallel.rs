@@ -285,7 +285,7 @@ pub(crate) fn fork_chunks_mut<T: Send>(
         return;
     }
     let total = data.len();
-    let base = SharedMut(data.as_mut_ptr());
+    let base = SharedPtr(data.as_mut_ptr());
     fork_chunks(total.div_ceil(len), |c| {
         let start = c * len;
         let end = (start + len).min(total);
@@ -304,19 +304,33 @@ pub(crate) fn fork_each_mut<T: Send>(items: &mut [T], f: impl Fn(&mut T) + Sync)
     fork_chunks_mut(items, 1, |_, item| item.iter_mut().for_each(&f));
 }
 
-/// The start of a mutable slice, shared with the threads that write its chunks.
-struct SharedMut<T>(*mut T);
-// SAFETY: only used by `fork_chunks_mut`, whose threads each write a disjoint
-// chunk of a slice of `T: Send`.
-unsafe impl<T: Send> Sync for SharedMut<T> {}
+/// A pointer into memory that the threads of one fork read, or write in disjoint
+/// places: the one wrapper that lets a raw pointer into a fork's closure.
+pub(crate) struct SharedPtr<T>(pub *mut T);
 
-impl<T> SharedMut<T> {
+// By hand: derived impls would require `T: Copy`.
+impl<T> Clone for SharedPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SharedPtr<T> {}
+// SAFETY: a fork's caller keeps the pointee alive until every chunk has finished,
+// and its chunks write disjoint elements (each user states why), so sharing the
+// pointer value across threads is sound for element types that may move between
+// threads.
+unsafe impl<T: Send> Sync for SharedPtr<T> {}
+// SAFETY: as for Sync.
+unsafe impl<T: Send> Send for SharedPtr<T> {}
+
+impl<T> SharedPtr<T> {
     /// The address of element `i` (a method, so closures capture the whole
     /// wrapper rather than its raw pointer field).
     ///
     /// # Safety
-    /// `i` must be within the slice.
-    unsafe fn at(&self, i: usize) -> *mut T {
+    /// `i` must be within the allocation.
+    #[inline(always)]
+    pub(crate) unsafe fn at(self, i: usize) -> *mut T {
         // SAFETY: forwarded.
         unsafe { self.0.add(i) }
     }
@@ -383,20 +397,22 @@ mod tests {
         }
     }
 
+    /// Forks `chunks` chunks that count their runs; true when each ran once.
+    fn each_chunk_runs_once(chunks: usize) -> bool {
+        let hits: Vec<AtomicUsize> = (0..chunks).map(|_| AtomicUsize::new(0)).collect();
+        fork_chunks(chunks, |c| {
+            hits[c].fetch_add(1, Ordering::Relaxed);
+        });
+        hits.iter().all(|h| h.load(Ordering::Relaxed) == 1)
+    }
+
     #[test]
     fn forks_from_many_threads_at_once_each_run_all_their_chunks() {
         std::thread::scope(|s| {
             for t in 0..6 {
                 s.spawn(move || {
                     for round in 0..30 {
-                        let hits: Vec<AtomicUsize> = (0..12).map(|_| AtomicUsize::new(0)).collect();
-                        fork_chunks(12, |c| {
-                            hits[c].fetch_add(1, Ordering::Relaxed);
-                        });
-                        assert!(
-                            hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
-                            "thread {t} round {round}"
-                        );
+                        assert!(each_chunk_runs_once(12), "thread {t} round {round}");
                     }
                 });
             }
@@ -406,14 +422,7 @@ mod tests {
     #[test]
     fn every_chunk_runs_exactly_once() {
         for chunks in [0, 1, 2, 3, 8, 64] {
-            let hits: Vec<AtomicUsize> = (0..chunks).map(|_| AtomicUsize::new(0)).collect();
-            fork_chunks(chunks, |c| {
-                hits[c].fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(
-                hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
-                "{chunks} chunks"
-            );
+            assert!(each_chunk_runs_once(chunks), "{chunks} chunks");
         }
     }
 

@@ -7,6 +7,7 @@
 
 use super::{broadcast_byte_strides, for_each_raw, GRAIN};
 use crate::dtype_dispatch::Elem;
+use crate::parallel::SharedPtr;
 use opal::tensor::KernelAccess;
 use opal::{OpalError, Result, Tensor};
 use std::mem::size_of;
@@ -63,15 +64,6 @@ fn par_ranges_split(n: usize, f: &(impl Fn(usize, usize) + Sync)) {
     });
 }
 
-/// Pointer wrapper that may cross threads (see `super::SendPtrs` for the argument).
-#[derive(Clone, Copy)]
-pub(crate) struct P<T>(pub *mut T);
-// SAFETY: the pointee is tensor storage kept alive by the caller for the duration of
-// the parallel loop; threads write disjoint index ranges.
-unsafe impl<T> Send for P<T> {}
-// SAFETY: as above; sharing only copies the pointer value.
-unsafe impl<T> Sync for P<T> {}
-
 /// `out[i] = f(a[i])`; `a` broadcasts to `out`'s shape. `out` may be `a` (in-place).
 pub fn map1<O: Elem, A: Elem>(
     out: &Tensor,
@@ -85,12 +77,12 @@ pub fn map1<O: Elem, A: Elem>(
     let (_acc, [pa], [po]) = KernelAccess::with_ptrs([a], [out])?;
     let pa = pa.cast_mut();
     if out.is_contiguous() && same_contig(a, out) {
-        let (po, pa) = (P(po as *mut O), P(pa as *mut A));
+        let (po, pa) = (SharedPtr(po as *mut O), SharedPtr(pa as *mut A));
         par_ranges(out.numel() as usize, |s, e| {
-            let (po, pa) = (po, pa);
-            // SAFETY: both tensors are contiguous with `numel` elements; `s..e` is in range.
+            // SAFETY: both tensors are contiguous with `numel` elements; `s..e` is in
+            // range, and chunks write disjoint ranges of `out`.
             unsafe {
-                let (o, a) = (po.0.add(s), pa.0.add(s) as *const A);
+                let (o, a) = (po.at(s), pa.at(s) as *const A);
                 for i in 0..e - s {
                     *o.add(i) = f(*a.add(i));
                 }
@@ -144,16 +136,16 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
     let (_acc, [pa, pb], [po]) = KernelAccess::with_ptrs([a, b], [out])?;
     let (pa, pb) = (pa.cast_mut(), pb.cast_mut());
     if out.is_contiguous() && same_contig(a, out) && same_contig(b, out) {
-        let (po, pa, pb) = (P(po as *mut O), P(pa as *mut A), P(pb as *mut B));
+        let (po, pa, pb) = (
+            SharedPtr(po as *mut O),
+            SharedPtr(pa as *mut A),
+            SharedPtr(pb as *mut B),
+        );
         par_ranges(out.numel() as usize, |s, e| {
-            let (po, pa, pb) = (po, pa, pb);
-            // SAFETY: all three are contiguous with `numel` elements; `s..e` is in range.
+            // SAFETY: all three are contiguous with `numel` elements; `s..e` is in
+            // range, and chunks write disjoint ranges of `out`.
             unsafe {
-                let (o, a, b) = (
-                    po.0.add(s),
-                    pa.0.add(s) as *const A,
-                    pb.0.add(s) as *const B,
-                );
+                let (o, a, b) = (po.at(s), pa.at(s) as *const A, pb.at(s) as *const B);
                 for i in 0..e - s {
                     *o.add(i) = f(*a.add(i), *b.add(i));
                 }

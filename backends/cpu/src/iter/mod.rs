@@ -129,25 +129,6 @@ pub fn collapse<const N: usize>(shape: &[i64], strides: [&[isize]; N]) -> Geomet
     g
 }
 
-/// Raw pointers that may be sent to worker threads. The kernels guarantee that
-/// distinct threads write disjoint elements.
-#[derive(Clone, Copy)]
-struct SendPtrs<const N: usize>([*mut u8; N]);
-// SAFETY: the pointers address tensor storage that outlives the parallel loop (the
-// caller holds the tensors), and work is split into disjoint index ranges so no two
-// threads write the same element.
-unsafe impl<const N: usize> Send for SendPtrs<N> {}
-// SAFETY: see `Send`; shared access only reads the pointer values.
-unsafe impl<const N: usize> Sync for SendPtrs<N> {}
-
-impl<const N: usize> SendPtrs<N> {
-    /// The pointers (a method, so closures capture the whole `Sync` wrapper rather
-    /// than its raw array field).
-    fn pointers(&self) -> [*mut u8; N] {
-        self.0
-    }
-}
-
 /// Calls `f(ptrs, byte_strides, len)` for every innermost run of the iteration
 /// space `shape` (outermost-first), where `ptrs[k]` points at operand `k`'s first
 /// element of the run. Splits across threads above [`GRAIN`] elements.
@@ -199,13 +180,13 @@ pub unsafe fn run_geometry<const N: usize, F>(
     }
     let chunks = (numel / GRAIN).clamp(1, threads * 4);
     let per = numel.div_ceil(chunks);
-    let sp = SendPtrs(ptrs);
+    let shared = ptrs.map(crate::parallel::SharedPtr);
     crate::parallel::fork_chunks(chunks, |c| {
         let start = c * per;
         let end = ((c + 1) * per).min(numel);
         if start < end {
             // SAFETY: disjoint ranges; forwarded caller contract.
-            unsafe { run_range(g, sp.pointers(), start, end, f) }
+            unsafe { run_range(g, shared.map(|p| p.0), start, end, f) }
         }
     });
 }
