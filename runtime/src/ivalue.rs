@@ -124,6 +124,23 @@ impl IValue {
         }
     }
 
+    /// Calls `f` on every defined tensor inside this value (lists and tuples too).
+    pub fn for_each_tensor(&self, mut f: impl FnMut(&Tensor)) {
+        self.visit_tensors(&mut f)
+    }
+
+    fn visit_tensors(&self, f: &mut dyn FnMut(&Tensor)) {
+        match self {
+            IValue::Tensor(t) if t.is_defined() => f(t),
+            IValue::TensorList(ts) => ts.iter().filter(|t| t.is_defined()).for_each(f),
+            IValue::OptionalTensorList(ts) => {
+                ts.iter().flatten().filter(|t| t.is_defined()).for_each(f)
+            }
+            IValue::Tuple(vs) | IValue::List(vs) => vs.iter().for_each(|v| v.visit_tensors(f)),
+            _ => {}
+        }
+    }
+
     /// The dispatch keys of every tensor inside this value (lists and tuples too).
     pub fn tensor_keys(&self) -> DispatchKeySet {
         match self {

@@ -10,7 +10,7 @@ use syn::{Expr, Item};
 use super::ast::{self, call, call_path, method, p, reference, try_};
 use super::plan::OpPlan;
 use super::signature::inline_attrs;
-use super::{op_doc, Ctx};
+use super::{checks, op_doc, Ctx};
 use crate::ident::{Passing, Types};
 use crate::model::{BaseTy, Type};
 
@@ -79,7 +79,10 @@ pub fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         false,
     );
     let sig = ast::signature(ast::id("boxed"), [sig_param()], ast::ty_path(arc));
-    let boxed = call_path(&["support", "boxed"], [reference(p(&["DEF"])), closure]);
+    let boxed = call_path(
+        &["support", "boxed"],
+        [reference(p(&["DEF"])), checks::checks_expr(op), closure],
+    );
     out.push(ast::pub_fn(
         inline_attrs(bdoc, []),
         sig,

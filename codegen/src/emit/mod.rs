@@ -16,6 +16,7 @@
 pub(crate) mod ast;
 pub mod backend_select;
 pub mod boxing;
+pub mod checks;
 pub mod defaults;
 pub mod format;
 pub mod methods;

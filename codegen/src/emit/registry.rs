@@ -39,7 +39,7 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> Item {
         let flags = [
             (a.kwarg_only, "KW"),
             (a.out, "OUT"),
-            (a.arg.is_write(), "MUT"),
+            (super::checks::is_written(op, a), "MUT"),
         ];
         let flags = ast::bit_or(
             flags

@@ -14,7 +14,7 @@ use super::plan::{ArgPlan, OpPlan};
 use super::signature::{
     arg_exprs, inline_attrs, inputs, kernel_fn, many_args_attr, ret, ret_outside,
 };
-use super::{defaults, op_doc, Ctx};
+use super::{checks, defaults, op_doc, Ctx};
 use crate::model::{BaseTy, Type};
 
 /// Expressions for a call of `call` with every argument, where defaulted arguments
@@ -161,7 +161,7 @@ pub fn entry(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     let body = vec![
         Stmt::Item(slot),
         ast::let_var("__op", try_(method(p(&["SLOT"]), "get", None, []))),
-        ast::tail(dispatch),
+        ast::tail(checks::with_holds(op, dispatch)),
     ];
     out.push(kernel_fn(cx, op, "redispatch", re_doc, body));
 }

@@ -86,15 +86,38 @@ pub fn support(cx: &Ctx) -> TokenStream {
                 ))
             }
 
+            pub use #rt::tensor::{
+                with_op_holds as held, with_op_holds_dyn as held_dyn, DeviceRule, OpArg, OpChecks,
+            };
+
+            /// Device rule: none (the op moves data between devices).
+            pub const DEVICES_ANY: DeviceRule = DeviceRule::Any;
+            /// Device rule: every tensor argument on one device.
+            pub const DEVICES_SAME: DeviceRule = DeviceRule::Same;
+            /// Device rule: one device, zero-dim CPU inputs acting as scalars.
+            pub const DEVICES_SAME_OR_CPU_SCALAR: DeviceRule = DeviceRule::SameOrCpuScalar;
+
+            /// The entry checks of an op.
+            pub const fn checks(devices: DeviceRule, write_overlap: bool) -> OpChecks {
+                OpChecks { devices, write_overlap }
+            }
+
             /// A boxed kernel from `body`, which gets the call's key set, its arguments
             /// (taken off the stack per `def`) and the stack to push the returns on.
-            pub fn boxed<F>(def: &'static OpDef, body: F) -> ::std::sync::Arc<BoxedKernelFn>
+            /// The arguments are held and checked (`checks`) as in a typed call.
+            pub fn boxed<F>(
+                def: &'static OpDef,
+                checks: OpChecks,
+                body: F,
+            ) -> ::std::sync::Arc<BoxedKernelFn>
             where
                 F: Fn(DispatchKeySet, &mut Args, &mut Stack) -> Result<()> + Send + Sync + 'static,
             {
                 ::std::sync::Arc::new(move |_: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack| {
-                    let mut args = Args::take(stack, def)?;
-                    body(ks, &mut args, stack)
+                    #rt::tensor::with_stack_holds(def.name, def.args, checks, stack, |stack| {
+                        let mut args = Args::take(stack, def)?;
+                        body(ks, &mut args, stack)
+                    })
                 })
             }
 

@@ -15,6 +15,7 @@ use super::tls::dispatch_keyset;
 use super::typed::TypedOperatorHandle;
 use crate::error::{ErrorKind, OpalError, Result};
 use crate::ivalue::Stack;
+use crate::tensor::OpChecks;
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::fmt;
@@ -346,12 +347,19 @@ impl OperatorHandle {
 
     /// Boxed call with an explicit key set (no TLS/global recomputation): what a kernel
     /// uses to redispatch, with `ks.below(its_key)`.
+    ///
+    /// The storages of the tensor arguments are held for the call (see
+    /// `opal::tensor::with_op_holds`); the checks of the op (device rule, overlap)
+    /// run in the generated boxed adapter of a typed kernel.
     pub fn redispatch_boxed(&self, ks: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         let (_, e) = self.entry.resolve(ks)?;
-        match &e.boxed {
-            Some(b) => b(self, ks, stack),
-            None => Err(self.entry.no_kernel(None, ks)),
-        }
+        let Some(b) = &e.boxed else {
+            return Err(self.entry.no_kernel(None, ks));
+        };
+        let args = self.def().map_or(&[][..], |d| d.args);
+        crate::tensor::with_stack_holds(self.name(), args, OpChecks::NONE, stack, |stack| {
+            b(self, ks, stack)
+        })
     }
 }
 

@@ -4,8 +4,9 @@
 //! Owns: acquiring/releasing storage borrows around data access. Must not: compute
 //! anything (kernels do) or allocate on the common path.
 
+use super::hold::{acquire_guard, release_guard, Grant};
 use super::meta::{Meta, StridedOffsets};
-use super::storage::{borrow_error, release, try_acquire, StorageBorrow, StorageBuf};
+use super::storage::{borrow_error, StorageBorrow, StorageBuf};
 use super::{undefined_error, Tensor};
 use crate::dtype::{Complex, DType, Element};
 use crate::error::{ErrorKind, OpalError, Result};
@@ -285,16 +286,20 @@ pub struct KernelAccess<'a> {
     len: usize,
     spill: Vec<Held>,
     _life: PhantomData<&'a Tensor>,
+    /// Not `Send` (see the `Sync` impl).
+    _not_send: PhantomData<*const ()>,
 }
 
-/// A held storage: its address with the low bit set when held exclusively. One word
-/// instead of an address and a flag keeps [`KernelAccess`], which every kernel call
-/// builds and returns by value, small. (`StorageBuf` is aligned to more than 2, so
-/// the low bit of its address is free.)
+/// A held storage: its address with bit 0 set when held exclusively and bit 1 set
+/// when the borrow was granted virtually (against an exclusive op hold of this
+/// thread, see `hold`). One word instead of an address and two flags keeps
+/// [`KernelAccess`], which every kernel call builds and returns by value, small.
+/// (`StorageBuf` is aligned to at least 4, so the two low bits of its address are
+/// free.)
 #[derive(Copy, Clone, PartialEq)]
 struct Held(usize);
 
-const _: () = assert!(std::mem::align_of::<StorageBuf>() >= 2);
+const _: () = assert!(std::mem::align_of::<StorageBuf>() >= 4);
 
 impl Held {
     const NONE: Held = Held(0);
@@ -306,12 +311,29 @@ impl Held {
 
     #[inline]
     fn addr(self) -> usize {
-        self.0 & !1
+        self.0 & !3
+    }
+
+    #[inline]
+    fn grant(self) -> Grant {
+        if self.0 & 2 == 2 {
+            Grant::Virtual
+        } else {
+            Grant::Atomic
+        }
     }
 
     #[inline]
     fn exclusive(self) -> bool {
         self.0 & 1 == 1
+    }
+
+    #[inline]
+    fn granted(self, g: Grant) -> Held {
+        match g {
+            Grant::Atomic => self,
+            Grant::Virtual => Held(self.0 | 2),
+        }
     }
 
     /// The storage.
@@ -336,6 +358,7 @@ impl<'a> KernelAccess<'a> {
             len: 0,
             spill: Vec::new(),
             _life: PhantomData,
+            _not_send: PhantomData,
         };
         // Writes first, so a storage that is both read and written is marked exclusive.
         for t in writes {
@@ -376,26 +399,31 @@ impl<'a> KernelAccess<'a> {
             len: 0,
             spill: Vec::new(),
             _life: PhantomData,
+            _not_send: PhantomData,
         };
         // A result inside `Tensor::fill_unshared` is reachable from this thread only,
         // so it needs no borrow (see that method's contract).
-        let mut wp = [std::ptr::null_mut(); W];
-        for (p, t) in wp.iter_mut().zip(writes) {
-            let s = t.storage();
-            *p = element_ptr(t, s)?;
+        for t in writes {
             if !t.is_unshared() {
-                acc.note_inline(s, true);
+                acc.note_inline(t.storage(), true);
             }
         }
-        let mut rp = [std::ptr::null(); R];
-        for (p, t) in rp.iter_mut().zip(reads) {
-            let s = t.storage();
-            *p = element_ptr(t, s)?.cast_const();
+        for t in reads {
             if !t.is_unshared() {
-                acc.note_inline(s, false);
+                acc.note_inline(t.storage(), false);
             }
         }
         acc.acquire_all()?;
+        // Addresses only once borrowed: a storage can be regrown (moving its bytes)
+        // until then.
+        let mut wp = [std::ptr::null_mut(); W];
+        for (p, t) in wp.iter_mut().zip(writes) {
+            *p = element_ptr(t, t.storage())?;
+        }
+        let mut rp = [std::ptr::null(); R];
+        for (p, t) in rp.iter_mut().zip(reads) {
+            *p = element_ptr(t, t.storage())?.cast_const();
+        }
         Ok((acc, rp, wp))
     }
 
@@ -419,18 +447,24 @@ impl<'a> KernelAccess<'a> {
         for i in 0..self.len {
             let h = self.inline[i];
             // SAFETY: the entry comes from a `&'a Tensor`'s storage, alive for 'a.
-            if !try_acquire(unsafe { h.storage() }, h.exclusive()) {
-                self.len = i;
-                self.spill.clear();
-                return Err(self.abandon(h.exclusive()));
+            match acquire_guard(unsafe { h.storage() }, h.exclusive()) {
+                Some(g) => self.inline[i] = h.granted(g),
+                None => {
+                    self.len = i;
+                    self.spill.clear();
+                    return Err(self.abandon(h.exclusive()));
+                }
             }
         }
         for i in 0..self.spill.len() {
             let h = self.spill[i];
             // SAFETY: as above.
-            if !try_acquire(unsafe { h.storage() }, h.exclusive()) {
-                self.spill.truncate(i);
-                return Err(self.abandon(h.exclusive()));
+            match acquire_guard(unsafe { h.storage() }, h.exclusive()) {
+                Some(g) => self.spill[i] = h.granted(g),
+                None => {
+                    self.spill.truncate(i);
+                    return Err(self.abandon(h.exclusive()));
+                }
             }
         }
         Ok(())
@@ -447,13 +481,9 @@ impl<'a> KernelAccess<'a> {
 
     #[inline]
     fn release_all(&self) {
-        for &h in &self.inline[..self.len] {
+        for &h in self.inline[..self.len].iter().chain(&self.spill) {
             // SAFETY: every entry was acquired and its storage outlives 'a.
-            release(unsafe { h.storage() }, h.exclusive());
-        }
-        for &h in &self.spill {
-            // SAFETY: as above.
-            release(unsafe { h.storage() }, h.exclusive());
+            release_guard(unsafe { h.storage() }, h.exclusive(), h.grant());
         }
     }
 
@@ -516,8 +546,7 @@ impl Drop for KernelAccess<'_> {
     }
 }
 
-// SAFETY: the raw pointers are borrowed storages (Sync); releasing from another
-// thread is fine because the borrow state is a plain atomic counter.
-unsafe impl Send for KernelAccess<'_> {}
-// SAFETY: shared access only reads the entry list.
+// SAFETY: shared access only reads the entry list and the (Sync) storages.
+// Not `Send`: a virtual grant is counted in this thread's op holds (see `hold`) and
+// must be released on this thread (the `_not_send` marker).
 unsafe impl Sync for KernelAccess<'_> {}

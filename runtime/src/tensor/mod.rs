@@ -27,14 +27,23 @@
 //! calls that only read a tensor run concurrently. A borrow costs one uncontended
 //! atomic compare-exchange per distinct storage and one store/`fetch_sub` to release.
 //!
+//! **Operator calls hold their arguments** ([`with_op_holds`], called by every
+//! generated entry point and by boxed calls): the storages of a call's tensor
+//! arguments stay borrowed (shared for inputs, exclusive for `(a!)` arguments)
+//! from before its kernel runs until it returns. Guards inside the call borrow on
+//! top of that (see `hold`). So a kernel, whatever accessor it uses, sees one
+//! consistent geometry and data that no other thread writes for its whole run, or
+//! the call fails with a borrow conflict before the kernel starts.
+//!
 //! Metadata (sizes, strides, offset) only changes through [`Tensor::resize_`] and
-//! [`Tensor::set_geometry_`] (the in-place view ops): both publish a new metadata
-//! block atomically and keep superseded blocks alive until the tensor is dropped, so
-//! `&[i64]` from [`Tensor::sizes`] stays valid while its `&Tensor` lives. Growing the
-//! storage (only `resize_` does) needs the exclusive borrow.
+//! [`Tensor::set_geometry_`] (the in-place view ops), and both take the storage's
+//! exclusive borrow, so geometry never changes under a running kernel. They publish
+//! a new metadata block atomically and keep superseded blocks alive until the
+//! tensor is dropped, so `&[i64]` from [`Tensor::sizes`] stays valid while its
+//! `&Tensor` lives.
 //!
 //! [`Tensor::data_ptr`] returns a raw pointer without borrowing; only dereference it
-//! while holding a guard.
+//! while holding a guard or inside an operator call that holds the tensor.
 //!
 //! # Undefined tensors
 //!
@@ -63,13 +72,19 @@
 #![warn(missing_docs)]
 
 mod access;
+mod checks;
 mod create;
 mod display;
+mod hold;
 mod meta;
 mod pool;
 pub mod storage;
 
 pub use access::{KernelAccess, Pod, TensorRead, TensorWrite};
+pub use checks::{
+    internal_overlap, is_non_overlapping_and_dense, overlap, DeviceRule, OpChecks, Overlap,
+};
+pub use hold::{with_op_holds, with_op_holds_dyn, with_stack_holds, OpArg};
 pub use storage::{
     allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage, StorageBuf,
 };
@@ -83,6 +98,7 @@ use meta::Meta;
 use pool::{block_layout, BlockCache, ImplRc, Pooled};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::OnceLock;
+use storage::StorageBorrow;
 
 /// Where a tensor's bytes live: in the tensor itself (a fresh tensor: one allocation
 /// for metadata and buffer) or behind a shared [`Storage`] handle (views, tensors
@@ -333,18 +349,22 @@ impl Tensor {
 
     /// Resizes in place to `sizes` with contiguous strides (the `out=` rule): same
     /// sizes is a no-op; the storage grows (in place, seen by all views) when too
-    /// small, which needs it unborrowed.
+    /// small. Takes the storage's exclusive borrow (a borrow-conflict `Err` while
+    /// another thread uses it), as every geometry change does.
     pub fn resize_(&self, sizes: &[i64]) -> Result<()> {
         if !self.is_defined() {
             // Every undefined handle shares the sentinel: resizing one resizes all.
             return Err(undefined_error("resize_"));
         }
+        // Geometry changes take the exclusive borrow, so no kernel can be reading
+        // this tensor's geometry or data meanwhile (see `hold`).
+        let guard = StorageBorrow::acquire(self.storage(), true)?;
         if self.sizes() == sizes && self.is_contiguous() {
             return Ok(());
         }
         let meta = Meta::contiguous(sizes, self.storage_offset())?;
         let need = meta.required_bytes(self.dtype())?;
-        self.storage().grow(need)?;
+        self.storage().grow_borrowed(need, &guard)?;
         self.publish_meta(meta);
         Ok(())
     }
@@ -360,24 +380,29 @@ impl Tensor {
     /// Errors name `set_geometry_`; an undefined tensor is refused. Unchanged
     /// geometry is a no-op.
     ///
-    /// Each change keeps the superseded metadata block alive until the tensor drops
-    /// (a reader may still hold `&[i64]` from [`Tensor::sizes`]), so changing the
-    /// geometry of one long-lived tensor in a loop grows its memory by one block per
-    /// call. Data is not borrowed: a kernel running on this tensor concurrently keeps
-    /// the geometry it read.
+    /// Takes the storage's exclusive borrow, like a write: while any operator call
+    /// or guard uses the tensor (or a view sharing its storage) on another thread,
+    /// this is a borrow-conflict `Err`, so a running kernel never sees its geometry
+    /// change. Each change keeps the superseded metadata block alive until the
+    /// tensor drops (a reader may still hold `&[i64]` from [`Tensor::sizes`]), so
+    /// changing the geometry of one long-lived tensor in a loop grows its memory by
+    /// one block per call.
     pub fn set_geometry_(&self, sizes: &[i64], strides: &[i64]) -> Result<()> {
         const OP: &str = "set_geometry_";
         if !self.is_defined() {
             // Every undefined handle shares the sentinel: restriding one restrides all.
             return Err(undefined_error(OP));
         }
+        let named = |e: OpalError| match e.kind() {
+            ErrorKind::Shape(m) => OpalError::shape(format!("{OP}: {m}")),
+            ErrorKind::BorrowConflict(m) => ErrorKind::BorrowConflict(format!("{OP}: {m}")).into(),
+            _ => e,
+        };
+        // Like a write: no kernel may be using the current geometry meanwhile.
+        let _guard = StorageBorrow::acquire(self.storage(), true).map_err(named)?;
         if self.sizes() == sizes && self.strides() == strides {
             return Ok(());
         }
-        let named = |e: OpalError| match e.kind() {
-            ErrorKind::Shape(m) => OpalError::shape(format!("{OP}: {m}")),
-            _ => e,
-        };
         let meta = Meta::strided(sizes, strides, self.storage_offset()).map_err(named)?;
         meta.check_fits(self.dtype(), self.storage().nbytes())
             .map_err(named)?;

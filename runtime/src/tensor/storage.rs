@@ -6,6 +6,7 @@
 //! Owns: memory ownership and the borrow flag. Must not: know about sizes/strides or
 //! dtypes (that is `Tensor`), or about dispatch.
 
+use super::hold::{acquire_guard, release_guard, Grant};
 use crate::device::{Device, DeviceType};
 use crate::error::{ErrorKind, OpalError, Result};
 use std::alloc::Layout;
@@ -304,12 +305,19 @@ impl StorageBuf {
     }
 
     /// Grows the buffer to at least `nbytes` (keeping the bytes, zeroing the rest),
-    /// in place so every view sees it. Needs the storage to be unborrowed.
+    /// in place so every view sees it. Needs the storage to be unborrowed (or held
+    /// exclusively by the op of this thread that calls it).
     pub fn grow(&self, nbytes: usize) -> Result<()> {
         if nbytes <= self.nbytes() {
             return Ok(());
         }
-        let _guard = StorageBorrow::acquire(self, true)?;
+        let guard = StorageBorrow::acquire(self, true)?;
+        self.grow_borrowed(nbytes, &guard)
+    }
+
+    /// [`StorageBuf::grow`] under an exclusive borrow the caller already holds.
+    pub(crate) fn grow_borrowed(&self, nbytes: usize, guard: &StorageBorrow<'_>) -> Result<()> {
+        debug_assert!(std::ptr::eq(guard.s, self) && guard.exclusive);
         // Re-read under the exclusive borrow: another resize may have grown it meanwhile.
         let old = self.nbytes.load(Ordering::Acquire);
         if nbytes <= old {
@@ -431,20 +439,28 @@ impl fmt::Debug for Storage {
     }
 }
 
-/// An acquired borrow of one storage, released on drop.
+/// An acquired guard borrow of one storage, released on drop (see `hold` for the
+/// two levels of borrowing). Not `Send`: a virtual grant is counted in this
+/// thread's op holds and must be released here.
 pub(crate) struct StorageBorrow<'a> {
     s: &'a StorageBuf,
     exclusive: bool,
+    grant: Grant,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl<'a> StorageBorrow<'a> {
     /// Tries to borrow `s` shared or exclusively; never blocks.
     #[inline]
     pub(crate) fn acquire(s: &'a StorageBuf, exclusive: bool) -> Result<Self> {
-        if try_acquire(s, exclusive) {
-            Ok(StorageBorrow { s, exclusive })
-        } else {
-            Err(borrow_error(exclusive))
+        match acquire_guard(s, exclusive) {
+            Some(grant) => Ok(StorageBorrow {
+                s,
+                exclusive,
+                grant,
+                _not_send: std::marker::PhantomData,
+            }),
+            None => Err(borrow_error(exclusive)),
         }
     }
 }
@@ -452,7 +468,7 @@ impl<'a> StorageBorrow<'a> {
 impl Drop for StorageBorrow<'_> {
     #[inline]
     fn drop(&mut self) {
-        release(self.s, self.exclusive)
+        release_guard(self.s, self.exclusive, self.grant)
     }
 }
 

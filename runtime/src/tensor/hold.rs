@@ -1,0 +1,401 @@
+//! Two-level storage borrowing: **op holds** and **guards**.
+//!
+//! Every operator call holds the storages of its tensor arguments for its whole
+//! run ([`with_op_holds`], called by the generated entry points and by boxed
+//! calls): shared for inputs, exclusive for `(a!)` arguments. While an op holds a
+//! storage no other thread can write it, resize it or change the geometry of a
+//! tensor over it (those need the exclusive borrow), so a kernel sees one consistent
+//! geometry and consistent data for its whole run, whichever accessor it uses.
+//!
+//! Guards ([`crate::tensor::TensorRead`], [`crate::tensor::TensorWrite`],
+//! [`crate::tensor::KernelAccess`], and geometry changes) borrow inside that. A
+//! storage that an op of *this thread* holds exclusively is not free in the atomic
+//! borrow state, so a guard on it is granted *virtually*: against a per-thread entry
+//! that counts the guards (`n` shared or one exclusive, as the atomic state does
+//! across threads). A storage an op holds shared needs nothing: shared guards take
+//! the atomic borrow as usual, and no exclusive guard can be had (the op promised
+//! not to write it).
+//!
+//! Owns: the per-thread list of exclusive op holds, op-hold acquisition and
+//! release, and the guard protocol on top of the atomic borrow state. Must not:
+//! know kernels, dtypes or dispatch keys.
+//!
+//! # Why a guard can never outlive what protects it
+//!
+//! An op hold is scoped to a closure, so it is released in LIFO order with panics
+//! included. A virtual guard can still outlive its op (a `'static` tensor's guard
+//! kept in a thread-local, say). Releasing such an op hold leaves its entry
+//! *orphaned*: the atomic exclusive borrow stays taken until the last guard that
+//! counts on it is released, so no other thread can reach the storage meanwhile.
+
+use super::checks::{check_devices, check_write_overlap, OpChecks};
+use super::storage::{borrow_error, release, try_acquire, StorageBuf};
+use super::Tensor;
+use crate::dispatch::ArgDef;
+use crate::error::Result;
+use crate::ivalue::Stack;
+use std::cell::RefCell;
+
+/// One storage that an op of this thread holds exclusively.
+struct Entry {
+    /// The `StorageBuf`'s address (alive while the entry exists: see `release_op`).
+    addr: usize,
+    /// Op holds on it (nested ops of this thread holding it exclusively again).
+    ops: u32,
+    /// Guards granted against it: `n > 0` shared, `-1` exclusive, 0 none.
+    guards: i32,
+}
+
+thread_local! {
+    /// Exclusive op holds of this thread. Short (an op's written arguments, times the
+    /// nesting depth), so a linear scan is the fastest lookup.
+    static EXCLUSIVE: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
+}
+
+#[inline]
+fn addr_of(s: &StorageBuf) -> usize {
+    s as *const StorageBuf as usize
+}
+
+/// Runs `f` on this thread's entry for `s`, if an op of this thread holds `s`
+/// exclusively, and drops the entry (releasing the atomic borrow) once neither an op
+/// nor a guard counts on it any more. `None` when there is no entry or `f` refuses.
+fn with_entry<R>(s: &StorageBuf, f: impl FnOnce(&mut Entry) -> Option<R>) -> Option<R> {
+    let addr = addr_of(s);
+    EXCLUSIVE
+        .try_with(|held| {
+            let mut held = held.borrow_mut();
+            let i = held.iter().rposition(|e| e.addr == addr)?;
+            let r = f(&mut held[i]);
+            if held[i].ops == 0 && held[i].guards == 0 {
+                // Its last op returned and no guard outlives it (or, for an orphan,
+                // its last guard is gone).
+                held.swap_remove(i);
+                release(s, true);
+            }
+            r
+        })
+        .ok()
+        .flatten()
+}
+
+/// How a guard or op hold got its borrow, so that it releases the same way.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Took the storage's atomic borrow.
+    Atomic,
+    /// Counted against this thread's exclusive op hold of the storage.
+    Virtual,
+}
+
+/// Acquires a guard's borrow of `s` (never blocks): the atomic borrow when free,
+/// else a virtual one when an op of this thread holds `s` exclusively and no guard
+/// conflicts. `None` on a conflict.
+#[inline]
+pub(crate) fn acquire_guard(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
+    if try_acquire(s, exclusive) {
+        return Some(Grant::Atomic);
+    }
+    acquire_virtual(s, exclusive)
+}
+
+#[cold]
+#[inline(never)]
+fn acquire_virtual(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
+    with_entry(s, |e| {
+        if exclusive {
+            if e.guards != 0 {
+                return None;
+            }
+            e.guards = -1;
+        } else {
+            if e.guards < 0 || e.guards == i32::MAX {
+                return None;
+            }
+            e.guards += 1;
+        }
+        Some(Grant::Virtual)
+    })
+}
+
+/// Releases a guard's borrow taken by [`acquire_guard`].
+#[inline]
+pub(crate) fn release_guard(s: &StorageBuf, exclusive: bool, grant: Grant) {
+    match grant {
+        Grant::Atomic => release(s, exclusive),
+        Grant::Virtual => release_virtual(s, exclusive),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn release_virtual(s: &StorageBuf, exclusive: bool) {
+    with_entry(s, |e| {
+        e.guards = if exclusive { 0 } else { e.guards - 1 };
+        Some(())
+    });
+}
+
+/// Takes an op hold of `s`. `None` on a conflict with another thread (or with a
+/// guard of this thread).
+fn acquire_op(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
+    if try_acquire(s, exclusive) {
+        if exclusive {
+            let pushed = EXCLUSIVE
+                .try_with(|held| {
+                    held.borrow_mut().push(Entry {
+                        addr: addr_of(s),
+                        ops: 1,
+                        guards: 0,
+                    })
+                })
+                .is_ok();
+            if !pushed {
+                // Thread-local storage is being torn down: no op can run.
+                release(s, true);
+                return None;
+            }
+        }
+        return Some(Grant::Atomic);
+    }
+    // Held exclusively by an op of this thread (a nested op, or an input that shares
+    // storage with an output of the same op)? Guards of this thread that write it
+    // conflict, as they would across threads.
+    with_entry(s, |e| {
+        if e.guards < 0 || (exclusive && e.guards > 0) {
+            return None;
+        }
+        e.ops += 1;
+        Some(Grant::Virtual)
+    })
+}
+
+fn release_op(s: &StorageBuf, exclusive: bool, grant: Grant) {
+    if grant == Grant::Atomic && !exclusive {
+        return release(s, false);
+    }
+    // When guards outlive the op, the entry stays (orphaned) and the last guard
+    // releases the atomic borrow.
+    with_entry(s, |e| {
+        e.ops -= 1;
+        Some(())
+    });
+}
+
+/// The op holds of one call, released on drop (also when a kernel panics).
+struct OpHolds<'a> {
+    taken: smallvec_like::Taken<'a>,
+}
+
+mod smallvec_like {
+    //! A short list of taken holds kept on the stack for the common case.
+    use super::{Grant, StorageBuf};
+
+    const INLINE: usize = 4;
+
+    pub(super) struct Taken<'a> {
+        inline: [Option<(&'a StorageBuf, bool, Grant)>; INLINE],
+        len: usize,
+        spill: Vec<(&'a StorageBuf, bool, Grant)>,
+    }
+
+    impl<'a> Taken<'a> {
+        #[inline]
+        pub(super) fn new() -> Self {
+            Taken {
+                inline: [None; INLINE],
+                len: 0,
+                spill: Vec::new(),
+            }
+        }
+
+        #[inline]
+        pub(super) fn push(&mut self, v: (&'a StorageBuf, bool, Grant)) {
+            if self.len < INLINE {
+                self.inline[self.len] = Some(v);
+                self.len += 1;
+            } else {
+                self.spill.push(v);
+            }
+        }
+
+        /// Removes and returns the newest entry.
+        #[inline]
+        pub(super) fn pop(&mut self) -> Option<(&'a StorageBuf, bool, Grant)> {
+            if let Some(v) = self.spill.pop() {
+                return Some(v);
+            }
+            if self.len == 0 {
+                return None;
+            }
+            self.len -= 1;
+            self.inline[self.len].take()
+        }
+    }
+}
+
+impl<'a> OpHolds<'a> {
+    #[inline]
+    fn new() -> Self {
+        OpHolds {
+            taken: smallvec_like::Taken::new(),
+        }
+    }
+
+    #[inline]
+    fn take(&mut self, t: &'a Tensor, exclusive: bool) -> Result<()> {
+        // The undefined tensor's sentinel is shared by every undefined handle and has
+        // no data: holding it would only make unrelated calls conflict.
+        if !t.is_defined() {
+            return Ok(());
+        }
+        let s = t.storage();
+        match acquire_op(s, exclusive) {
+            Some(g) => {
+                self.taken.push((s, exclusive, g));
+                Ok(())
+            }
+            None => Err(borrow_error(exclusive)),
+        }
+    }
+}
+
+impl Drop for OpHolds<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        while let Some((s, exclusive, g)) = self.taken.pop() {
+            release_op(s, exclusive, g);
+        }
+    }
+}
+
+/// A tensor argument of an operator call, as [`with_op_holds`] takes it.
+#[derive(Copy, Clone)]
+pub enum OpArg<'a> {
+    /// `Tensor`.
+    One(&'a Tensor),
+    /// `Tensor?`.
+    Opt(Option<&'a Tensor>),
+    /// `Tensor[]`.
+    List(&'a [Tensor]),
+    /// `Tensor?[]`.
+    OptList(&'a [Option<Tensor>]),
+}
+
+impl<'a> OpArg<'a> {
+    /// The tensors of the argument (`None` entries skipped).
+    pub fn iter(self) -> impl Iterator<Item = &'a Tensor> + Clone {
+        let (one, list, opt_list): (Option<&'a Tensor>, &'a [Tensor], &'a [Option<Tensor>]) =
+            match self {
+                OpArg::One(t) => (Some(t), &[], &[]),
+                OpArg::Opt(t) => (t, &[], &[]),
+                OpArg::List(ts) => (None, ts, &[]),
+                OpArg::OptList(ts) => (None, &[], ts),
+            };
+        one.into_iter().chain(list).chain(opt_list.iter().flatten())
+    }
+
+    /// Calls `f` on every defined tensor of the argument.
+    #[inline]
+    pub fn for_each(self, mut f: impl FnMut(&'a Tensor) -> Result<()>) -> Result<()> {
+        match self {
+            OpArg::One(t) => f(t),
+            OpArg::Opt(t) => t.map_or(Ok(()), f),
+            OpArg::List(ts) => ts.iter().try_for_each(f),
+            OpArg::OptList(ts) => ts.iter().flatten().try_for_each(f),
+        }
+    }
+}
+
+/// Runs `body` while holding the storages of `writes` exclusively and of `reads`
+/// shared (see the module docs), after the `checks` of op `op` pass; a conflict with
+/// another thread is a borrow-conflict `Err` before `body` runs. Holds already taken
+/// by an enclosing op of this thread are reused. What every generated entry point
+/// of an op with plain `Tensor` arguments calls.
+#[inline]
+pub fn with_op_holds<const R: usize, const W: usize, T>(
+    op: &str,
+    checks: OpChecks,
+    reads: [&Tensor; R],
+    writes: [&Tensor; W],
+    body: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let mut holds = OpHolds::new();
+    // Writes first: an input sharing storage with an output is then held once,
+    // exclusively, and its shared hold is a nested one.
+    for t in writes {
+        holds.take(t, true)?;
+    }
+    for t in reads {
+        holds.take(t, false)?;
+    }
+    run_checks(op, checks, reads.iter().copied(), writes.iter().copied())?;
+    body()
+}
+
+/// [`with_op_holds`] for ops with optional or list tensor arguments.
+pub fn with_op_holds_dyn<T>(
+    op: &str,
+    checks: OpChecks,
+    reads: &[OpArg<'_>],
+    writes: &[OpArg<'_>],
+    body: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let mut holds = OpHolds::new();
+    for a in writes {
+        a.for_each(|t| holds.take(t, true))?;
+    }
+    for a in reads {
+        a.for_each(|t| holds.take(t, false))?;
+    }
+    run_checks(
+        op,
+        checks,
+        reads.iter().flat_map(|a| a.iter()),
+        writes.iter().flat_map(|a| a.iter()),
+    )?;
+    body()
+}
+
+/// [`with_op_holds`] for a boxed call: the arguments are the last `args.len()`
+/// values of `stack`, written when their [`ArgDef`] says `mutable`.
+pub fn with_stack_holds<T>(
+    op: &str,
+    args: &[ArgDef],
+    checks: OpChecks,
+    stack: &mut Stack,
+    body: impl FnOnce(&mut Stack) -> Result<T>,
+) -> Result<T> {
+    let first = stack.len().saturating_sub(args.len());
+    // Handles of their own: `body` pops the arguments off the stack and may drop
+    // them before the holds are released.
+    let mut reads: Vec<Tensor> = Vec::new();
+    let mut writes: Vec<Tensor> = Vec::new();
+    for (v, a) in stack[first..].iter().zip(args) {
+        let into = if a.mutable { &mut writes } else { &mut reads };
+        v.for_each_tensor(|t| into.push(t.clone()));
+    }
+    let mut holds = OpHolds::new();
+    for t in &writes {
+        holds.take(t, true)?;
+    }
+    for t in &reads {
+        holds.take(t, false)?;
+    }
+    run_checks(op, checks, reads.iter(), writes.iter())?;
+    body(stack)
+}
+
+#[inline]
+fn run_checks<'t>(
+    op: &str,
+    checks: OpChecks,
+    reads: impl Iterator<Item = &'t Tensor> + Clone,
+    writes: impl Iterator<Item = &'t Tensor> + Clone,
+) -> Result<()> {
+    check_devices(op, checks.devices, reads.clone(), writes.clone())?;
+    if checks.write_overlap {
+        check_write_overlap(op, reads, writes)?;
+    }
+    Ok(())
+}
