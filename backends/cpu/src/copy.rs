@@ -50,11 +50,20 @@ pub fn to_dtype(t: &Tensor, dtype: DType) -> Result<Tensor> {
 /// Reads a tensor's elements in logical (row-major) order as `T`, converting.
 pub fn to_vec_as<T: Elem>(t: &Tensor) -> Result<Vec<T>> {
     let c = contiguous(&to_dtype(t, T::DTYPE)?)?;
+    // `c` may be `t` itself: read it under a shared borrow, like any input.
+    let acc = opal::tensor::KernelAccess::new(&[&c], &[])?;
+    let p = acc.read_ptr::<T>(&c)?;
     let n = c.numel() as usize;
-    let p = c.data_ptr::<T>()?;
-    let mut v = Vec::with_capacity(n);
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        OpalError::msg(format!(
+            "to_vec_as: cannot allocate {} bytes for {n} elements",
+            n.saturating_mul(std::mem::size_of::<T>())
+        ))
+    })?;
     for i in 0..n {
-        // SAFETY: `c` is contiguous with `n` elements of type T starting at `p`.
+        // SAFETY: `c` is contiguous with `n` elements of type T starting at `p`, and
+        // `acc` holds a shared borrow of its storage while we read.
         v.push(unsafe { *p.add(i) });
     }
     Ok(v)

@@ -481,9 +481,15 @@ impl<'a> KernelAccess<'a> {
 
     #[inline]
     fn release_all(&self) {
-        for &h in self.inline[..self.len].iter().chain(&self.spill) {
+        for &h in &self.inline[..self.len] {
             // SAFETY: every entry was acquired and its storage outlives 'a.
             release_guard(unsafe { h.storage() }, h.exclusive(), h.grant());
+        }
+        if !self.spill.is_empty() {
+            for &h in &self.spill {
+                // SAFETY: as above.
+                release_guard(unsafe { h.storage() }, h.exclusive(), h.grant());
+            }
         }
     }
 

@@ -28,7 +28,7 @@
 //! *orphaned*: the atomic exclusive borrow stays taken until the last guard that
 //! counts on it is released, so no other thread can reach the storage meanwhile.
 
-use super::checks::{check_devices, check_write_overlap, OpChecks};
+use super::checks::{check_devices, check_write_overlap, DeviceRule, OpChecks};
 use super::storage::{borrow_error, release, try_acquire, StorageBuf};
 use super::Tensor;
 use crate::dispatch::ArgDef;
@@ -137,24 +137,32 @@ fn release_virtual(s: &StorageBuf, exclusive: bool) {
 }
 
 /// Takes an op hold of `s`. `None` on a conflict with another thread (or with a
-/// guard of this thread).
+/// guard of this thread). The shared case without contention (every input of
+/// every call) stays inline.
+#[inline]
 fn acquire_op(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
-    if try_acquire(s, exclusive) {
-        if exclusive {
-            let pushed = EXCLUSIVE
-                .try_with(|held| {
-                    held.borrow_mut().push(Entry {
-                        addr: addr_of(s),
-                        ops: 1,
-                        guards: 0,
-                    })
+    if !exclusive && try_acquire(s, false) {
+        return Some(Grant::Atomic);
+    }
+    acquire_op_slow(s, exclusive)
+}
+
+#[inline(never)]
+fn acquire_op_slow(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
+    if exclusive && try_acquire(s, true) {
+        let pushed = EXCLUSIVE
+            .try_with(|held| {
+                held.borrow_mut().push(Entry {
+                    addr: addr_of(s),
+                    ops: 1,
+                    guards: 0,
                 })
-                .is_ok();
-            if !pushed {
-                // Thread-local storage is being torn down: no op can run.
-                release(s, true);
-                return None;
-            }
+            })
+            .is_ok();
+        if !pushed {
+            // Thread-local storage is being torn down: no op can run.
+            release(s, true);
+            return None;
         }
         return Some(Grant::Atomic);
     }
@@ -170,10 +178,16 @@ fn acquire_op(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
     })
 }
 
+#[inline]
 fn release_op(s: &StorageBuf, exclusive: bool, grant: Grant) {
     if grant == Grant::Atomic && !exclusive {
         return release(s, false);
     }
+    release_op_slow(s);
+}
+
+#[inline(never)]
+fn release_op_slow(s: &StorageBuf) {
     // When guards outlive the op, the entry stays (orphaned) and the last guard
     // releases the atomic borrow.
     with_entry(s, |e| {
@@ -311,7 +325,8 @@ impl<'a> OpArg<'a> {
 /// shared (see the module docs), after the `checks` of op `op` pass; a conflict with
 /// another thread is a borrow-conflict `Err` before `body` runs. Holds already taken
 /// by an enclosing op of this thread are reused. What every generated entry point
-/// of an op with plain `Tensor` arguments calls.
+/// of an op with plain `Tensor` arguments calls: fixed-size, so the small-op path
+/// stays a few instructions per operand.
 #[inline]
 pub fn with_op_holds<const R: usize, const W: usize, T>(
     op: &str,
@@ -320,17 +335,87 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
     writes: [&Tensor; W],
     body: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    let mut holds = OpHolds::new();
+    let mut holds = FixedHolds {
+        reads,
+        writes,
+        read_grants: [None; R],
+        write_grants: [None; W],
+    };
     // Writes first: an input sharing storage with an output is then held once,
     // exclusively, and its shared hold is a nested one.
-    for t in writes {
-        holds.take(t, true)?;
+    for i in 0..W {
+        let t = holds.writes[i];
+        if t.is_defined() {
+            holds.write_grants[i] =
+                Some(acquire_op(t.storage(), true).ok_or_else(|| borrow_error(true))?);
+        }
     }
-    for t in reads {
-        holds.take(t, false)?;
+    for i in 0..R {
+        let t = holds.reads[i];
+        if t.is_defined() {
+            holds.read_grants[i] =
+                Some(acquire_op(t.storage(), false).ok_or_else(|| borrow_error(false))?);
+        }
     }
-    run_checks(op, checks, reads.iter().copied(), writes.iter().copied())?;
+    check_devices_fixed(op, checks, &reads, &writes)?;
+    if W > 0 && checks.write_overlap {
+        check_write_overlap(op, reads.iter().copied(), writes.iter().copied())?;
+    }
     body()
+}
+
+/// The op holds of a call with plain tensor arguments, released on drop (also when
+/// a kernel panics).
+struct FixedHolds<'a, const R: usize, const W: usize> {
+    reads: [&'a Tensor; R],
+    writes: [&'a Tensor; W],
+    read_grants: [Option<Grant>; R],
+    write_grants: [Option<Grant>; W],
+}
+
+impl<const R: usize, const W: usize> Drop for FixedHolds<'_, R, W> {
+    #[inline]
+    fn drop(&mut self) {
+        for i in (0..R).rev() {
+            if let Some(g) = self.read_grants[i] {
+                release_op(self.reads[i].storage(), false, g);
+            }
+        }
+        for i in (0..W).rev() {
+            if let Some(g) = self.write_grants[i] {
+                release_op(self.writes[i].storage(), true, g);
+            }
+        }
+    }
+}
+
+/// The device rule for plain tensor arguments: all on the first one's device is
+/// the common case and costs a compare per operand; anything else gets the full
+/// rule with its exemptions.
+#[inline]
+fn check_devices_fixed(
+    op: &str,
+    checks: OpChecks,
+    reads: &[&Tensor],
+    writes: &[&Tensor],
+) -> Result<()> {
+    if checks.devices == DeviceRule::Any {
+        return Ok(());
+    }
+    let mut all = writes.iter().chain(reads);
+    let Some(first) = all.next() else {
+        return Ok(());
+    };
+    let d = first.device();
+    if all.all(|t| t.device() == d) {
+        return Ok(());
+    }
+    check_devices(
+        op,
+        checks.devices,
+        reads.iter().copied(),
+        writes.iter().copied(),
+    )
 }
 
 /// [`with_op_holds`] for ops with optional or list tensor arguments.
