@@ -73,11 +73,7 @@ fn masked_fill_impl(
         )));
     }
     let dt = self_.dtype();
-    if dt.is_integral(true) && value.is_floating_point() && !value.to_f64().is_finite() {
-        return Err(OpalError::msg(format!(
-            "{op}: value cannot be converted to type {dt} without overflow"
-        )));
-    }
+    value.check_fits(dt, op)?;
     let shape = if in_place {
         // The mask must broadcast to self; self is not expanded.
         broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?;

@@ -38,7 +38,7 @@ pub fn embedding(
     }
     let mut shape = indices.sizes().to_vec();
     shape.push(dim as i64);
-    crate::shape::remap::remap(weight, &shape, None, |idx| {
+    crate::shape::remap::remap(OP, weight, &shape, None, |idx| {
         let (last, lead) = idx.split_last().map_or((0, &[][..]), |(l, r)| (*l, r));
         let st = crate::shape::remap::contiguous_strides(indices.sizes());
         let k: usize = lead.iter().zip(&st).map(|(&i, &s)| i * s as usize).sum();
