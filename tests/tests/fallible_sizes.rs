@@ -90,7 +90,24 @@ fn kernels_over_huge_expanded_inputs_are_errors() {
     let big = ops::expand(&one, &[1 << 40]).unwrap();
     fails_fast("add", || ops::add_tensor(&big, &big));
     fails_fast("repeat", || ops::repeat(&one, &[1 << 40]));
+    let two = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    refused("repeat", || ops::repeat(&two, &[i64::MAX]));
+    refused("repeat", || ops::repeat(&two, &[1 << 40, 1 << 40]));
     let idx = ops::expand(&Tensor::from_slice(&[0i64], &[1]).unwrap(), &[1 << 40]).unwrap();
     fails_fast("gather", || ops::gather(&one, 0, &idx));
     fails_fast("index_select", || ops::index_select(&one, 0, &idx));
+    let classes = Tensor::from_slice(&[0i64, 1], &[2]).unwrap();
+    // one_hot is a composite over `zeros`, whose error this is.
+    fails_fast("zeros", || {
+        ops::one_hot::with(
+            &classes,
+            ops::one_hot::Options::default().num_classes(1i64 << 60),
+        )
+    });
+    let top = Tensor::from_slice(&[i64::MAX], &[1]).unwrap();
+    refused("one_hot", || ops::one_hot(&top));
+    let grad = Tensor::from_slice(&[1.0f32; 4], &[2, 2]).unwrap();
+    fails_fast("embedding_dense_backward", || {
+        ops::embedding_dense_backward(&grad, &classes, 1i64 << 61, -1, true)
+    });
 }

@@ -6,7 +6,7 @@
 //! Must not: hold the im2col / GEMM numerics (those are in `conv_core`).
 
 use super::conv_core::{backward_bias, backward_input, backward_weight, forward, Geom};
-use super::io::{compute_dtype, err, make_output, shape_err, Compute};
+use super::io::{check_nbytes, compute_dtype, err, in_op, make_output, shape_err, Compute};
 use crate::copy::to_vec_as;
 use opal::{DType, Result, Tensor};
 
@@ -274,10 +274,14 @@ pub fn convolution(
             Ok(())
         })
     }
+    // Padding, stride and dilation can ask for any output size: refuse one no
+    // allocation can hold before the inputs are converted.
+    check_nbytes(&out_shape, dt, OP)?;
     match compute_dtype(dt, OP)? {
         DType::F64 => run::<f64>(input, weight, bias, &g, transposed, &out_shape, dt),
         _ => run::<f32>(input, weight, bias, &g, transposed, &out_shape, dt),
     }
+    .map_err(in_op(OP))
 }
 
 /// Gradients of [`convolution`] w.r.t. input, weight and bias, each only when its

@@ -8,7 +8,7 @@
 
 use super::remap::{contiguous_strides, remap, remap_bytes};
 use crate::copy::{copy_into, to_dtype};
-use crate::nn::io::{err, in_op, numel, shape_err, try_vec, wrap_dim, write_out};
+use crate::nn::io::{check_nbytes, err, in_op, numel, shape_err, try_vec, wrap_dim, write_out};
 use opal::{Result, Scalar, Tensor};
 
 /// Linear (row-major) index of `idx` in a tensor of `strides`.
@@ -110,7 +110,14 @@ pub fn repeat(self_: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     let lead = repeats.len() - nd;
     let mut src_shape = vec![1i64; lead];
     src_shape.extend_from_slice(self_.sizes());
-    let out: Vec<i64> = src_shape.iter().zip(repeats).map(|(s, r)| s * r).collect();
+    let out = src_shape
+        .iter()
+        .zip(repeats)
+        .map(|(&s, &r)| {
+            s.checked_mul(r)
+                .ok_or_else(|| err(OP, format!("size {s} repeated {r} times overflows int64")))
+        })
+        .collect::<Result<Vec<i64>>>()?;
     let st = contiguous_strides(&src_shape);
     remap(OP, self_, &out, None, |idx| {
         Ok(Some(
@@ -286,6 +293,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     // The result's room is claimed first, so a result too large fails before any part
     // is copied out.
     let es = dtype.size();
+    check_nbytes(&out, dtype, OP)?;
     let mut all = try_vec::<u8>(numel(&out).saturating_mul(es), OP)?;
     // Bytes of every part in the common dtype, then one remap choosing the part.
     let mut starts = Vec::with_capacity(parts.len());

@@ -6,7 +6,7 @@
 //! Owns: the odometer over output indices and the byte copies.
 //! Must not: know any op's index arithmetic.
 
-use crate::nn::io::{in_op, numel, try_vec};
+use crate::nn::io::{check_nbytes, in_op, numel, try_vec};
 use opal::{DType, Result, Tensor};
 
 /// Contiguous row-major strides of `shape` (in elements).
@@ -71,6 +71,7 @@ pub(crate) fn remap_bytes(
     let es = dtype.size();
     let zero = vec![0u8; es];
     let fill = fill.unwrap_or(&zero);
+    check_nbytes(out_shape, dtype, op)?;
     let n = numel(out_shape).saturating_mul(es);
     let mut out = try_vec::<u8>(n, op)?;
     for_each_index(out_shape, |idx| {
