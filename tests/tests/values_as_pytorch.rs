@@ -150,6 +150,20 @@ fn arange_counts_extreme_integer_ranges_exactly() {
     assert_eq!(t.to_vec::<i64>().unwrap(), vec![i64::MAX, -1]);
     let t = ops::arange_start_step(&Scalar::Int(i64::MAX - 2), &Scalar::Int(i64::MAX)).unwrap();
     assert_eq!(t.to_vec::<i64>().unwrap(), vec![i64::MAX - 2, i64::MAX - 1]);
+    // Meta computes the same length.
+    let meta = ops::arange_start_step::with(
+        &Scalar::Int(i64::MIN),
+        &Scalar::Int(i64::MAX),
+        step(i64::MAX).device(Device::meta()),
+    )
+    .unwrap();
+    assert_eq!(meta.sizes(), &[3]);
+    let meta = ops::arange_start_step::with(
+        &Scalar::Int(i64::MIN),
+        &Scalar::Int(i64::MAX),
+        step(1).device(Device::meta()),
+    );
+    assert!(meta.is_err(), "2^64 - 1 elements cannot be a size");
     let m = msg(ops::arange_start_step::with(
         &Scalar::Float(0.0),
         &Scalar::Float(1.0),
