@@ -82,6 +82,16 @@ fn fills_refuse_overflowing_values() {
         vec![1, 2],
         "a refused fill writes nothing"
     );
+    let m = msg(ops::clamp::with(
+        &t,
+        ops::clamp::Options::default().min(Scalar::Int(300)),
+    ));
+    assert!(m.contains("clamp") && m.contains("300"), "{m}");
+    let h = Tensor::from_slice(&[half::f16::from_f32(1.0)], &[1]).unwrap();
+    let opts = ops::clamp::Options::default().max(Scalar::Float(1e5));
+    assert!(ops::clamp::with(&h, opts).is_err());
+    let c = ops::clamp::with(&t, ops::clamp::Options::default().max(Scalar::Int(1))).unwrap();
+    assert_eq!(c.to_vec::<u8>().unwrap(), vec![1, 1]);
     let i = Tensor::from_slice(&[1i32, 2], &[2]).unwrap();
     let m = msg(ops::constant_pad_nd::with(
         &i,

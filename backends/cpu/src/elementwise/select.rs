@@ -128,6 +128,11 @@ fn clamp_impl(
         r.scalar(s);
     }
     let rt = r.finish()?;
+    // The bounds are converted to the result's element type, checked (PyTorch's
+    // `to<scalar_t>`): a uint8 clamp to min=300 is an error, not a clamp to 44.
+    for s in [min, max].into_iter().flatten() {
+        s.check_fits(rt, op)?;
+    }
     unary_driver(self_, dest, rt, rt, op, |o, a| {
         if rt.is_floating_point() {
             return dispatch_float!(rt, op, |T, C| {
