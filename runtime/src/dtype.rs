@@ -555,8 +555,10 @@ pub fn scalar_from_bytes(dtype: DType, bytes: &[u8]) -> Result<crate::Scalar> {
     })
 }
 
-/// Writes `s` converted to `dtype` into `out` (at least `dtype.size()` long).
+/// Writes `s` converted to `dtype` into `out` (at least `dtype.size()` long); a value
+/// that overflows `dtype` is an error ([`crate::Scalar::fits`]), never a wrapped one.
 pub fn scalar_to_bytes(s: &crate::Scalar, dtype: DType, out: &mut [u8]) -> Result<()> {
+    s.check_fits(dtype, "scalar_to_bytes")?;
     let n = dtype.size();
     let out = out
         .get_mut(..n)

@@ -1,11 +1,13 @@
 //! [`Scalar`]: a number that is not a tensor (schema type `Scalar`).
 //!
-//! Owns: the scalar value type, its conversions and printing. Must not: know about
-//! tensors or dispatch.
+//! Owns: the scalar value type, its conversions (including PyTorch's overflow check
+//! for converting a scalar to a dtype) and printing. Must not: know about tensors or
+//! dispatch.
 
 #![warn(missing_docs)]
 
 use crate::dtype::DType;
+use crate::error::{OpalError, Result};
 use std::fmt;
 
 /// A Python-style number: bool, int, float or complex. `Copy`.
@@ -87,6 +89,79 @@ impl Scalar {
     pub const fn is_bool(&self) -> bool {
         matches!(self, Scalar::Bool(_))
     }
+
+    /// True when the value converts to `dtype` without overflow, by PyTorch's rule
+    /// for a scalar stored into a tensor (`fill_`, `full`, `alpha`, ...):
+    /// - anything converts to bool (non-zero is true), and a bool to anything;
+    /// - a complex value with a non-zero imaginary part does not fit a real dtype;
+    /// - integers fit integer dtypes in range, except that negative values down to
+    ///   `-max` wrap into unsigned ones (`-1` is 255 as uint8);
+    /// - floats fit integer dtypes when finite and in range (they truncate), and
+    ///   floating dtypes when in range or infinite or NaN.
+    pub fn fits(&self, dtype: DType) -> bool {
+        if dtype == DType::Bool {
+            return true;
+        }
+        match *self {
+            Scalar::Bool(_) => true,
+            Scalar::Int(i) => int_fits(i, dtype),
+            Scalar::Float(f) => float_fits(f, dtype),
+            Scalar::Complex(re, im) => {
+                (dtype.is_complex() || im == 0.0) && float_fits(re, dtype) && float_fits(im, dtype)
+            }
+        }
+    }
+
+    /// `Ok` when [`Scalar::fits`] `dtype`, else an error in PyTorch's words naming
+    /// `op`, the value and the dtype.
+    pub fn check_fits(&self, dtype: DType, op: &str) -> Result<()> {
+        if self.fits(dtype) {
+            return Ok(());
+        }
+        Err(OpalError::msg(format!(
+            "{op}: value {self} cannot be converted to type {dtype} without overflow"
+        )))
+    }
+}
+
+/// The finite range of a dtype's (real) values as f64.
+fn float_range(dtype: DType) -> (f64, f64) {
+    match dtype {
+        DType::Bool => (0.0, 1.0),
+        DType::U8 => (0.0, u8::MAX as f64),
+        DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+        DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+        DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+        DType::F16 => (half::f16::MIN.to_f64(), half::f16::MAX.to_f64()),
+        DType::BF16 => (half::bf16::MIN.to_f64(), half::bf16::MAX.to_f64()),
+        DType::F32 | DType::C64 => (f32::MIN as f64, f32::MAX as f64),
+        DType::F64 | DType::C128 => (f64::MIN, f64::MAX),
+    }
+}
+
+fn int_fits(i: i64, dtype: DType) -> bool {
+    if dtype.is_integral(false) {
+        let (lo, hi) = match dtype {
+            DType::U8 => (-(u8::MAX as i64), u8::MAX as i64),
+            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+            DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+            DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+            _ => (i64::MIN, i64::MAX),
+        };
+        return (lo..=hi).contains(&i);
+    }
+    float_fits(i as f64, dtype)
+}
+
+fn float_fits(f: f64, dtype: DType) -> bool {
+    let floating = dtype.is_floating_point() || dtype.is_complex();
+    if floating && !f.is_finite() {
+        return true;
+    }
+    let (lo, hi) = float_range(dtype);
+    // NaN compares false both ways: it fits no integer dtype.
+    f >= lo && f <= hi
 }
 
 impl Default for Scalar {

@@ -55,7 +55,11 @@ pub(super) fn one_hot(_ks: DispatchKeySet, self_: &Tensor, num_classes: i64) -> 
             )));
         }
         match num_classes {
-            -1 => max + 1,
+            -1 => max.checked_add(1).ok_or_else(|| {
+                OpalError::msg(format!(
+                    "one_hot: class value {max} leaves no room for max + 1 classes"
+                ))
+            })?,
             n if max >= n => {
                 return Err(OpalError::msg(format!(
                     "one_hot: class values must be smaller than num_classes ({n}), got {max}"

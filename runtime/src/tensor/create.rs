@@ -23,6 +23,16 @@ fn check_len(len: usize, shape: &[i64]) -> Result<()> {
     Ok(())
 }
 
+/// An empty host `Vec` with room for `n` elements of `elem_size` bytes, or an error
+/// naming `op` and the bytes (where `Vec::with_capacity` would abort the process).
+fn host_vec<T>(n: usize, elem_size: usize, op: &str) -> Result<Vec<T>> {
+    let bytes = n as u128 * elem_size as u128;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| OpalError::msg(format!("{op}: cannot allocate {bytes} bytes on cpu")))?;
+    Ok(v)
+}
+
 impl Tensor {
     /// A CPU tensor of `shape` holding a copy of `data` (row-major).
     pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<Tensor> {
@@ -62,6 +72,32 @@ impl Tensor {
         Ok(t)
     }
 
+    /// Refuses a `Bool` view whose storage holds a byte other than 0 or 1 anywhere in
+    /// the range the view spans: kernels read bool elements as Rust `bool`, for which
+    /// any other byte is undefined behaviour (`!2` is 3). Called where a tensor is
+    /// laid over an existing storage ([`Tensor::from_storage`]); other dtypes pass.
+    pub(super) fn check_bool_bytes(&self) -> Result<()> {
+        if self.dtype() != DType::Bool || !self.storage().is_host_accessible() {
+            return Ok(());
+        }
+        let meta = self.meta();
+        let (start, end) = (meta.offset as usize, meta.required_elements()? as usize);
+        if end <= start {
+            return Ok(());
+        }
+        let _b = StorageBorrow::acquire(self.storage(), false)?;
+        let base = self.storage().data_ptr();
+        // SAFETY: `end` bytes fit the storage (checked when the view was made; a bool
+        // is one byte), and the shared borrow excludes writers while we read.
+        let bytes = unsafe { std::slice::from_raw_parts(base.add(start), end - start) };
+        if let Some(b) = bytes.iter().find(|&&b| b > 1) {
+            return Err(OpalError::msg(format!(
+                "from_storage: a bool tensor's bytes must be 0 or 1, but its storage holds {b}"
+            )));
+        }
+        Ok(())
+    }
+
     /// A zero-dim tensor holding `s` converted to `dtype`, on `device` (host-accessible
     /// devices only; meta gives an uninitialised-free empty meta tensor).
     pub fn scalar_tensor(s: &Scalar, dtype: DType, device: Device) -> Result<Tensor> {
@@ -95,9 +131,14 @@ impl Tensor {
         ))
     }
 
-    /// The elements as a `Vec<T>` in logical order (`T` must match the dtype).
+    /// The elements as a `Vec<T>` in logical order (`T` must match the dtype). A
+    /// result too large for memory (a huge expanded view, say) is an error naming
+    /// the bytes, not an abort.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        Ok(self.read::<T>()?.to_vec())
+        let r = self.read::<T>()?;
+        let mut v = host_vec(r.numel(), std::mem::size_of::<T>(), "to_vec")?;
+        v.extend(r.iter());
+        Ok(v)
     }
 
     /// The elements' raw native-endian bytes in logical order.
@@ -107,7 +148,7 @@ impl Tensor {
         let _b = StorageBorrow::acquire(self.storage(), false)?;
         let base = self.raw_data_ptr()?;
         let es = self.element_size();
-        let mut out = Vec::with_capacity(self.numel() as usize * es);
+        let mut out = host_vec(self.numel() as usize, es, "to_bytes")?;
         for o in StridedOffsets::new(self.sizes(), self.strides(), self.numel()) {
             // SAFETY: each offset is a valid element of this view (checked at view
             // creation) and the shared borrow excludes writers.

@@ -323,12 +323,9 @@ impl Tensor {
     ) -> Result<Tensor> {
         let meta = Meta::strided(sizes, strides, offset)?;
         meta.check_fits(dtype, storage.nbytes())?;
-        Ok(Tensor::from_parts(
-            StorageSlot::Shared(storage),
-            meta,
-            dtype,
-            false,
-        ))
+        let t = Tensor::from_parts(StorageSlot::Shared(storage), meta, dtype, false);
+        t.check_bool_bytes()?;
+        Ok(t)
     }
 
     /// A view of the same storage with new sizes, strides and storage offset.

@@ -28,7 +28,18 @@ fn check_alpha(rt: DType, alpha: &Scalar, op: &str) -> Result<()> {
             "{op}: boolean alpha only supported for boolean results"
         )));
     }
-    Ok(())
+    if !rt.is_complex() && alpha.is_complex() {
+        return Err(OpalError::msg(format!(
+            "{op}: for non-complex input tensors, argument alpha must not be a complex number (got {alpha})"
+        )));
+    }
+    // alpha is converted to the type the kernel computes in (f32 for half types).
+    let compute = if matches!(rt, DType::F16 | DType::BF16) {
+        DType::F32
+    } else {
+        rt
+    };
+    alpha.check_fits(compute, op)
 }
 
 fn check_sub_bool(a: DType, b: DType, op: &str) -> Result<()> {

@@ -19,6 +19,7 @@ pub mod unary;
 use crate::copy::to_dtype;
 use crate::dtype_dispatch::Elem;
 use crate::iter::broadcast_shapes;
+use crate::nn::io::in_op;
 use crate::out::{write_result, Dest};
 use opal::dtype::ResultType;
 use opal::{DType, OpalError, Result, Scalar, Tensor};
@@ -92,8 +93,8 @@ pub(crate) fn unary_driver(
     op: &str,
     k: impl FnOnce(&Tensor, &Tensor) -> Result<()>,
 ) -> Result<Tensor> {
-    let input = cast_cow(self_, compute)?;
-    write_result(dest, self_.sizes(), result, op, |o| k(o, &input))
+    let input = cast_cow(self_, compute).map_err(in_op(op))?;
+    write_result(dest, self_.sizes(), result, op, |o| k(o, &input)).map_err(in_op(op))
 }
 
 /// Runs a binary kernel `k(out, a, b)` with inputs cast to `compute` and broadcast,
@@ -116,12 +117,15 @@ pub(crate) fn binary_driver(
         && b.dtype() == compute
         && crate::iter::same_sizes(a.sizes(), b.sizes())
     {
-        return crate::out::new_result(a.sizes(), result, |o| k(o, a, b));
+        return crate::out::new_result(a.sizes(), result, |o| k(o, a, b)).map_err(in_op(op));
     }
-    let shape = binary_shape(a, b, op)?;
-    let a = cast_cow(a, compute)?;
-    let b = cast_cow(b, compute)?;
-    write_result(dest, &shape, result, op, |o| k(o, &a, &b))
+    let general = || {
+        let shape = binary_shape(a, b, op)?;
+        let a = cast_cow(a, compute)?;
+        let b = cast_cow(b, compute)?;
+        write_result(dest, &shape, result, op, |o| k(o, &a, &b))
+    };
+    general().map_err(in_op(op))
 }
 
 /// Converts a scalar to element type `T` with C-like casting.

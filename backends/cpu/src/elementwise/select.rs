@@ -73,11 +73,7 @@ fn masked_fill_impl(
         )));
     }
     let dt = self_.dtype();
-    if dt.is_integral(true) && value.is_floating_point() && !value.to_f64().is_finite() {
-        return Err(OpalError::msg(format!(
-            "{op}: value cannot be converted to type {dt} without overflow"
-        )));
-    }
+    value.check_fits(dt, op)?;
     let shape = if in_place {
         // The mask must broadcast to self; self is not expanded.
         broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?;
@@ -132,6 +128,11 @@ fn clamp_impl(
         r.scalar(s);
     }
     let rt = r.finish()?;
+    // The bounds are converted to the result's element type, checked (PyTorch's
+    // `to<scalar_t>`): a uint8 clamp to min=300 is an error, not a clamp to 44.
+    for s in [min, max].into_iter().flatten() {
+        s.check_fits(rt, op)?;
+    }
     unary_driver(self_, dest, rt, rt, op, |o, a| {
         if rt.is_floating_point() {
             return dispatch_float!(rt, op, |T, C| {

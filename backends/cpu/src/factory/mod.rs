@@ -11,7 +11,7 @@ pub use random::*;
 
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
-use crate::nn::io::err;
+use crate::nn::io::{check_nbytes, err, in_op, make_output};
 use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Scalar, Tensor};
 
 /// Checks the tensor-options arguments a CPU factory accepts.
@@ -58,7 +58,9 @@ fn filled(size: &[i64], value: &Scalar, dtype: DType, op: &str) -> Result<Tensor
             "complex dtypes are not supported by the CPU backend",
         ));
     }
-    let t = crate::out::empty(size, dtype)?;
+    value.check_fits(dtype, op)?;
+    check_nbytes(size, dtype, op)?;
+    let t = crate::out::empty(size, dtype).map_err(in_op(op))?;
     let one = Tensor::scalar_tensor(value, dtype, Device::cpu())?;
     if t.numel() > 0 {
         crate::copy::copy_into(&t, &one, op)?;
@@ -79,8 +81,11 @@ pub fn empty(
     check_options(layout, device, "empty")?;
     check_size(size, "empty")?;
     let dtype = dtype.unwrap_or_else(opal::dtype::default_dtype);
+    check_nbytes(size, dtype, "empty")?;
     match memory_format {
-        None | Some(MemoryFormat::Contiguous) => crate::out::empty(size, dtype),
+        None | Some(MemoryFormat::Contiguous) => {
+            crate::out::empty(size, dtype).map_err(in_op("empty"))
+        }
         Some(MemoryFormat::Preserve) => Err(err(
             "empty",
             "memory format Preserve needs an input tensor; empty has none",
@@ -260,12 +265,18 @@ pub fn eye(
         return Err(err(OP, format!("n must be greater or equal to 0, got {n}")));
     }
     let dt = dtype.unwrap_or_else(opal::dtype::default_dtype);
+    check_nbytes(&[n, n], dt, OP)?;
     dispatch_all!(dt, OP, |T| {
-        let nn = n as usize;
-        let v: Vec<T> = (0..nn * nn)
-            .map(|i| T::from_i64((i % (nn + 1) == 0) as i64))
-            .collect();
-        Tensor::from_vec(v, &[n, n])
+        // Allocated before anything is written: an n too large fails here, cleanly.
+        make_output::<T>(&[n, n], dt, |m| {
+            m.fill(T::zero());
+            // n * n fit in memory, so n + 1 cannot overflow.
+            m.iter_mut()
+                .step_by(n as usize + 1)
+                .for_each(|x| *x = T::from_i64(1));
+            Ok(())
+        })
+        .map_err(in_op(OP))
     })
 }
 
@@ -307,32 +318,53 @@ pub fn arange_start_step(
             "upper bound and larger bound inconsistent with step sign",
         ));
     }
-    let n = if all_int
-        && matches!(
-            dt,
-            DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
-        ) {
-        // Exact integer count: ceil((end - start) / step).
-        let (s, e, st) = (start.to_i64(), end.to_i64(), step.to_i64());
+    let int_dtype = matches!(
+        dt,
+        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
+    );
+    let n = if all_int && int_dtype {
+        // Exact in i128: ceil((end - start) / step) cannot overflow there, and every
+        // element start + i * step lies between start and end, so fits i64.
+        let (s, e, st) = (
+            start.to_i64() as i128,
+            end.to_i64() as i128,
+            step.to_i64() as i128,
+        );
         let span = e - s;
-        (span / st + ((span % st != 0) as i64)).max(0)
+        (span / st + i128::from(span % st != 0)).max(0)
     } else {
-        ((e - s) / st).ceil().max(0.0) as i64
+        let n = ((e - s) / st).ceil();
+        if !(n >= 0.0 && n <= i64::MAX as f64) {
+            return Err(err(
+                OP,
+                format!("invalid size, possible overflow? ({s} -> {e} by {st})"),
+            ));
+        }
+        n as i128
     };
+    let len = i64::try_from(n).map_err(|_| {
+        err(
+            OP,
+            format!(
+                "{n} elements is more than a tensor can hold (invalid size, possible overflow?)"
+            ),
+        )
+    })?;
+    check_nbytes(&[len], dt, OP)?;
+    let (si, sti) = (start.to_i64() as i128, step.to_i64() as i128);
     dispatch_all!(dt, OP, |T| {
-        let v: Vec<T> = if T::IS_FLOAT {
-            (0..n).map(|i| T::from_f64(s + i as f64 * st)).collect()
-        } else {
-            let (si, sti) = (start.to_i64(), step.to_i64());
-            if all_int {
-                (0..n)
-                    .map(|i| T::from_i64(si.wrapping_add(i.wrapping_mul(sti))))
-                    .collect()
-            } else {
-                (0..n).map(|i| T::from_f64(s + i as f64 * st)).collect()
+        make_output::<T>(&[len], dt, |v| {
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = if T::IS_FLOAT || !all_int {
+                    T::from_f64(s + i as f64 * st)
+                } else {
+                    // In range by the count above (see there).
+                    T::from_i64((si + i as i128 * sti) as i64)
+                };
             }
-        };
-        Tensor::from_vec(v, &[n])
+            Ok(())
+        })
+        .map_err(in_op(OP))
     })
 }
 
@@ -366,9 +398,15 @@ pub fn linspace(
             e - step * (n - 1 - i) as f64
         }
     };
+    check_nbytes(&[steps], dt, OP)?;
     dispatch_all!(dt, OP, |T| {
-        let v: Vec<T> = (0..n).map(|i| T::from_f64(val(i))).collect();
-        Tensor::from_vec(v, &[steps])
+        make_output::<T>(&[steps], dt, |v| {
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = T::from_f64(val(i));
+            }
+            Ok(())
+        })
+        .map_err(in_op(OP))
     })
 }
 

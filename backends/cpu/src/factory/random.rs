@@ -8,7 +8,8 @@
 use super::check_options;
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
-use crate::nn::io::err;
+use crate::nn::io::{check_nbytes, err, in_op, make_output};
+use opal::generator::PhiloxState;
 use opal::{DType, Device, DeviceType, Generator, Layout, Result, Tensor};
 
 fn generator(g: Option<&Generator>) -> Generator {
@@ -16,14 +17,55 @@ fn generator(g: Option<&Generator>) -> Generator {
         .unwrap_or_else(|| Generator::default_for(DeviceType::Cpu))
 }
 
-fn numel(size: &[i64], op: &str) -> Result<usize> {
+fn check_size(size: &[i64], op: &str) -> Result<()> {
     if let Some(s) = size.iter().find(|&&s| s < 0) {
         return Err(err(
             op,
             format!("Trying to create tensor with negative dimension {s}: {size:?}"),
         ));
     }
-    Ok(size.iter().product::<i64>() as usize)
+    Ok(())
+}
+
+/// PyTorch refuses integer bounds the dtype cannot hold rather than wrap them:
+/// `low` and `high - 1` must be values of `dt`.
+fn check_int_range(low: i64, high: i64, dt: DType, op: &str) -> Result<()> {
+    let range = match dt {
+        DType::Bool => 0..=1,
+        DType::U8 => 0..=u8::MAX as i64,
+        DType::I8 => i8::MIN as i64..=i8::MAX as i64,
+        DType::I16 => i16::MIN as i64..=i16::MAX as i64,
+        DType::I32 => i32::MIN as i64..=i32::MAX as i64,
+        _ => return Ok(()),
+    };
+    if !range.contains(&low) {
+        return Err(err(op, format!("from={low} is out of bounds for {dt}")));
+    }
+    if !range.contains(&(high - 1)) {
+        return Err(err(
+            op,
+            format!("to - 1={} is out of bounds for {dt}", high - 1),
+        ));
+    }
+    Ok(())
+}
+
+/// A tensor of `size` and dtype `dt` (the dtype of `T`) whose elements `draw` takes
+/// from `g`'s stream in order, all under one lock. The tensor is allocated first, so
+/// a size that cannot be had fails before any number is drawn.
+fn sample<T: Elem>(
+    size: &[i64],
+    dt: DType,
+    g: &Generator,
+    op: &str,
+    draw: impl Fn(&mut PhiloxState) -> T,
+) -> Result<Tensor> {
+    check_nbytes(size, dt, op)?;
+    make_output::<T>(size, dt, |v| {
+        g.with_state(|st| v.iter_mut().for_each(|x| *x = draw(st)));
+        Ok(())
+    })
+    .map_err(in_op(op))
 }
 
 fn float_dtype(dtype: Option<DType>, op: &str) -> Result<DType> {
@@ -35,7 +77,7 @@ fn float_dtype(dtype: Option<DType>, op: &str) -> Result<DType> {
 }
 
 /// The checks and inputs shared by the floating-point samplers: options, dtype,
-/// element count and the generator to draw from.
+/// size and the generator to draw from.
 fn float_sampling(
     size: &[i64],
     generator_: Option<&Generator>,
@@ -43,10 +85,11 @@ fn float_sampling(
     layout: Option<Layout>,
     device: Option<Device>,
     op: &str,
-) -> Result<(DType, usize, Generator)> {
+) -> Result<(DType, Generator)> {
     check_options(layout, device, op)?;
     let dt = float_dtype(dtype, op)?;
-    Ok((dt, numel(size, op)?, generator(generator_)))
+    check_size(size, op)?;
+    Ok((dt, generator(generator_)))
 }
 
 /// Uniform samples in `[0, 1)` from `generator` (or the default CPU generator).
@@ -61,27 +104,22 @@ pub fn rand_generator(
 ) -> Result<Tensor> {
     const OP: &str = "rand";
     let _ = pin_memory;
-    let (dt, n, g) = float_sampling(size, generator_, dtype, layout, device, OP)?;
+    let (dt, g) = float_sampling(size, generator_, dtype, layout, device, OP)?;
     dispatch_all!(dt, OP, |T| {
-        let v: Vec<T> = g.with_state(|st| {
-            (0..n)
-                .map(|_| {
-                    if dt == DType::F64 {
-                        T::from_f64(st.next_f64())
-                    } else {
-                        // f32 samples, then rounded: a value that rounds up to 1.0
-                        // in f16/bf16 is clamped below it to stay in [0, 1).
-                        let x = T::from_f64(st.next_f32() as f64);
-                        if x.to_f64() >= 1.0 {
-                            T::from_f64(1.0 - f64::EPSILON)
-                        } else {
-                            x
-                        }
-                    }
-                })
-                .collect()
-        });
-        Tensor::from_vec(v, size)
+        sample::<T>(size, dt, &g, OP, |st| {
+            if dt == DType::F64 {
+                T::from_f64(st.next_f64())
+            } else {
+                // f32 samples, then rounded: a value that rounds up to 1.0 in
+                // f16/bf16 is clamped below it to stay in [0, 1).
+                let x = T::from_f64(st.next_f32() as f64);
+                if x.to_f64() >= 1.0 {
+                    T::from_f64(1.0 - f64::EPSILON)
+                } else {
+                    x
+                }
+            }
+        })
     })
 }
 
@@ -108,10 +146,9 @@ pub fn randn_generator(
 ) -> Result<Tensor> {
     const OP: &str = "randn";
     let _ = pin_memory;
-    let (dt, n, g) = float_sampling(size, generator_, dtype, layout, device, OP)?;
+    let (dt, g) = float_sampling(size, generator_, dtype, layout, device, OP)?;
     dispatch_all!(dt, OP, |T| {
-        let v: Vec<T> = g.with_state(|st| (0..n).map(|_| T::from_f64(st.next_normal())).collect());
-        Tensor::from_vec(v, size)
+        sample::<T>(size, dt, &g, OP, |st| T::from_f64(st.next_normal()))
     })
 }
 
@@ -148,18 +185,14 @@ pub fn randint_low_generator(
         ));
     }
     let dt = dtype.unwrap_or(DType::I64);
-    let n = numel(size, OP)?;
+    check_size(size, OP)?;
+    check_int_range(low, high, dt, OP)?;
     let g = generator(generator_);
     let range = (high as i128 - low as i128) as u128;
     dispatch_all!(dt, OP, |T| {
-        let v: Vec<T> = g.with_state(|st| {
-            (0..n)
-                .map(|_| {
-                    T::from_i64((low as i128 + (st.next_u64() as u128 % range) as i128) as i64)
-                })
-                .collect()
-        });
-        Tensor::from_vec(v, size)
+        sample::<T>(size, dt, &g, OP, |st| {
+            T::from_i64((low as i128 + (st.next_u64() as u128 % range) as i128) as i64)
+        })
     })
 }
 
@@ -227,5 +260,10 @@ mod tests {
         assert!(r.contains(&-3) && r.contains(&3));
         assert!(randint(0, &[1], None, None, None, None).is_err());
         assert!(rand(&[2], Some(DType::I64), None, None, None).is_err());
+        let e = randint(300, &[1], Some(DType::U8), None, None, None).unwrap_err();
+        assert!(e.to_string().contains("299"), "{e}");
+        assert!(randint_low(-1, 2, &[1], Some(DType::U8), None, None, None).is_err());
+        let ok = randint(256, &[8], Some(DType::U8), None, None, None).unwrap();
+        assert_eq!(ok.dtype(), DType::U8);
     }
 }

@@ -9,7 +9,7 @@
 use crate::copy::{copy_into, to_vec_as};
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
-use crate::nn::io::{err, shape_err, wrap_dim, write_out};
+use crate::nn::io::{err, in_op, shape_err, wrap_dim, write_out};
 use crate::shape::remap::{contiguous_strides, for_each_index, remap};
 use opal::{DType, OpalError, Result, Tensor};
 
@@ -20,8 +20,8 @@ fn lin(idx: &[usize], strides: &[i64]) -> usize {
 /// Reads an index tensor (int64, or int32 where `allow_int` is set) as i64 values.
 fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Vec<i64>> {
     match index.dtype() {
-        DType::I64 => index.to_vec::<i64>().or_else(|_| to_vec_as::<i64>(index)),
-        DType::I32 if allow_int => to_vec_as::<i64>(index),
+        DType::I64 => index.to_vec::<i64>().map_err(in_op(op)),
+        DType::I32 if allow_int => to_vec_as::<i64>(index).map_err(in_op(op)),
         other => Err(err(
             op,
             format!("Expected dtype int64 for index, got {other}"),
@@ -29,14 +29,15 @@ fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Vec<i64>> {
     }
 }
 
-fn wrap_index(v: i64, size: i64, dim: usize, op: &str) -> Result<usize> {
-    let w = if v < 0 { v + size } else { v };
-    if w < 0 || w >= size {
+/// `v` as a position along a dim of `size`. Unlike advanced indexing, gather and
+/// scatter do not count negative indices from the end: PyTorch refuses them.
+fn check_index(v: i64, size: i64, dim: usize, op: &str) -> Result<usize> {
+    if v < 0 || v >= size {
         return Err(OpalError::msg(format!(
             "{op}: index {v} is out of bounds for dimension {dim} with size {size}"
         )));
     }
-    Ok(w as usize)
+    Ok(v as usize)
 }
 
 /// Checks shared by gather / scatter: same rank, index no larger than `other` (self
@@ -69,8 +70,8 @@ pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, sparse_grad: bool) -> Re
     );
     let size = self_.sizes().get(d).copied().unwrap_or(1);
     let mut pos = Vec::new();
-    remap(self_, index.sizes(), None, |idx| {
-        let k = wrap_index(iv[lin(idx, &ist)], size, d, OP)?;
+    remap(OP, self_, index.sizes(), None, |idx| {
+        let k = check_index(iv[lin(idx, &ist)], size, d, OP)?;
         pos.clear();
         pos.extend_from_slice(idx);
         if !pos.is_empty() {
@@ -124,7 +125,7 @@ fn scatter_positions(
     let size = self_.sizes().get(d).copied().unwrap_or(1);
     let mut pos = Vec::new();
     for_each_index(index.sizes(), |idx| {
-        let k = wrap_index(iv[lin(idx, &ist)], size, d, op)?;
+        let k = check_index(iv[lin(idx, &ist)], size, d, op)?;
         pos.clear();
         pos.extend_from_slice(idx);
         if !pos.is_empty() {
@@ -260,12 +261,15 @@ pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> 
     }
     let sst = contiguous_strides(self_.sizes());
     let mut pos = Vec::new();
-    remap(self_, &out, None, |idx| {
+    remap(OP, self_, &out, None, |idx| {
         pos.clear();
         pos.extend_from_slice(idx);
         let k = if pos.is_empty() { iv[0] } else { iv[idx[d]] };
         let w = if k < 0 || k >= size {
-            return Err(err(OP, "index out of range in self"));
+            return Err(err(
+                OP,
+                format!("index out of range in self (index {k}, size {size} of dimension {d})"),
+            ));
         } else {
             k as usize
         };
@@ -434,7 +438,7 @@ pub fn index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor
         .collect();
     let sst = contiguous_strides(ss);
     let mut bidx = vec![0usize; bshape.len()];
-    remap(self_, &out_shape, None, |idx| {
+    remap(OP, self_, &out_shape, None, |idx| {
         let mut src = 0usize;
         let mut bi = 0;
         for (o, s) in slot.iter().enumerate() {

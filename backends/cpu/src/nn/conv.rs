@@ -6,7 +6,7 @@
 //! Must not: hold the im2col / GEMM numerics (those are in `conv_core`).
 
 use super::conv_core::{backward_bias, backward_input, backward_weight, forward, Geom};
-use super::io::{compute_dtype, err, make_output, shape_err, Compute};
+use super::io::{check_nbytes, compute_dtype, err, in_op, make_output, shape_err, Compute};
 use crate::copy::to_vec_as;
 use opal::{DType, Result, Tensor};
 
@@ -76,6 +76,18 @@ fn plan(
     } else {
         [0, 0]
     };
+    // The extra rows of a transposed output must lie within one stride (or one
+    // dilated kernel tap), else they would be rows no input reaches.
+    for d in 0..2 {
+        if opad[d] >= stride[d].max(dil[d]) {
+            return Err(err(
+                op,
+                format!(
+                    "output padding must be smaller than either stride or dilation, but got output_padding={output_padding:?}, stride={stride:?}, dilation={dilation:?}"
+                ),
+            ));
+        }
+    }
     let g = groups as usize;
     let sp = |s: &[i64]| {
         if nsp == 1 {
@@ -107,27 +119,34 @@ fn plan(
     let mut out_shape = vec![n as i64, cout as i64];
     let mut osp = [0usize; 2];
     for d in 0..2 {
-        let eff_k = dil[d] * (ksp[d].max(1) - 1) + 1;
-        if transposed {
-            let o = (isp[d] as i64 - 1) * stride[d] as i64 - 2 * pad[d] as i64
-                + eff_k as i64
-                + opad[d] as i64;
-            if o <= 0 {
-                return Err(shape_err(
-                    op,
-                    format!("computed output size is non-positive for input {input:?}"),
-                ));
-            }
-            osp[d] = o as usize;
+        // In i128, where sizes, strides, padding and dilation from i64 cannot
+        // overflow; results beyond i64 are refused below.
+        let wide = |x: usize| x as i128;
+        let eff_k = wide(dil[d]) * (wide(ksp[d].max(1)) - 1) + 1;
+        let o = if transposed {
+            (wide(isp[d]) - 1) * wide(stride[d]) - 2 * wide(pad[d]) + eff_k + wide(opad[d])
         } else {
-            let padded = isp[d] + 2 * pad[d];
+            let padded = wide(isp[d]) + 2 * wide(pad[d]);
             if padded < eff_k {
                 return Err(shape_err(op, format!(
                     "Calculated padded input size per channel: ({padded}). Kernel size: ({eff_k}). Kernel size can't be greater than actual input size"
                 )));
             }
-            osp[d] = (padded - eff_k) / stride[d] + 1;
+            (padded - eff_k) / wide(stride[d]) + 1
+        };
+        if o <= 0 {
+            return Err(shape_err(
+                op,
+                format!("computed output size is non-positive for input {input:?}"),
+            ));
         }
+        if o > i64::MAX as i128 || eff_k > i64::MAX as i128 {
+            return Err(shape_err(
+                op,
+                format!("computed output size {o} (kernel extent {eff_k}) overflows for input {input:?}"),
+            ));
+        }
+        osp[d] = o as usize;
     }
     out_shape.extend(if nsp == 1 {
         vec![osp[1] as i64]
@@ -255,10 +274,14 @@ pub fn convolution(
             Ok(())
         })
     }
+    // Padding, stride and dilation can ask for any output size: refuse one no
+    // allocation can hold before the inputs are converted.
+    check_nbytes(&out_shape, dt, OP)?;
     match compute_dtype(dt, OP)? {
         DType::F64 => run::<f64>(input, weight, bias, &g, transposed, &out_shape, dt),
         _ => run::<f32>(input, weight, bias, &g, transposed, &out_shape, dt),
     }
+    .map_err(in_op(OP))
 }
 
 /// Gradients of [`convolution`] w.r.t. input, weight and bias, each only when its

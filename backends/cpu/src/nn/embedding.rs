@@ -3,7 +3,9 @@
 //! Owns: index validation and the row gathers / scatters of these ops.
 //! Must not: touch other ops' numerics.
 
-use super::io::{compute_dtype, err, make_output, shape_err, Compute};
+use super::io::{
+    check_nbytes, compute_dtype, err, in_op, make_output, shape_err, try_vec_of, Compute,
+};
 use crate::copy::to_vec_as;
 use opal::{DType, Result, Tensor};
 
@@ -38,7 +40,7 @@ pub fn embedding(
     }
     let mut shape = indices.sizes().to_vec();
     shape.push(dim as i64);
-    crate::shape::remap::remap(weight, &shape, None, |idx| {
+    crate::shape::remap::remap(OP, weight, &shape, None, |idx| {
         let (last, lead) = idx.split_last().map_or((0, &[][..]), |(l, r)| (*l, r));
         let st = crate::shape::remap::contiguous_strides(indices.sizes());
         let k: usize = lead.iter().zip(&st).map(|(&i, &s)| i * s as usize).sum();
@@ -79,6 +81,8 @@ pub fn embedding_dense_backward(
             format!("index {bad} out of range for {num_weights} weights"),
         ));
     }
+    // num_weights sizes the result: refuse one no allocation can hold up front.
+    check_nbytes(&[num_weights, dim as i64], grad_output.dtype(), OP)?;
     fn run<C: Compute>(
         g: &Tensor,
         iv: &[i64],
@@ -88,7 +92,7 @@ pub fn embedding_dense_backward(
         freq: bool,
     ) -> Result<Tensor> {
         let gv = to_vec_as::<C>(g)?;
-        let mut counts = vec![0usize; nw];
+        let mut counts = try_vec_of(if freq { nw } else { 0 }, 0usize, OP)?;
         if freq {
             for &i in iv {
                 counts[i as usize] += 1;
@@ -131,6 +135,7 @@ pub fn embedding_dense_backward(
             scale_grad_by_freq,
         ),
     }
+    .map_err(in_op(OP))
 }
 
 /// One-hot encoding of an int64 tensor: shape `self.shape + [num_classes]`
@@ -154,7 +159,13 @@ pub fn one_hot(self_: &Tensor, num_classes: i64) -> Result<Tensor> {
                 "Can not infer total number of classes from empty tensor.",
             ));
         }
-        v.iter().copied().max().unwrap_or(0) + 1
+        let max = v.iter().copied().max().unwrap_or(0);
+        max.checked_add(1).ok_or_else(|| {
+            err(
+                OP,
+                format!("class value {max} leaves no room for max + 1 classes"),
+            )
+        })?
     } else {
         if num_classes < 0 {
             return Err(err(
@@ -167,14 +178,15 @@ pub fn one_hot(self_: &Tensor, num_classes: i64) -> Result<Tensor> {
         }
         num_classes
     };
+    let mut shape = self_.sizes().to_vec();
+    shape.push(nc);
+    check_nbytes(&shape, DType::I64, OP)?;
     let c = nc as usize;
-    let mut out = vec![0i64; v.len() * c];
+    let mut out = try_vec_of(v.len() * c, 0i64, OP)?;
     for (k, &x) in v.iter().enumerate() {
         out[k * c + x as usize] = 1;
     }
-    let mut shape = self_.sizes().to_vec();
-    shape.push(nc);
-    Tensor::from_vec(out, &shape)
+    Tensor::from_vec(out, &shape).map_err(in_op(OP))
 }
 
 #[cfg(test)]

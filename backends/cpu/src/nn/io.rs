@@ -35,6 +35,54 @@ pub(crate) fn err(op: &str, text: impl std::fmt::Display) -> OpalError {
     OpalError::msg(format!("{op}: {text}"))
 }
 
+/// Prefixes `op` to an error that does not name it yet (the runtime's allocation
+/// failures, say, know the bytes but not the op): for `.map_err(in_op(OP))`.
+pub(crate) fn in_op(op: &str) -> impl FnOnce(OpalError) -> OpalError + '_ {
+    move |e| {
+        let text = e.to_string();
+        if text.starts_with(op) {
+            e
+        } else {
+            err(op, text)
+        }
+    }
+}
+
+/// Refuses a shape whose bytes exceed what one allocation can be (`isize::MAX`),
+/// naming `op` and the bytes, where the runtime would only say that the size
+/// overflows. Smaller sizes are left to the allocator, which fails cleanly.
+pub(crate) fn check_nbytes(shape: &[i64], dtype: DType, op: &str) -> Result<()> {
+    let bytes = shape.iter().try_fold(dtype.size() as u128, |acc, &d| {
+        acc.checked_mul(d.max(0) as u128)
+    });
+    match bytes {
+        Some(b) if b <= isize::MAX as u128 => Ok(()),
+        Some(b) => Err(err(op, format!("cannot allocate {b} bytes on cpu"))),
+        None => Err(err(
+            op,
+            format!("cannot allocate more than 2^128 bytes on cpu (shape {shape:?})"),
+        )),
+    }
+}
+
+/// An empty `Vec` with room for `n` elements, or an error naming `op` and the bytes
+/// when that much cannot be had (instead of the abort of `Vec::with_capacity`).
+pub(crate) fn try_vec<T>(n: usize, op: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        let bytes = (n as u128) * std::mem::size_of::<T>() as u128;
+        err(op, format!("cannot allocate {bytes} bytes on cpu"))
+    })?;
+    Ok(v)
+}
+
+/// `n` copies of `x` in a [`try_vec`].
+pub(crate) fn try_vec_of<T: Clone>(n: usize, x: T, op: &str) -> Result<Vec<T>> {
+    let mut v = try_vec(n, op)?;
+    v.resize(n, x);
+    Ok(v)
+}
+
 /// Shape error `"<op>: <text>"`.
 pub(crate) fn shape_err(op: &str, text: impl std::fmt::Display) -> OpalError {
     OpalError::shape(format!("{op}: {text}"))
@@ -46,9 +94,13 @@ pub(crate) fn wrap_dim(dim: i64, ndim: usize, op: &str) -> Result<usize> {
     opal::tensor::wrap_dim(op, dim, ndim)
 }
 
-/// Element count of a shape.
+/// Element count of a shape; `usize::MAX` (which no allocation can serve) when the
+/// product overflows.
 pub(crate) fn numel(shape: &[i64]) -> usize {
-    shape.iter().product::<i64>().max(0) as usize
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d.max(0) as usize))
+        .unwrap_or(usize::MAX)
 }
 
 /// Calls `f` with `t`'s elements as a row-major `&[C]`: borrowed in place when `t`
@@ -95,7 +147,7 @@ pub(crate) fn make_output<C: Elem + opal::Element>(
         }
         return Ok(out);
     }
-    let mut buf = vec![C::default(); numel(shape)];
+    let mut buf = try_vec_of(numel(shape), C::default(), "make_output")?;
     f(&mut buf)?;
     let tmp = Tensor::from_vec(buf, shape)?;
     let out = empty(shape, dtype)?;

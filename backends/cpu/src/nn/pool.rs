@@ -530,7 +530,7 @@ pub fn upsample_nearest2d(
     let oshape = out_shape(self_, oh, ow);
     let ys: Vec<usize> = (0..oh).map(|o| nearest_src(o, h, oh, scales_h)).collect();
     let xs: Vec<usize> = (0..ow).map(|o| nearest_src(o, w, ow, scales_w)).collect();
-    crate::shape::remap::remap(self_, &oshape, None, |idx| {
+    crate::shape::remap::remap(OP, self_, &oshape, None, |idx| {
         let pl = idx[0] * self_.sizes()[1] as usize + idx[1];
         Ok(Some(pl * h * w + ys[idx[2]] * w + xs[idx[3]]))
     })

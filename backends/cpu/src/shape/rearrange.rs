@@ -8,7 +8,7 @@
 
 use super::remap::{contiguous_strides, remap, remap_bytes};
 use crate::copy::{copy_into, to_dtype};
-use crate::nn::io::{err, shape_err, wrap_dim, write_out};
+use crate::nn::io::{check_nbytes, err, in_op, numel, shape_err, try_vec, wrap_dim, write_out};
 use opal::{Result, Scalar, Tensor};
 
 /// Linear (row-major) index of `idx` in a tensor of `strides`.
@@ -32,7 +32,7 @@ pub fn flip(self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
         }
     }
     let (sz, st) = (self_.sizes().to_vec(), contiguous_strides(self_.sizes()));
-    remap(self_, &sz, None, |idx| {
+    remap(OP, self_, &sz, None, |idx| {
         let mut s = 0usize;
         for d in 0..idx.len() {
             let i = if flip[d] {
@@ -60,7 +60,7 @@ pub fn roll(self_: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
             ));
         }
         let n = self_.numel();
-        let flat = remap(self_, &[n], None, |idx| {
+        let flat = remap(OP, self_, &[n], None, |idx| {
             Ok(Some(
                 ((idx[0] as i64 - shifts[0]).rem_euclid(n.max(1))) as usize,
             ))
@@ -84,7 +84,7 @@ pub fn roll(self_: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
         shift[w] += s;
     }
     let (sz, st) = (self_.sizes().to_vec(), contiguous_strides(self_.sizes()));
-    remap(self_, &sz, None, |idx| {
+    remap(OP, self_, &sz, None, |idx| {
         let mut s = 0usize;
         for d in 0..idx.len() {
             let i = (idx[d] as i64 - shift[d]).rem_euclid(sz[d].max(1)) as usize;
@@ -110,9 +110,16 @@ pub fn repeat(self_: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     let lead = repeats.len() - nd;
     let mut src_shape = vec![1i64; lead];
     src_shape.extend_from_slice(self_.sizes());
-    let out: Vec<i64> = src_shape.iter().zip(repeats).map(|(s, r)| s * r).collect();
+    let out = src_shape
+        .iter()
+        .zip(repeats)
+        .map(|(&s, &r)| {
+            s.checked_mul(r)
+                .ok_or_else(|| err(OP, format!("size {s} repeated {r} times overflows int64")))
+        })
+        .collect::<Result<Vec<i64>>>()?;
     let st = contiguous_strides(&src_shape);
-    remap(self_, &out, None, |idx| {
+    remap(OP, self_, &out, None, |idx| {
         Ok(Some(
             idx.iter()
                 .enumerate()
@@ -131,7 +138,7 @@ fn tri(self_: &Tensor, diagonal: i64, lower: bool, op: &str) -> Result<Tensor> {
     }
     let (sz, st) = (self_.sizes().to_vec(), contiguous_strides(self_.sizes()));
     let nd = sz.len();
-    remap(self_, &sz, None, |idx| {
+    remap(op, self_, &sz, None, |idx| {
         let (r, c) = (idx[nd - 2] as i64, idx[nd - 1] as i64);
         let keep = if lower {
             c - r <= diagonal
@@ -201,9 +208,10 @@ pub fn constant_pad_nd(self_: &Tensor, pad: &[i64], value: &Scalar) -> Result<Te
             return Err(err(OP, format!("The input size {}, plus negative padding {} and {} resulted in a negative output size, which is invalid. Check dimension {d} of your input.", self_.sizes()[d], pair[0], pair[1])));
         }
     }
+    value.check_fits(self_.dtype(), OP)?;
     let fill = Tensor::scalar_tensor(value, self_.dtype(), opal::Device::cpu())?.to_bytes()?;
     let (sz, st) = (self_.sizes().to_vec(), contiguous_strides(self_.sizes()));
-    remap(self_, &out, Some(&fill), |idx| {
+    remap(OP, self_, &out, Some(&fill), |idx| {
         let mut s = 0usize;
         for d in 0..idx.len() {
             let i = idx[d] as i64 - before[d];
@@ -216,6 +224,18 @@ pub fn constant_pad_nd(self_: &Tensor, pad: &[i64], value: &Scalar) -> Result<Te
     })
 }
 
+/// An undefined tensor's sizes and dtype are placeholders, so a list holding one
+/// is refused (as PyTorch does) rather than read as an empty tensor.
+fn check_defined(tensors: &[Tensor], op: &str) -> Result<()> {
+    match tensors.iter().position(|t| !t.is_defined()) {
+        Some(i) => Err(err(
+            op,
+            format!("expected a defined tensor at position {i}, got an undefined tensor"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Concatenates along `dim`; inputs are promoted to a common dtype. 1-D empty
 /// tensors are skipped (PyTorch's legacy rule).
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
@@ -223,6 +243,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     if tensors.is_empty() {
         return Err(err(OP, "torch.cat(): expected a non-empty list of Tensors"));
     }
+    check_defined(tensors, OP)?;
     let dtype = tensors
         .iter()
         .skip(1)
@@ -259,19 +280,27 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
                 return Err(shape_err(OP, format!("Sizes of tensors must match except in dimension {d}. Expected size {want} but got size {got} for tensor number {i} in the list.")));
             }
         }
-        out[d] += t.sizes()[d];
+        out[d] = out[d].checked_add(t.sizes()[d]).ok_or_else(|| {
+            shape_err(
+                OP,
+                format!(
+                    "the sizes along dimension {d} add up to more than {} elements",
+                    i64::MAX
+                ),
+            )
+        })?;
     }
-    // Bytes of every part in the common dtype, then one remap choosing the part.
-    let bytes: Vec<Vec<u8>> = parts
-        .iter()
-        .map(|t| to_dtype(t, dtype)?.to_bytes())
-        .collect::<Result<_>>()?;
-    let mut starts = Vec::with_capacity(parts.len());
-    let mut all = Vec::new();
+    // The result's room is claimed first, so a result too large fails before any part
+    // is copied out.
     let es = dtype.size();
-    for b in &bytes {
+    check_nbytes(&out, dtype, OP)?;
+    let mut all = try_vec::<u8>(numel(&out).saturating_mul(es), OP)?;
+    // Bytes of every part in the common dtype, then one remap choosing the part.
+    let mut starts = Vec::with_capacity(parts.len());
+    for t in &parts {
         starts.push(all.len() / es);
-        all.extend_from_slice(b);
+        let part = to_dtype(t, dtype).and_then(|p| p.to_bytes());
+        all.extend_from_slice(&part.map_err(in_op(OP))?);
     }
     let bounds: Vec<i64> = parts
         .iter()
@@ -284,7 +313,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
         .iter()
         .map(|t| contiguous_strides(t.sizes()))
         .collect();
-    remap_bytes(&all, dtype, &out, None, |idx| {
+    remap_bytes(OP, &all, dtype, &out, None, |idx| {
         let i = idx[d] as i64;
         let p = bounds.partition_point(|&b| b <= i);
         let local = i - if p == 0 { 0 } else { bounds[p - 1] };
@@ -308,6 +337,7 @@ pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     if tensors.is_empty() {
         return Err(err(OP, "stack expects a non-empty TensorList"));
     }
+    check_defined(tensors, OP)?;
     let shape = tensors[0].sizes();
     for (i, t) in tensors.iter().enumerate() {
         if t.sizes() != shape {

@@ -6,6 +6,7 @@
 //! Owns: the odometer over output indices and the byte copies.
 //! Must not: know any op's index arithmetic.
 
+use crate::nn::io::{check_nbytes, in_op, numel, try_vec};
 use opal::{DType, Result, Tensor};
 
 /// Contiguous row-major strides of `shape` (in elements).
@@ -46,18 +47,21 @@ pub(crate) fn for_each_index(
 /// A tensor of `out_shape` and `input`'s dtype whose element at output index `i` is
 /// `input`'s element number `src(i)` in logical (row-major) order, or `fill` (one
 /// element's bytes; zeros when `None`) where `src` returns `None`. `src` may fail.
+/// Errors name `op`, including a result too large to allocate.
 pub(crate) fn remap(
+    op: &str,
     input: &Tensor,
     out_shape: &[i64],
     fill: Option<&[u8]>,
     src: impl FnMut(&[usize]) -> Result<Option<usize>>,
 ) -> Result<Tensor> {
-    let bytes = input.to_bytes()?;
-    remap_bytes(&bytes, input.dtype(), out_shape, fill, src)
+    let bytes = input.to_bytes().map_err(in_op(op))?;
+    remap_bytes(op, &bytes, input.dtype(), out_shape, fill, src)
 }
 
 /// [`remap`] over already-extracted logical-order bytes of dtype `dtype`.
 pub(crate) fn remap_bytes(
+    op: &str,
     bytes: &[u8],
     dtype: DType,
     out_shape: &[i64],
@@ -67,8 +71,9 @@ pub(crate) fn remap_bytes(
     let es = dtype.size();
     let zero = vec![0u8; es];
     let fill = fill.unwrap_or(&zero);
-    let n = out_shape.iter().product::<i64>().max(0) as usize;
-    let mut out = Vec::with_capacity(n * es);
+    check_nbytes(out_shape, dtype, op)?;
+    let n = numel(out_shape).saturating_mul(es);
+    let mut out = try_vec::<u8>(n, op)?;
     for_each_index(out_shape, |idx| {
         match src(idx)? {
             Some(s) => out.extend_from_slice(&bytes[s * es..(s + 1) * es]),
@@ -76,7 +81,7 @@ pub(crate) fn remap_bytes(
         }
         Ok(())
     })?;
-    Tensor::from_bytes(&out, out_shape, dtype)
+    Tensor::from_bytes(&out, out_shape, dtype).map_err(in_op(op))
 }
 
 #[cfg(test)]
@@ -86,7 +91,7 @@ mod tests {
     #[test]
     fn remap_reverses_and_fills() {
         let t = Tensor::from_slice(&[1i32, 2, 3], &[3]).unwrap();
-        let r = remap(&t, &[4], None, |i| Ok((i[0] < 3).then(|| 2 - i[0]))).unwrap();
+        let r = remap("test", &t, &[4], None, |i| Ok((i[0] < 3).then(|| 2 - i[0]))).unwrap();
         assert_eq!(r.to_vec::<i32>().unwrap(), vec![3, 2, 1, 0]);
         assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
         let mut count = 0;

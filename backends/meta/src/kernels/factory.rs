@@ -194,10 +194,15 @@ pub fn arange_len(start: &Scalar, end: &Scalar, step: &Scalar, dtype: DType) -> 
     }
     let all_int = [start, end, step].iter().all(|x| x.is_integral());
     let len = if dtype.is_integral(true) && all_int {
-        let (s, e, st) = (start.to_i64(), end.to_i64(), step.to_i64());
-        // Ceiling division that rounds away from the start in the step's direction.
-        let sign = st.signum();
-        ((e - s + st - sign) / st).max(0)
+        // In i128, where no int64 bounds overflow: ceil((end - start) / step).
+        let (s, e, st) = (
+            start.to_i64() as i128,
+            end.to_i64() as i128,
+            step.to_i64() as i128,
+        );
+        let span = e - s;
+        let n = (span / st + i128::from(span % st != 0)).max(0);
+        i64::try_from(n).map_err(|_| fail(op, format!("invalid size, possible overflow: {n}")))?
     } else {
         let n = ((e - s) / st).ceil();
         if !(0.0..=(i64::MAX as f64)).contains(&n) {

@@ -225,11 +225,15 @@ pub fn repeat_sizes(op: &str, input: &[i64], repeats: &[i64]) -> Result<Vec<i64>
         return Err(fail(op, format!("repeats cannot be negative, got {r}")));
     }
     let lead = repeats.len() - input.len();
-    Ok(repeats
+    repeats
         .iter()
         .enumerate()
-        .map(|(i, &r)| r * if i < lead { 1 } else { input[i - lead] })
-        .collect())
+        .map(|(i, &r)| {
+            let s = if i < lead { 1 } else { input[i - lead] };
+            r.checked_mul(s)
+                .ok_or_else(|| fail(op, format!("size {s} repeated {r} times overflows int64")))
+        })
+        .collect()
 }
 
 /// `constant_pad_nd(pad)`: pairs `(before, after)` from the last dim backwards;

@@ -76,7 +76,8 @@ pub fn float_reduction_dtype(op: &str, input: DType, requested: Option<DType>) -
 }
 
 /// `alpha` of `add`/`sub` must fit the computation dtype: no float alpha for
-/// integer results, no non-bool alpha for bool results.
+/// integer results, no non-bool alpha for bool results, no complex alpha for real
+/// ones.
 pub fn check_alpha(op: &str, common: DType, alpha: &Scalar) -> Result<()> {
     if common == DType::Bool && !matches!(alpha, Scalar::Bool(_)) && alpha.to_f64() != 1.0 {
         return Err(fail(
@@ -88,6 +89,12 @@ pub fn check_alpha(op: &str, common: DType, alpha: &Scalar) -> Result<()> {
         return Err(fail(
             op,
             "for integral input tensors, argument alpha must not be a floating point number",
+        ));
+    }
+    if !common.is_complex() && alpha.is_complex() {
+        return Err(fail(
+            op,
+            format!("for non-complex input tensors, argument alpha must not be a complex number (got {alpha})"),
         ));
     }
     Ok(())
