@@ -13,6 +13,7 @@
 
 use crate::device::{Device, DeviceType};
 use crate::error::{OpalError, Result};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -121,17 +122,39 @@ impl Generator {
         }
     }
 
-    /// The process-wide default generator of a device type (what ops use when the
-    /// `Generator?` argument is `None`).
+    /// The process-wide default generator of a device type: the one of its device 0
+    /// (what ops use when the `Generator?` argument is `None`); see
+    /// [`Generator::default_for_device`].
     pub fn default_for(device: DeviceType) -> Generator {
-        static DEFAULTS: OnceLock<Vec<Generator>> = OnceLock::new();
-        let all = DEFAULTS.get_or_init(|| {
-            DeviceType::ALL
-                .iter()
-                .map(|d| Generator::new(Device::from(*d)))
-                .collect()
-        });
-        all[device as usize].clone()
+        Generator::default_for_device(Device::from(device))
+    }
+
+    /// The process-wide default generator of one device: each device type and index
+    /// has its own (`emu:0` and `emu:1` differ); a device without an index is its
+    /// device 0 (`emu` is `emu:0`, `cpu` is `cpu:0`). The CPU fallback passes it to
+    /// random ops it runs for a device, so seeding it reproduces their results.
+    pub fn default_for_device(device: Device) -> Generator {
+        // Device 0 of every type is served without a lock: it is what CPU kernels
+        // ask for on every random call.
+        static FIRST: OnceLock<Vec<Generator>> = OnceLock::new();
+        static OTHERS: Mutex<BTreeMap<(usize, i16), Generator>> = Mutex::new(BTreeMap::new());
+        let ty = device.device_type();
+        match device.index() {
+            None | Some(0) => FIRST.get_or_init(|| {
+                DeviceType::ALL
+                    .iter()
+                    .map(|&d| Generator::new(Device::new(d, default_index(d))))
+                    .collect()
+            })[ty as usize]
+                .clone(),
+            Some(i) => {
+                // Inserting cannot panic half-way, so a poisoned map is still whole.
+                let mut m = OTHERS.lock().unwrap_or_else(|e| e.into_inner());
+                m.entry((ty as usize, i))
+                    .or_insert_with(|| Generator::new(device))
+                    .clone()
+            }
+        }
     }
 
     /// The device this generator produces numbers for.
@@ -230,6 +253,12 @@ impl Generator {
     pub fn ptr_eq(&self, other: &Generator) -> bool {
         Arc::ptr_eq(&self.state, &other.state)
     }
+}
+
+/// The index a default generator reports for device 0: none for `cpu` and `meta`
+/// (indexless in practice), `0` for the others (`emu:0`).
+fn default_index(ty: DeviceType) -> Option<i16> {
+    (!matches!(ty, DeviceType::Cpu | DeviceType::Meta)).then_some(0)
 }
 
 impl fmt::Debug for Generator {
