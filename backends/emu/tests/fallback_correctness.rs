@@ -4,7 +4,7 @@
 //! generator of the call's device (each device index has its own).
 
 use std::any::TypeId;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use opal::dispatch::{
     ArgDef, DispatchKey, DispatchKeySet, Dispatcher, KernelFunction, Library, OpDef, OperatorHandle,
@@ -112,6 +112,19 @@ fn fill(t: &Tensor, gen: Option<&Generator>) -> Tensor {
         Some(IValue::Tensor(r)) => r,
         _ => panic!("fbtest::fill_ returns a tensor"),
     }
+}
+
+/// Holds [`GENERATORS`]; returns emu and the default generators of the CPU and emu.
+fn generators() -> (MutexGuard<'static, ()>, Device, Generator, Generator) {
+    let serial = GENERATORS.lock().unwrap_or_else(|e| e.into_inner());
+    let dev = emu();
+    let dev_gen = Generator::default_for_device(dev);
+    (
+        serial,
+        dev,
+        Generator::default_for(DeviceType::Cpu),
+        dev_gen,
+    )
 }
 
 /// The numbers a fresh generator seeded with `seed` draws, as `cpu_fill` draws them.
@@ -225,10 +238,7 @@ fn in_place_through_the_fallback_returns_self() {
 
 #[test]
 fn a_random_op_through_the_fallback_draws_from_its_devices_generator() {
-    let _serial = GENERATORS.lock().unwrap_or_else(|e| e.into_inner());
-    let dev = emu();
-    let cpu_gen = Generator::default_for(DeviceType::Cpu);
-    let dev_gen = Generator::default_for_device(dev);
+    let (_serial, dev, cpu_gen, dev_gen) = generators();
     assert_eq!(dev_gen.device().device_type(), DeviceType::PrivateUse1);
 
     let t = filled(6, 0.0, DType::F32, dev);
@@ -290,4 +300,33 @@ fn each_device_index_has_its_own_default_generator() {
     fill(&t, None);
     assert_eq!(values(&t), stream(2, 5));
     assert_eq!(g0.initial_seed(), 1);
+}
+
+#[test]
+fn rand_through_the_fallback_draws_from_its_devices_generator() {
+    let (_serial, dev, cpu_gen, dev_gen) = generators();
+    let rand = |device: Device| {
+        ops::rand::call(&[16], Some(DType::F32), None, Some(device), None).expect("rand")
+    };
+    cpu_gen.manual_seed(3);
+    let want = rand(Device::cpu()).to_vec::<f32>().unwrap();
+
+    dev_gen.manual_seed(3);
+    cpu_gen.manual_seed(999);
+    let cpu_state = cpu_gen.get_state();
+    let before = opal::fallback::calls();
+    let r = rand(dev);
+    assert!(
+        opal::fallback::calls() > before,
+        "rand runs through the fallback"
+    );
+    assert_eq!(r.device(), dev);
+    assert_eq!(values(&r), want, "emu's seed decides");
+    assert_eq!(
+        cpu_gen.get_state(),
+        cpu_state,
+        "the CPU generator is untouched"
+    );
+    // Outside the fallback the default CPU generator is the CPU's again.
+    assert!(Generator::default_for(DeviceType::Cpu).ptr_eq(&cpu_gen));
 }

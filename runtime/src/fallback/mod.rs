@@ -17,9 +17,10 @@
 //! place, resized first when the CPU kernel resized them (`out=` rules), and a
 //! returned tensor that is a written argument gives back the caller's very tensor
 //! (`is_same`). A `Generator?` argument left `None` becomes the default generator of
-//! the call's device ([`Generator::default_for_device`]), so the device's seed, not
-//! the CPU's, decides random results. All non-CPU tensors of one call must be on one
-//! device.
+//! the call's device ([`Generator::default_for_device`]), and while the CPU kernel
+//! runs, that generator stands in for the default CPU one (for random ops without a
+//! generator argument, like `rand`), so the device's seed, not the CPU's, decides
+//! random results. All non-CPU tensors of one call must be on one device.
 //!
 //! Owns: the fallback and the transfer registry. Must not: know any backend, or
 //! register anything by itself.
@@ -176,6 +177,10 @@ pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack)
         kept,
         dest,
     } = to_cpu_args(def, args)?;
+    // Random CPU kernels without a generator argument draw from the device's.
+    let _gen = dest
+        .filter(|d| !d.is_cpu() && !d.is_meta())
+        .map(|d| Generator::default_for_device(d).stand_in_for_cpu());
     op.call_boxed(stack)?;
     // Mutations: resize (out= rules) and copy back into the caller's tensors.
     for w in &written {
