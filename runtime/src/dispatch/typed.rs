@@ -4,9 +4,10 @@
 //! Owns: the lock-free lookup. Must not: allocate, lock or touch the registry on the
 //! hot path (only `OpSlot::get`'s first call does).
 //!
-//! A lookup is: an epoch pin (no lock, see `table`), one acquire load of the op's
-//! non-fallthrough mask, `and` with the call's key set, a leading-zero count, one
-//! acquire load of that key's slot, and a copy of the entry's fn pointer.
+//! A lookup is: an epoch pin (no lock, see `table`; a thread's first pin registers
+//! it with the collector, and every 128th may free retired entries), one acquire load
+//! of the op's non-fallthrough mask, `and` with the call's key set, a leading-zero
+//! count, one acquire load of that key's slot, and a copy of the entry's fn pointer.
 
 use super::dispatcher::{run_boxed, Dispatcher, OperatorHandle};
 use super::kernel::{BoxedKernelFn, Kernel};
