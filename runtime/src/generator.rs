@@ -13,7 +13,10 @@
 
 use crate::device::{Device, DeviceType};
 use crate::error::{OpalError, Result};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// The seed a fresh generator starts with.
@@ -121,17 +124,60 @@ impl Generator {
         }
     }
 
-    /// The process-wide default generator of a device type (what ops use when the
-    /// `Generator?` argument is `None`).
+    /// The process-wide default generator of a device type: the one of its device 0
+    /// (what ops use when the `Generator?` argument is `None`); see
+    /// [`Generator::default_for_device`].
     pub fn default_for(device: DeviceType) -> Generator {
-        static DEFAULTS: OnceLock<Vec<Generator>> = OnceLock::new();
-        let all = DEFAULTS.get_or_init(|| {
-            DeviceType::ALL
-                .iter()
-                .map(|d| Generator::new(Device::from(*d)))
-                .collect()
-        });
-        all[device as usize].clone()
+        Generator::default_for_device(Device::from(device))
+    }
+
+    /// The process-wide default generator of one device: each device type and index
+    /// has its own (`emu:0` and `emu:1` differ); a device without an index is its
+    /// device 0 (`emu` is `emu:0`, `cpu` is `cpu:0`). The CPU fallback passes it to
+    /// random ops it runs for a device, so seeding it reproduces their results (and
+    /// while the fallback runs, the CPU's is the device's: see
+    /// [`Generator::stand_in_for_cpu`]).
+    pub fn default_for_device(device: Device) -> Generator {
+        // Device 0 of every type is served without a lock: it is what CPU kernels
+        // ask for on every random call.
+        static FIRST: OnceLock<Vec<Generator>> = OnceLock::new();
+        static OTHERS: Mutex<BTreeMap<(usize, i16), Generator>> = Mutex::new(BTreeMap::new());
+        let ty = device.device_type();
+        if ty == DeviceType::Cpu && device.index().unwrap_or(0) == 0 {
+            // `try_with`: during thread teardown there is no stand-in to honour.
+            if let Ok(Some(g)) = CPU_STAND_IN.try_with(|c| c.borrow().clone()) {
+                return g;
+            }
+        }
+        match device.index() {
+            None | Some(0) => FIRST.get_or_init(|| {
+                DeviceType::ALL
+                    .iter()
+                    .map(|&d| Generator::new(Device::new(d, default_index(d))))
+                    .collect()
+            })[ty as usize]
+                .clone(),
+            Some(i) => {
+                // Inserting cannot panic half-way, so a poisoned map is still whole.
+                let mut m = OTHERS.lock().unwrap_or_else(|e| e.into_inner());
+                m.entry((ty as usize, i))
+                    .or_insert_with(|| Generator::new(device))
+                    .clone()
+            }
+        }
+    }
+
+    /// Makes `self` this thread's default CPU generator until the guard drops. The
+    /// CPU fallback does this while it runs a device's op on the CPU, so CPU kernels
+    /// that draw from the default generator (`rand`, `native_dropout`) draw from the
+    /// device's, as the device's own kernels would. Kernels that look up the default
+    /// generator on other threads (inside a fork) do not see it.
+    pub(crate) fn stand_in_for_cpu(&self) -> CpuStandIn {
+        let prev = CPU_STAND_IN.with(|c| c.replace(Some(self.clone())));
+        CpuStandIn {
+            prev,
+            _this_thread: PhantomData,
+        }
     }
 
     /// The device this generator produces numbers for.
@@ -230,6 +276,33 @@ impl Generator {
     pub fn ptr_eq(&self, other: &Generator) -> bool {
         Arc::ptr_eq(&self.state, &other.state)
     }
+}
+
+thread_local! {
+    /// The generator standing in for this thread's default CPU one, if any.
+    static CPU_STAND_IN: RefCell<Option<Generator>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous default CPU generator of this thread on drop (see
+/// [`Generator::stand_in_for_cpu`]).
+pub(crate) struct CpuStandIn {
+    prev: Option<Generator>,
+    /// The guard restores this thread's state, so it must not move to another.
+    _this_thread: PhantomData<*const ()>,
+}
+
+impl Drop for CpuStandIn {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        // During thread teardown the slot may be gone; nothing is left to restore.
+        let _ = CPU_STAND_IN.try_with(|c| c.replace(prev));
+    }
+}
+
+/// The index a default generator reports for device 0: none for `cpu` and `meta`
+/// (indexless in practice), `0` for the others (`emu:0`).
+fn default_index(ty: DeviceType) -> Option<i16> {
+    (!matches!(ty, DeviceType::Cpu | DeviceType::Meta)).then_some(0)
 }
 
 impl fmt::Debug for Generator {

@@ -1,7 +1,8 @@
 //! Dropout on the example `emu` device: it has no dropout kernel, so
-//! `native_dropout` runs on the CPU through the fallback (drawing from the default
-//! CPU generator) and the results come back to the device; the runtime's `dropout`
-//! composite works on top of it. A seed gives the same mask as on the CPU.
+//! `native_dropout` runs on the CPU through the fallback (drawing from emu's default
+//! generator, which stands in for the CPU's meanwhile) and the results come back to
+//! the device; the runtime's `dropout` composite works on top of it. Seeding emu's
+//! generator as the CPU's was seeded gives the same mask as on the CPU.
 
 use opal::{ops, DType, Device, DeviceType, Generator, Scalar, Tensor};
 
@@ -29,10 +30,12 @@ fn native_dropout_and_dropout_run_through_the_cpu_fallback() {
     opal_emu::init().expect("emu backend");
     let emu = Device::parse("emu").expect("emu device");
     let cpu_gen = Generator::default_for(DeviceType::Cpu);
-    // This test binary is the only user of the default CPU generator.
+    let emu_gen = Generator::default_for_device(emu);
+    // This test binary is the only user of the default generators.
     cpu_gen.manual_seed(99);
     let (want_y, want_m) = ops::native_dropout(&ramp(Device::cpu()), 0.5, Some(true)).unwrap();
-    cpu_gen.manual_seed(99);
+    emu_gen.manual_seed(99);
+    cpu_gen.manual_seed(1);
     let before = opal::fallback::calls();
     let (y, m) = ops::native_dropout(&ramp(emu), 0.5, Some(true)).unwrap();
     assert!(
@@ -50,7 +53,7 @@ fn native_dropout_and_dropout_run_through_the_cpu_fallback() {
         want_m.to_vec::<bool>().unwrap()
     );
     // The composite over it, same seed, same values; eval mode returns the input.
-    cpu_gen.manual_seed(99);
+    emu_gen.manual_seed(99);
     let d = ops::dropout(&ramp(emu), 0.5, true).unwrap();
     assert_eq!(d.device(), emu);
     assert_eq!(

@@ -6,11 +6,11 @@
 //! typed hot path (that reads published tables through `typed`), or hold a lock while
 //! calling a kernel.
 
-use super::kernel::{KernelEntry, KernelFunction, KernelRepr};
+use super::kernel::{KernelEntry, KernelFunction, KernelRepr, OwnedEntry};
 use super::key::DispatchKey;
 use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
-use super::table::{entry_ptr, OperatorEntry};
+use super::table::{take_reg, OperatorEntry, Reg};
 use super::tls::dispatch_keyset;
 use super::typed::TypedOperatorHandle;
 use crate::error::{ErrorKind, OpalError, Result};
@@ -27,8 +27,9 @@ pub struct Dispatcher {
     ops: Mutex<HashMap<String, &'static OperatorEntry>>,
     /// Published backend fallback per runtime key (null: none).
     fallbacks: [AtomicPtr<KernelEntry>; 64],
-    /// Fallback registrations (key, id, entry), last per key wins.
-    fallback_regs: Mutex<Vec<(DispatchKey, u64, &'static KernelEntry)>>,
+    /// Fallback registrations (key, id, entry), last per key wins. Owns the entries
+    /// `fallbacks` points at.
+    fallback_regs: Mutex<Vec<Reg>>,
     next_id: AtomicU64,
 }
 
@@ -54,9 +55,9 @@ impl Dispatcher {
             {
                 let mut regs = lock(&d.fallback_regs);
                 for &k in DispatchKey::RUNTIME.iter().filter(|k| !k.is_backend()) {
-                    let e = KernelEntry::leak(KernelFunction::fallthrough(), false);
+                    let e = OwnedEntry::new(KernelFunction::fallthrough(), false);
+                    d.fallbacks[k as usize].store(e.as_ptr(), Ordering::Release);
                     regs.push((k, 0, e));
-                    d.fallbacks[k as usize].store(entry_ptr(e), Ordering::Release);
                 }
             }
             // The CompositeImplicitAutograd kernels ship with the runtime: registered
@@ -98,8 +99,8 @@ impl Dispatcher {
         }
         let sig = (def.signature)();
         for r in st.regs.iter() {
-            if r.2.type_id.is_some_and(|t| t != sig) {
-                return Err(signature_error(e, def, r.2.type_name));
+            if r.2.get().type_id.is_some_and(|t| t != sig) {
+                return Err(signature_error(e, def, r.2.get().type_name));
             }
         }
         // Set under the op lock, so registrations see either no def (and are checked
@@ -163,7 +164,7 @@ impl Dispatcher {
             let _ = e.sig_name.set(tname);
         }
         let id = self.next_id();
-        st.regs.push((key, id, KernelEntry::leak(k, true)));
+        st.regs.push((key, id, OwnedEntry::new(k, true)));
         e.recompute(&st, &self.fallbacks);
         Ok(RegistrationHandle {
             kind: RegKind::Impl { op: e, key, id },
@@ -185,23 +186,22 @@ impl Dispatcher {
         }
         let id = self.next_id();
         let mut regs = lock(&self.fallback_regs);
-        regs.push((key, id, KernelEntry::leak(k, false)));
+        regs.push((key, id, OwnedEntry::new(k, false)));
         self.publish_fallback(&regs, key);
         Ok(RegistrationHandle {
             kind: RegKind::Fallback { key, id },
         })
     }
 
-    fn publish_fallback(
-        &self,
-        regs: &[(DispatchKey, u64, &'static KernelEntry)],
-        key: DispatchKey,
-    ) {
+    /// Publishes the latest fallback for `key` and recomputes that key's slot of every
+    /// op, each under its lock. Called with `fallback_regs` locked (`regs`); when it
+    /// returns, no slot points at a fallback entry no longer in `regs`.
+    fn publish_fallback(&self, regs: &[Reg], key: DispatchKey) {
         let p = regs
             .iter()
             .rev()
             .find(|r| r.0 == key)
-            .map_or(std::ptr::null_mut(), |r| entry_ptr(r.2));
+            .map_or(std::ptr::null_mut(), |r| r.2.as_ptr());
         self.fallbacks[key as usize].store(p, Ordering::Release);
         let ops: Vec<&'static OperatorEntry> = lock(&self.ops).values().copied().collect();
         // Only this key's slot can change.
@@ -214,14 +214,34 @@ impl Dispatcher {
     fn deregister(&self, kind: &RegKind) {
         match *kind {
             RegKind::Impl { op, id, .. } => {
-                let mut st = op.lock();
-                st.regs.retain(|r| r.1 != id);
-                op.recompute(&st, &self.fallbacks);
+                let removed = {
+                    let mut st = op.lock();
+                    let removed = take_reg(&mut st.regs, id);
+                    op.recompute(&st, &self.fallbacks);
+                    removed
+                };
+                // Retired with no lock held: retiring may run other entries' deferred
+                // destructors, and a kernel's captured state may deregister on drop.
+                if let Some(e) = removed {
+                    // SAFETY: only this op's slots ever point at its own
+                    // registrations' entries, and they were just recomputed, under
+                    // the op's lock, from a list without this one.
+                    unsafe { e.retire() };
+                }
             }
             RegKind::Fallback { key, id } => {
-                let mut regs = lock(&self.fallback_regs);
-                regs.retain(|r| r.1 != id);
-                self.publish_fallback(&regs, key);
+                let removed = {
+                    let mut regs = lock(&self.fallback_regs);
+                    let removed = take_reg(&mut regs, id);
+                    self.publish_fallback(&regs, key);
+                    removed
+                };
+                if let Some(e) = removed {
+                    // SAFETY: `publish_fallback` replaced the fallback slot and then
+                    // recomputed every op's slot for `key` (see its docs and the
+                    // `table` module docs), so nothing points at the entry any more.
+                    unsafe { e.retire() };
+                }
             }
             RegKind::None => {}
         }
@@ -324,7 +344,7 @@ impl OperatorHandle {
 
     /// The key a call with `ks` would run at (after fallthroughs), or the error.
     pub fn resolve_key(&self, ks: DispatchKeySet) -> Result<DispatchKey> {
-        let (bit, _) = self.entry.resolve(ks)?;
+        let (bit, _) = self.entry.resolve(ks, &crossbeam_epoch::pin())?;
         Ok(DispatchKey::from_bit(bit).unwrap_or(DispatchKey::Undefined))
     }
 
@@ -352,8 +372,15 @@ impl OperatorHandle {
     /// `opal::tensor::with_op_holds`); the checks of the op (device rule, overlap)
     /// run in the generated boxed adapter of a typed kernel.
     pub fn redispatch_boxed(&self, ks: DispatchKeySet, stack: &mut Stack) -> Result<()> {
-        let (_, e) = self.entry.resolve(ks)?;
-        let Some(b) = &e.boxed else {
+        // The kernel is cloned out of the entry under the epoch guard, so it stays
+        // alive for the call even if its registration is dropped meanwhile, and the
+        // guard is not held while the kernel runs.
+        let k = {
+            let guard = crossbeam_epoch::pin();
+            let (_, e) = self.entry.resolve(ks, &guard)?;
+            e.boxed.clone()
+        };
+        let Some(b) = k else {
             return Err(self.entry.no_kernel(None, ks));
         };
         let args = self.def().map_or(&[][..], |d| d.args);
@@ -420,4 +447,10 @@ impl fmt::Debug for RegistrationHandle {
             RegKind::None => write!(f, "RegistrationHandle(leaked)"),
         }
     }
+}
+
+/// What [`super::Kernel::Boxed`] holds: runs the op's boxed kernel for `ks` (resolved
+/// again, so the lookup hands out no reference into a table entry).
+pub(crate) fn run_boxed(op: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+    op.redispatch_boxed(ks, stack)
 }

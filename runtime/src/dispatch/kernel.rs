@@ -1,8 +1,9 @@
 //! Kernels: [`KernelFunction`] (what is registered), [`Kernel`] (what a typed lookup
-//! returns) and the published, never-freed table entries the hot path reads.
+//! returns) and the table entries the hot path reads, each owned by its registration
+//! ([`OwnedEntry`]) and freed through epoch-based reclamation once unpublished.
 //!
-//! Owns: kernel representation and type erasure of typed fn pointers. Must not:
-//! compute tables or take locks.
+//! Owns: kernel representation, type erasure of typed fn pointers, and the
+//! lifetime of entries. Must not: compute tables or take locks.
 
 use super::dispatcher::OperatorHandle;
 use super::keyset::DispatchKeySet;
@@ -10,6 +11,7 @@ use crate::error::Result;
 use crate::ivalue::Stack;
 use std::any::TypeId;
 use std::mem::{align_of, size_of, MaybeUninit};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// A boxed kernel: takes its arguments from the end of the stack and pushes its
@@ -106,7 +108,10 @@ impl KernelFunction {
 pub enum Kernel<'a, F> {
     /// The typed kernel.
     Typed(F),
-    /// A boxed kernel (e.g. a backend fallback).
+    /// The op has a boxed kernel for the call (e.g. a backend fallback): calling this
+    /// with the looked-up op's handle, the same key set and the boxed arguments runs
+    /// it ([`super::OperatorHandle::redispatch_boxed`]). It holds no kernel itself,
+    /// so a registration dropped meanwhile can be freed safely.
     Boxed(&'a BoxedKernelFn),
 }
 
@@ -118,8 +123,9 @@ pub(crate) enum EntryKind {
     Missing,
 }
 
-/// A published table entry. Entries are leaked on publication and never freed, so a
-/// reader that loaded a pointer to one may use it forever without a lock or epoch.
+/// A table entry: immutable once made. Tables point at it while its registration
+/// is live; readers dereference such a pointer only inside an epoch guard (see
+/// [`OwnedEntry::retire`]).
 pub(crate) struct KernelEntry {
     /// True when `bits` holds a typed fn pointer (of the op's signature type).
     pub(crate) has_typed: bool,
@@ -146,10 +152,10 @@ pub(crate) static MISSING: KernelEntry = KernelEntry {
 };
 
 impl KernelEntry {
-    /// Leaks an entry for `k`. `allow_typed` is false for fallbacks (which serve every
-    /// op, so only their boxed form is usable).
-    pub(crate) fn leak(k: KernelFunction, allow_typed: bool) -> &'static KernelEntry {
-        let e = match k.repr {
+    /// The entry for `k`. `allow_typed` is false for fallbacks (which serve every op,
+    /// so only their boxed form is usable).
+    fn new(k: KernelFunction, allow_typed: bool) -> KernelEntry {
+        match k.repr {
             KernelRepr::Typed {
                 type_id,
                 type_name,
@@ -172,8 +178,7 @@ impl KernelEntry {
                 kind: EntryKind::Fallthrough,
                 ..KernelEntry::empty()
             },
-        };
-        Box::leak(Box::new(e))
+        }
     }
 
     fn empty() -> KernelEntry {
@@ -199,5 +204,68 @@ impl KernelEntry {
         debug_assert!(self.has_typed);
         // SAFETY: per the contract, `bits` holds a valid F written by `KernelFunction::typed`.
         unsafe { self.bits.as_ptr().cast::<F>().read() }
+    }
+}
+
+/// The owner of one registration's entry: a `Box<KernelEntry>` that tables may point
+/// at. It is freed only by [`OwnedEntry::retire`]; dropped any other way it leaks,
+/// which is safe.
+pub(crate) struct OwnedEntry(NonNull<KernelEntry>);
+
+// SAFETY: an `OwnedEntry` is a uniquely owned box of a `Send + Sync` `KernelEntry`.
+unsafe impl Send for OwnedEntry {}
+// SAFETY: see Send; the entry is immutable.
+unsafe impl Sync for OwnedEntry {}
+
+/// A raw entry pointer moved into the deferred destructor.
+struct Retired(NonNull<KernelEntry>);
+// SAFETY: the destructor that owns it runs on whichever thread collects garbage;
+// the entry is `Send`.
+unsafe impl Send for Retired {}
+
+impl OwnedEntry {
+    /// A new entry for `k` (see [`KernelEntry::new`]).
+    pub(crate) fn new(k: KernelFunction, allow_typed: bool) -> OwnedEntry {
+        OwnedEntry(NonNull::from(Box::leak(Box::new(KernelEntry::new(
+            k,
+            allow_typed,
+        )))))
+    }
+
+    /// The entry; valid as long as `self`.
+    pub(crate) fn get(&self) -> &KernelEntry {
+        // SAFETY: the pointer is a live box owned by `self`; only `retire`, which
+        // consumes `self`, frees it.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The pointer tables publish.
+    pub(crate) fn as_ptr(&self) -> *mut KernelEntry {
+        self.0.as_ptr()
+    }
+
+    /// Frees the entry once no reader can still be using it.
+    ///
+    /// # Safety
+    /// No table slot and no fallback slot holds this entry's pointer, and none will
+    /// again: every store that unpublished it happened before this call.
+    pub(crate) unsafe fn retire(self) {
+        let p = Retired(self.0);
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: readers dereference an entry pointer only while pinned, and only
+        // one they loaded from a slot while pinned (`OperatorEntry::slot`). By this
+        // function's contract every such load of this pointer precedes the
+        // unpublishing stores, hence this defer; epoch reclamation runs the
+        // closure only after every thread pinned at that time has unpinned, so no
+        // reader holds the entry then. Nothing else refers to the box.
+        unsafe {
+            guard.defer_unchecked(move || {
+                let p = p;
+                drop(Box::from_raw(p.0.as_ptr()));
+            });
+        }
+        // Hand the garbage to the global queue now, so a register/drop loop on one
+        // thread frees as it goes instead of batching per thread.
+        guard.flush();
     }
 }

@@ -21,23 +21,45 @@
 //! restores the previous one (a stack, like PyTorch's override-with-warning policy,
 //! without the warning).
 //!
-//! # Publication
+//! # Publication and reclamation
 //!
-//! Entries are leaked, immutable [`KernelEntry`]s. A recompute (under the op's mutex)
-//! stores each slot, then the mask. Readers load the mask, pick the highest key, load
-//! that slot: they see an old or a new entry, both valid forever; a fallthrough seen
-//! through a stale mask is skipped. No reader ever takes a lock or waits.
+//! Entries are immutable [`KernelEntry`]s owned by their registration (an
+//! [`OwnedEntry`] in the op's or the dispatcher's registration list). A recompute
+//! (under the op's mutex) stores each slot, then the mask. Readers pin an epoch
+//! (`crossbeam_epoch::pin`: no lock, no waiting), load the mask, pick the highest
+//! key, load that slot, and copy out what they need (a typed fn pointer, or a clone
+//! of the boxed kernel's `Arc`) before unpinning: they see an old or a new entry; a
+//! fallthrough seen through a stale mask is skipped.
+//!
+//! Deregistration removes the registration from its list, recomputes the slots that
+//! could point at its entry, and only then retires the entry
+//! ([`OwnedEntry::retire`]): it is freed after every reader pinned at that moment
+//! has unpinned. The invariant that makes this sound: *a slot only ever receives a
+//! pointer to an entry whose registration is still in its list*. Kernel entries are
+//! published only into their own op's slots, under that op's lock, from its list;
+//! fallback entries are read from the dispatcher's fallback slots under an op's lock,
+//! and `Dispatcher::publish_fallback` recomputes every op (each under its lock) after
+//! replacing a fallback slot and before a removed fallback is retired, so a recompute
+//! that read the old pointer is always followed by one that drops it.
 
-use super::kernel::{EntryKind, KernelEntry, MISSING};
+use super::kernel::{EntryKind, KernelEntry, OwnedEntry, MISSING};
 use super::key::DispatchKey;
 use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
 use crate::error::{ErrorKind, OpalError};
+use crossbeam_epoch::Guard;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// One registration: (key it was registered for, id, entry).
-pub(crate) type Reg = (DispatchKey, u64, &'static KernelEntry);
+pub(crate) type Reg = (DispatchKey, u64, OwnedEntry);
+
+/// Removes the registration `id` from `regs`; the caller retires its entry once the
+/// tables no longer point at it.
+pub(crate) fn take_reg(regs: &mut Vec<Reg>, id: u64) -> Option<OwnedEntry> {
+    let at = regs.iter().position(|r| r.1 == id)?;
+    Some(regs.remove(at).2)
+}
 
 pub(crate) struct OpState {
     /// In registration order; the last one per key wins.
@@ -55,8 +77,8 @@ pub(crate) struct OperatorEntry {
 }
 
 #[inline]
-pub(crate) fn entry_ptr(e: &'static KernelEntry) -> *mut KernelEntry {
-    // Never written through: entries are immutable once leaked.
+pub(crate) fn entry_ptr(e: &KernelEntry) -> *mut KernelEntry {
+    // Never written through: entries are immutable.
     e as *const KernelEntry as *mut KernelEntry
 }
 
@@ -78,14 +100,19 @@ impl OperatorEntry {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The entry for the runtime key at `bit` (MISSING before the first recompute).
+    /// The entry for the runtime key at `bit` (MISSING before the first recompute),
+    /// valid while `guard` is pinned.
     #[inline(always)]
-    pub(crate) fn slot(&self, bit: u32) -> &'static KernelEntry {
+    pub(crate) fn slot<'g>(&self, bit: u32, _guard: &'g Guard) -> &'g KernelEntry {
         let p = self.slots[bit as usize].load(Ordering::Acquire);
         if p.is_null() {
             &MISSING
         } else {
-            // SAFETY: non-null slots hold leaked entries, valid forever.
+            // SAFETY: a non-null slot points at MISSING or at an entry whose
+            // registration was live when it was stored (module docs); such an entry
+            // is retired only after it was unpublished, and freed only after every
+            // thread pinned then (as this one is, by `_guard`, since before this
+            // load) has unpinned.
             unsafe { &*p }
         }
     }
@@ -103,7 +130,7 @@ impl OperatorEntry {
         fallbacks: &[AtomicPtr<KernelEntry>; 64],
         keys: DispatchKeySet,
     ) {
-        let latest = |k: DispatchKey| st.regs.iter().rev().find(|r| r.0 == k).map(|r| r.2);
+        let latest = |k: DispatchKey| st.regs.iter().rev().find(|r| r.0 == k).map(|r| r.2.get());
         let direct_keys = st
             .regs
             .iter()
@@ -121,7 +148,7 @@ impl OperatorEntry {
         let has_backend_kernel = |k: DispatchKey| {
             cea.is_some() || ceanf.is_some() || !(k.backends_of_autograd() & direct_keys).is_empty()
         };
-        let pick = |k: DispatchKey| -> Option<&'static KernelEntry> {
+        let pick = |k: DispatchKey| -> Option<&KernelEntry> {
             if let Some(e) = latest(k) {
                 return Some(e);
             }
@@ -144,7 +171,10 @@ impl OperatorEntry {
                 }
             }
             let p = fallbacks[k as usize].load(Ordering::Acquire);
-            // SAFETY: non-null fallback slots hold leaked entries, valid forever.
+            // SAFETY: a fallback slot points at the entry of a fallback registration
+            // that is still listed, or did until `publish_fallback` replaced it; in
+            // that case its recompute of this op waits for this op's lock, held by
+            // our caller, and the entry is retired only after it (module docs).
             (!p.is_null()).then(|| unsafe { &*p })
         };
         let mut mask = self.mask.load(Ordering::Relaxed) & !keys.bits();
@@ -164,7 +194,7 @@ impl OperatorEntry {
         let mut ks: Vec<DispatchKey> = st
             .regs
             .iter()
-            .filter(|r| r.2.kind == EntryKind::Kernel)
+            .filter(|r| r.2.get().kind == EntryKind::Kernel)
             .map(|r| r.0)
             .collect();
         ks.sort();
@@ -198,19 +228,20 @@ impl OperatorEntry {
     }
 
     /// Finds the entry a call with `ks` runs: highest non-fallthrough key. Returns
-    /// the key and entry, or the error.
+    /// the key and entry (valid while `guard` is pinned), or the error.
     #[inline(always)]
-    pub(crate) fn resolve(
+    pub(crate) fn resolve<'g>(
         &self,
         ks: DispatchKeySet,
-    ) -> Result<(u32, &'static KernelEntry), OpalError> {
+        guard: &'g Guard,
+    ) -> Result<(u32, &'g KernelEntry), OpalError> {
         let mut m = ks.bits() & self.mask.load(Ordering::Acquire);
         loop {
             if m == 0 {
                 return Err(self.no_kernel(None, ks));
             }
             let bit = 63 - m.leading_zeros();
-            let e = self.slot(bit);
+            let e = self.slot(bit, guard);
             match e.kind {
                 EntryKind::Kernel => return Ok((bit, e)),
                 // A stale mask can show a key that became a fallthrough: skip it.
@@ -223,8 +254,9 @@ impl OperatorEntry {
     /// A human-readable table: one line per runtime key with a non-missing entry.
     pub(crate) fn dump(&self) -> String {
         let mut out = String::new();
+        let guard = crossbeam_epoch::pin();
         for &k in DispatchKey::RUNTIME {
-            let e = self.slot(k as u32);
+            let e = self.slot(k as u32, &guard);
             let what = match e.kind {
                 EntryKind::Missing => continue,
                 EntryKind::Fallthrough => "fallthrough".to_string(),

@@ -4,12 +4,13 @@
 //! Owns: the lock-free lookup. Must not: allocate, lock or touch the registry on the
 //! hot path (only `OpSlot::get`'s first call does).
 //!
-//! A lookup is: one acquire load of the op's non-fallthrough mask, `and` with the
-//! call's key set, a leading-zero count, one acquire load of that key's slot, and a
-//! read of the entry's fn pointer.
+//! A lookup is: an epoch pin (no lock, see `table`; a thread's first pin registers
+//! it with the collector, and every 128th may free retired entries), one acquire load
+//! of the op's non-fallthrough mask, `and` with the call's key set, a leading-zero
+//! count, one acquire load of that key's slot, and a copy of the entry's fn pointer.
 
-use super::dispatcher::{Dispatcher, OperatorHandle};
-use super::kernel::Kernel;
+use super::dispatcher::{run_boxed, Dispatcher, OperatorHandle};
+use super::kernel::{BoxedKernelFn, Kernel};
 use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
 use crate::error::Result;
@@ -49,17 +50,19 @@ impl<F: Copy + 'static> TypedOperatorHandle<F> {
     /// error names the op, the key, its device and the keys that have kernels.
     #[inline(always)]
     pub fn lookup(&self, ks: DispatchKeySet) -> Result<Kernel<'static, F>> {
-        let (_, e) = self.op.entry.resolve(ks)?;
+        static RUN_BOXED: &BoxedKernelFn = &run_boxed;
+        let guard = crossbeam_epoch::pin();
+        let (_, e) = self.op.entry.resolve(ks, &guard)?;
         if e.has_typed {
             // SAFETY: typed entries in this op's table were checked at registration to
             // have the op's signature TypeId (or the def was refused), and this handle
-            // exists only for F with that TypeId (`OperatorHandle::typed`).
+            // exists only for F with that TypeId (`OperatorHandle::typed`). The fn
+            // pointer is copied out while the guard keeps the entry alive.
             Ok(Kernel::Typed(unsafe { e.typed::<F>() }))
+        } else if e.boxed.is_some() {
+            Ok(Kernel::Boxed(RUN_BOXED))
         } else {
-            match &e.boxed {
-                Some(b) => Ok(Kernel::Boxed(&**b)),
-                None => Err(self.op.entry.no_kernel(None, ks)),
-            }
+            Err(self.op.entry.no_kernel(None, ks))
         }
     }
 }

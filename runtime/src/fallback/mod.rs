@@ -9,12 +9,18 @@
 //! Moving bytes between host and a device is the device's business: a backend
 //! registers a [`DeviceTransfer`] for its device type ([`register_transfer`]).
 //!
-//! Semantics and limits: results are fresh device tensors (an op that returns a view
-//! of an input returns a copy through the fallback); arguments the schema marks as written
-//! (`Tensor(a!)`, lists of them) are updated in place, resized first when the CPU
-//! kernel resized them (`out=` rules), and a returned tensor that is a written
-//! argument gives back the caller's device tensor. All non-CPU tensors of one call must be on
-//! one device.
+//! Semantics and limits: results go to the device the call asked for — the
+//! `device` argument when the call names one (`_to_copy(x, device=cpu)` returns a
+//! CPU tensor), otherwise the device of the tensor arguments — as fresh tensors (an
+//! op that returns a view of an input returns a copy through the fallback);
+//! arguments the schema marks as written (`Tensor(a!)`, lists of them) are updated in
+//! place, resized first when the CPU kernel resized them (`out=` rules), and a
+//! returned tensor that is a written argument gives back the caller's very tensor
+//! (`is_same`). A `Generator?` argument left `None` becomes the default generator of
+//! the call's device ([`Generator::default_for_device`]), and while the CPU kernel
+//! runs, that generator stands in for the default CPU one (for random ops without a
+//! generator argument, like `rand`), so the device's seed, not the CPU's, decides
+//! random results. All non-CPU tensors of one call must be on one device.
 //!
 //! Owns: the fallback and the transfer registry. Must not: know any backend, or
 //! register anything by itself.
@@ -25,6 +31,7 @@ use std::sync::Arc;
 use crate::device::{Device, DeviceType};
 use crate::dispatch::{DispatchKeySet, Dispatcher, KernelFunction, OpDef, OperatorHandle};
 use crate::error::{OpalError, Result};
+use crate::generator::Generator;
 use crate::ivalue::{FromIValue, IValue, Stack};
 use crate::tensor::Tensor;
 
@@ -164,48 +171,16 @@ pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack)
         )));
     }
     let base = stack.len() - n;
-    let mut target: Option<Device> = None;
-    let mut written: Vec<Written> = Vec::new();
-    for (i, a) in def.args.iter().enumerate() {
-        match &mut stack[base + i] {
-            IValue::Tensor(t) => {
-                if let Some(cpu) = to_cpu_tracked(t, &mut target, name)? {
-                    if a.mutable {
-                        written.push(Written {
-                            device: t.clone(),
-                            cpu: cpu.clone(),
-                        });
-                    }
-                    *t = cpu;
-                }
-            }
-            IValue::TensorList(ts) => {
-                for t in ts.iter_mut() {
-                    if let Some(cpu) = to_cpu_tracked(t, &mut target, name)? {
-                        if a.mutable {
-                            written.push(Written {
-                                device: t.clone(),
-                                cpu: cpu.clone(),
-                            });
-                        }
-                        *t = cpu;
-                    }
-                }
-            }
-            IValue::OptionalTensorList(ts) => {
-                for t in ts.iter_mut().flatten() {
-                    if let Some(cpu) = to_cpu_tracked(t, &mut target, name)? {
-                        *t = cpu;
-                    }
-                }
-            }
-            IValue::Device(d) if !d.is_cpu() && !d.is_meta() => {
-                note_device(&mut target, *d, name)?;
-                *d = Device::cpu();
-            }
-            _ => {}
-        }
-    }
+    let args = &mut stack[base..];
+    let Moved {
+        written,
+        kept,
+        dest,
+    } = to_cpu_args(def, args)?;
+    // Random CPU kernels without a generator argument draw from the device's.
+    let _gen = dest
+        .filter(|d| !d.is_cpu() && !d.is_meta())
+        .map(|d| Generator::default_for_device(d).stand_in_for_cpu());
     op.call_boxed(stack)?;
     // Mutations: resize (out= rules) and copy back into the caller's tensors.
     for w in &written {
@@ -214,7 +189,7 @@ pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack)
         }
         transfer(w.device.device().device_type())?.from_cpu(&w.cpu, &w.device)?;
     }
-    let Some(device) = target else {
+    let Some(dest) = dest else {
         return Ok(());
     };
     let nret = def.returns.len();
@@ -226,12 +201,15 @@ pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack)
     }
     // A returned tensor that is a written argument (in-place and out= kernels
     // return their `self`/`out`) becomes the caller's device tensor again.
-    // An undefined result (boxed as `None`, or inside a list) is not on the CPU, so
-    // it comes back as it is.
+    // So does a CPU tensor the caller passed (an out= argument already on the CPU),
+    // an undefined result (boxed as `None`, or inside a list), and a result the CPU
+    // kernel put on another device.
     let back = |t: &Tensor| -> Result<Tensor> {
         match written.iter().find(|w| w.cpu.is_same(t)) {
             Some(w) => Ok(w.device.clone()),
-            None if t.device().is_cpu() => copy_to_device(t, device),
+            None if t.device().is_cpu() && !dest.is_cpu() && !kept.iter().any(|k| k.is_same(t)) => {
+                copy_to_device(t, dest)
+            }
             None => Ok(t.clone()),
         }
     };
@@ -252,4 +230,79 @@ pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack)
         }
     }
     Ok(())
+}
+
+/// What [`to_cpu_args`] did to one call's arguments.
+struct Moved {
+    /// The written device tensors, with their CPU stand-ins.
+    written: Vec<Written>,
+    /// The tensor arguments already on the CPU, passed as they are.
+    kept: Vec<Tensor>,
+    /// Where results go: the device argument when the call names one, else the
+    /// inputs' device (`None`: nothing to move).
+    dest: Option<Device>,
+}
+
+/// Rewrites the arguments of one call for the CPU: device tensors become CPU
+/// copies, a device argument becomes `cpu`, and a `Generator?` left `None` becomes
+/// the default generator of the call's device (so its seed, not the CPU's, decides
+/// the numbers).
+fn to_cpu_args(def: &OpDef, args: &mut [IValue]) -> Result<Moved> {
+    let name = def.name;
+    let mut inputs: Option<Device> = None;
+    let mut requested: Option<Device> = None;
+    let mut written: Vec<Written> = Vec::new();
+    let mut kept: Vec<Tensor> = Vec::new();
+    // Replaces one device tensor by its CPU copy, remembering it when written.
+    let mut move_one = |t: &mut Tensor, mutable: bool| -> Result<()> {
+        if let Some(cpu) = to_cpu_tracked(t, &mut inputs, name)? {
+            if mutable {
+                written.push(Written {
+                    device: t.clone(),
+                    cpu: cpu.clone(),
+                });
+            }
+            *t = cpu;
+        }
+        Ok(())
+    };
+    for (a, v) in def.args.iter().zip(args.iter_mut()) {
+        match v {
+            IValue::Tensor(t) if t.device().is_cpu() => kept.push(t.clone()),
+            IValue::Tensor(t) => move_one(t, a.mutable)?,
+            IValue::TensorList(ts) => {
+                for t in ts.iter_mut() {
+                    move_one(t, a.mutable)?;
+                }
+            }
+            IValue::OptionalTensorList(ts) => {
+                for t in ts.iter_mut().flatten() {
+                    move_one(t, false)?;
+                }
+            }
+            IValue::Device(d) => {
+                // The first device argument says where results go (`_to_copy(..,
+                // device=cpu)` returns a CPU tensor). Meta stays meta: the CPU
+                // kernel's factory makes meta tensors itself.
+                requested.get_or_insert(*d);
+                if !d.is_meta() {
+                    *d = Device::cpu();
+                }
+            }
+            _ => {}
+        }
+    }
+    let dest = requested.or(inputs);
+    if let Some(d) = dest.filter(|d| !d.is_cpu() && !d.is_meta()) {
+        for (a, v) in def.args.iter().zip(args.iter_mut()) {
+            if matches!(v, IValue::None) && a.ty.starts_with("Generator") {
+                *v = IValue::Generator(Generator::default_for_device(d));
+            }
+        }
+    }
+    Ok(Moved {
+        written,
+        kept,
+        dest,
+    })
 }
