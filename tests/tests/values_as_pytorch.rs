@@ -227,9 +227,12 @@ fn bool_tensors_hold_only_zero_and_one() {
     let r = Tensor::from_storage(bytes.storage_handle(), &[4], &[1], 0, DType::Bool);
     let m = msg(r);
     assert!(m.contains("bool"), "{m}");
-    // 0/1 bytes are fine, and so is a view of them.
+    // Not even over 0/1 bytes: the u8 tensor could write a 2 later.
     let ok = Tensor::from_slice(&[0u8, 1], &[2]).unwrap();
-    let b = Tensor::from_storage(ok.storage_handle(), &[2], &[1], 0, DType::Bool).unwrap();
+    assert!(Tensor::from_storage(ok.storage_handle(), &[2], &[1], 0, DType::Bool).is_err());
+    // A bool view of a bool tensor's storage is fine.
+    let src = Tensor::from_slice(&[false, true], &[2]).unwrap();
+    let b = Tensor::from_storage(src.storage_handle(), &[2], &[1], 0, DType::Bool).unwrap();
     let n = ops::logical_not(&b).unwrap();
     assert_eq!(n.to_vec::<bool>().unwrap(), vec![true, false]);
     let fresh = Storage::new(4, Device::cpu()).unwrap();

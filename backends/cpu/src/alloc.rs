@@ -111,7 +111,9 @@ fn empty_cpu_sized(shape: &[i64], dtype: DType) -> Result<Tensor> {
     );
     let nbytes = numel.and_then(|n| (n as usize).checked_mul(dtype.size()));
     match nbytes {
-        Some(nb) if nb >= MIN_CACHED_BYTES => {
+        // Recycled blocks hold old bytes, and a bool's byte must be 0 or 1 from the
+        // start (the runtime refuses a bool tensor over other bytes).
+        Some(nb) if nb >= MIN_CACHED_BYTES && dtype != DType::Bool => {
             let storage = Storage::with_allocator(nb, Device::cpu(), &CACHING)?;
             let mut strides = vec![1i64; shape.len()];
             for d in (0..shape.len().saturating_sub(1)).rev() {

@@ -188,7 +188,11 @@ impl Tensor {
     #[inline]
     fn from_parts(storage: StorageSlot, meta: Meta, dtype: DType, wrapped_number: bool) -> Tensor {
         let device = match &storage {
-            StorageSlot::Own(b) => b.device(),
+            StorageSlot::Own(b) => {
+                b.set_dtype(dtype);
+                b.device()
+            }
+            // Checked by the callers that lay a tensor over a shared storage.
             StorageSlot::Shared(s) => s.device(),
         };
         Tensor {
@@ -292,6 +296,7 @@ impl Tensor {
                 addr_of_mut!((*p).unshared).write(AtomicBool::new(false));
             })
         };
+        inner.storage_buf().set_dtype(dtype);
         Ok(Tensor { inner })
     }
 
@@ -323,6 +328,12 @@ impl Tensor {
     ) -> Result<Tensor> {
         let meta = Meta::strided(sizes, strides, offset)?;
         meta.check_fits(dtype, storage.nbytes())?;
+        if !storage.claim_dtype(dtype) {
+            return Err(OpalError::msg(format!(
+                "from_storage: a {dtype} tensor cannot share a storage with tensors of \
+                 another dtype when either is bool (a bool's byte must stay 0 or 1)"
+            )));
+        }
         let t = Tensor::from_parts(StorageSlot::Shared(storage), meta, dtype, false);
         t.check_bool_bytes()?;
         Ok(t)

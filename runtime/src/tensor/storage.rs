@@ -8,12 +8,13 @@
 
 use super::hold::{acquire_guard, release_guard, Grant};
 use crate::device::{Device, DeviceType};
+use crate::dtype::DType;
 use crate::error::{ErrorKind, OpalError, Result};
 use std::alloc::Layout;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Allocates the memory of tensors on one device type. Register one per device type
@@ -186,10 +187,20 @@ pub struct StorageBuf {
     host_accessible: bool,
     /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
     borrow: AtomicU32,
+    /// Whether the tensors over this storage are `Bool` ([`CLASS_BOOL`]), of other
+    /// dtypes ([`CLASS_OTHER`]) or not known yet (0). The two never share a storage:
+    /// a byte written through a `u8` view could be 2, which no kernel may read as a
+    /// `bool`.
+    dtype_class: AtomicU8,
     /// Small-buffer optimization: tiny tensors of the built-in CPU allocator keep
     /// their bytes here, saving an allocation.
     inline: InlineBuf,
 }
+
+/// [`StorageBuf::dtype_class`]: bool tensors.
+const CLASS_BOOL: u8 = 1;
+/// [`StorageBuf::dtype_class`]: tensors of every other dtype.
+const CLASS_OTHER: u8 = 2;
 
 /// Bytes a storage keeps inline (4 f64, 8 f32).
 const INLINE_BYTES: usize = 32;
@@ -265,6 +276,7 @@ impl StorageBuf {
             // hands out (`alloc_data`): host memory, known without the virtual call.
             host_accessible: data.is_null() || allocator.host_accessible(),
             borrow: AtomicU32::new(0),
+            dtype_class: AtomicU8::new(0),
             inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
         }
     }
@@ -272,6 +284,35 @@ impl StorageBuf {
     #[inline]
     fn inline_ptr(&self) -> *mut u8 {
         self.inline.0.get().cast()
+    }
+
+    /// Records that a tensor of `dtype` is laid over this storage: `false` when that
+    /// would mix `Bool` with another dtype over one storage (see `dtype_class`).
+    #[inline]
+    pub(crate) fn claim_dtype(&self, dtype: DType) -> bool {
+        let class = if dtype == DType::Bool {
+            CLASS_BOOL
+        } else {
+            CLASS_OTHER
+        };
+        match self
+            .dtype_class
+            .compare_exchange(0, class, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(existing) => existing == class,
+        }
+    }
+
+    /// [`StorageBuf::claim_dtype`] for a buffer nobody else can see yet.
+    #[inline]
+    pub(crate) fn set_dtype(&self, dtype: DType) {
+        let class = if dtype == DType::Bool {
+            CLASS_BOOL
+        } else {
+            CLASS_OTHER
+        };
+        self.dtype_class.store(class, Ordering::Relaxed);
     }
 
     /// Size in bytes.
