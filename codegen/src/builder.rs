@@ -236,13 +236,14 @@ pub fn emit_diagnostics(yaml: &Path, errs: &[EmitError]) -> Diagnostics {
         .unwrap_or_default();
     let mut d = Diagnostics::new(yaml.display().to_string(), source);
     for e in errs {
-        let mut diag = Diagnostic::new("opal::codegen", e.loc, e.message.clone());
-        if let Some(other) = e.other {
-            diag = diag.hint(format!(
+        let diag = Diagnostic::new("opal::codegen", e.loc, e.message.clone());
+        let diag = match e.other {
+            Some(other) => diag.hint(format!(
                 "the other operator is at line {}, column {}; rename one overload",
                 other.line, other.col
-            ));
-        }
+            )),
+            None => diag.hint("rename one of the operators or its overload"),
+        };
         d.push(diag);
     }
     d

@@ -9,7 +9,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceSpan};
+use miette::{
+    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
+    SourceCode, SourceSpan, SpanContents,
+};
 
 use crate::model::Loc;
 
@@ -106,24 +109,18 @@ impl Diagnostics {
         self.items.sort_by_key(|d| (d.loc.line, d.loc.col));
     }
 
-    /// Renders every problem with miette: no colors and a fixed width when `color`
-    /// is false, so the output is stable for snapshots.
+    /// Renders the problems with miette: no colors and a fixed width when `color`
+    /// is false, so the output is stable for snapshots. At most [`MAX_RENDERED`]
+    /// are shown in full, then a line says how many more there are; the closing
+    /// count is always the total.
     pub fn render(&self, color: bool, width: usize) -> String {
-        let theme = if color {
-            GraphicalTheme::unicode()
-        } else {
-            GraphicalTheme::unicode_nocolor()
-        };
-        let handler = GraphicalReportHandler::new_themed(theme)
-            .with_width(width)
-            .with_links(false);
+        let handler = handler(color, width);
         let mut out = String::new();
-        for d in &self.items {
+        for d in self.items.iter().take(MAX_RENDERED) {
             let report = Report {
                 d,
-                src: NamedSource::new(&self.path, Arc::clone(&self.source)),
+                src: (!d.loc.is_synthetic()).then(|| Excerpt::new(&self.path, &self.source, d.loc)),
                 path: &self.path,
-                len: self.source.len(),
             };
             if handler.render_report(&mut out, &report).is_err() {
                 out.push_str(&format!("{}: {}\n", self.path, d));
@@ -131,6 +128,7 @@ impl Diagnostics {
             out.push('\n');
         }
         let n = self.items.len();
+        push_more(&mut out, &self.path, n);
         out.push_str(&format!(
             "{}: {n} error{}\n",
             self.path,
@@ -138,6 +136,34 @@ impl Diagnostics {
         ));
         out
     }
+}
+
+/// How many problems a rendering shows in full: a broken file can have thousands,
+/// and each snippet costs time and screen; the first ones are what a reader fixes.
+pub const MAX_RENDERED: usize = 50;
+
+/// The "and N more" line after [`MAX_RENDERED`] rendered problems (nothing when all
+/// were shown).
+pub(crate) fn push_more(out: &mut String, path: &str, total: usize) {
+    if total > MAX_RENDERED {
+        let more = total - MAX_RENDERED;
+        out.push_str(&format!(
+            "{path}: ... and {more} more error{} not shown\n",
+            if more == 1 { "" } else { "s" }
+        ));
+    }
+}
+
+/// The miette handler of every rendering.
+pub(crate) fn handler(color: bool, width: usize) -> GraphicalReportHandler {
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    GraphicalReportHandler::new_themed(theme)
+        .with_width(width)
+        .with_links(false)
 }
 
 impl fmt::Display for Diagnostics {
@@ -148,12 +174,11 @@ impl fmt::Display for Diagnostics {
 
 impl std::error::Error for Diagnostics {}
 
-/// Adapter giving miette one diagnostic with the file attached.
+/// Adapter giving miette one diagnostic with its excerpt attached.
 struct Report<'a> {
     d: &'a Diagnostic,
-    src: NamedSource<Arc<str>>,
+    src: Option<Excerpt>,
     path: &'a str,
-    len: usize,
 }
 
 impl fmt::Debug for Report<'_> {
@@ -192,26 +217,161 @@ impl miette::Diagnostic for Report<'_> {
             .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
 
-    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        if self.d.loc.is_synthetic() {
-            None
-        } else {
-            Some(&self.src)
-        }
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        self.src.as_ref().map(|s| s as &dyn SourceCode)
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        if self.d.loc.is_synthetic() {
-            return None;
+        let src = self.src.as_ref()?;
+        Some(Box::new(std::iter::once(src.label(&self.d.label))))
+    }
+}
+
+/// The few lines around one location, cut to a window of columns around it: what
+/// miette is given instead of the whole file. miette finds line numbers by scanning
+/// its source from the start (a cost per problem that grows with the file), and
+/// pads the underline with a formatting width, which panics past 65,535 columns;
+/// an excerpt keeps both small whatever the file looks like. Line and column
+/// numbers shown stay those of the file.
+pub(crate) struct Excerpt {
+    name: String,
+    text: String,
+    /// 0-based line number in the file of the excerpt's first line.
+    first_line: usize,
+    /// Index in the excerpt of the line holding the span's start.
+    label_line: usize,
+    /// Characters of that line cut off before the window, less the marker shown.
+    col_shift: usize,
+    span: SourceSpan,
+}
+
+/// Characters kept before the start of a span when a line is cut.
+const LEAD: usize = 40;
+/// Characters of a line shown at most.
+const WINDOW: usize = 160;
+/// Lines of a span shown at most (the span is cut after them).
+const SPAN_LINES: usize = 8;
+const CUT: &str = "…";
+
+impl Excerpt {
+    /// The excerpt of `src` around `loc` (a located, non-synthetic place).
+    pub(crate) fn new(name: &str, src: &str, loc: Loc) -> Excerpt {
+        let b = src.as_bytes();
+        let floor = |mut i: usize| {
+            i = i.min(src.len());
+            while !src.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        let start = floor(loc.offset);
+        // Rounded up, so a span inside one character (an offset into bytes that were
+        // decoded lossily) still covers it.
+        let mut end = loc.offset.saturating_add(loc.len).clamp(start, src.len());
+        while !src.is_char_boundary(end) {
+            end += 1;
         }
-        // Offsets come from our own scanner; clamping keeps a stale or synthetic
-        // offset from making miette fail to render.
-        let start = self.d.loc.offset.min(self.len);
-        let len = self.d.loc.len.min(self.len - start);
-        let span = SourceSpan::new(start.into(), len);
-        Some(Box::new(std::iter::once(LabeledSpan::new_with_span(
-            Some(self.d.label.clone()),
-            span,
-        ))))
+        let line_start = |at: usize| memchr::memrchr(b'\n', &b[..at]).map_or(0, |i| i + 1);
+        let line_end = |at: usize| memchr::memchr(b'\n', &b[at..]).map_or(b.len(), |i| at + i);
+        // The lines of the span (at most SPAN_LINES), one before and one after.
+        let first = line_start(start);
+        let mut lines = vec![(first, line_end(first))];
+        while lines.len() < SPAN_LINES {
+            let (_, e) = lines[lines.len() - 1];
+            if e >= end || e >= b.len() {
+                break;
+            }
+            lines.push((e + 1, line_end(e + 1)));
+        }
+        let label_line = usize::from(first > 0);
+        if first > 0 {
+            let s = line_start(first - 1);
+            lines.insert(0, (s, first - 1));
+        }
+        let last_end = lines[lines.len() - 1].1;
+        let end = end.min(last_end);
+        let span_lines = label_line..lines.len();
+        if last_end < b.len() {
+            lines.push((last_end + 1, line_end(last_end + 1)));
+        }
+        // One window of columns for every line, placed around the span's start.
+        let col = src[first..start].chars().count();
+        let skip = if col > LEAD + LEAD / 2 { col - LEAD } else { 0 };
+        let mut text = String::new();
+        let (mut span_start, mut span_end) = (0, 0);
+        for (k, &(s, e)) in lines.iter().enumerate() {
+            let line = &src[s..e];
+            let mut chars = line.char_indices().skip(skip);
+            let from = match chars.next() {
+                Some((i, _)) => i,
+                None => line.len(),
+            };
+            if skip > 0 && from > 0 {
+                text.push_str(CUT);
+            }
+            let to = line
+                .char_indices()
+                .skip(skip + WINDOW)
+                .map(|(i, _)| i)
+                .next()
+                .unwrap_or(line.len())
+                .max(from);
+            let shown = text.len();
+            text.push_str(&line[from..to]);
+            if to < line.len() {
+                text.push_str(CUT);
+            }
+            // Where a byte of the file lands in the excerpt's copy of this line.
+            let at = |i: usize| shown + i.clamp(s + from, s + to) - s - from;
+            if k == label_line {
+                span_start = at(start);
+            }
+            if span_lines.contains(&k) && (s..=e).contains(&end) {
+                span_end = at(end);
+            }
+            // Each line keeps its newline, as in the file: miette shows an empty
+            // last line only when it is terminated.
+            if e < b.len() {
+                text.push('\n');
+            }
+        }
+        span_end = span_end.max(span_start);
+        Excerpt {
+            name: name.to_string(),
+            text,
+            first_line: (loc.line as usize).saturating_sub(1 + label_line),
+            label_line,
+            col_shift: skip.saturating_sub(usize::from(skip > 0)),
+            span: SourceSpan::new(span_start.into(), span_end - span_start),
+        }
+    }
+
+    /// The one label of the report, on the excerpt's span.
+    pub(crate) fn label(&self, text: &str) -> LabeledSpan {
+        LabeledSpan::new_with_span(Some(text.to_string()), self.span)
+    }
+}
+
+impl SourceCode for Excerpt {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let inner = self.text.as_str().read_span(span, before, after)?;
+        let column = if inner.line() == self.label_line {
+            inner.column() + self.col_shift
+        } else {
+            inner.column()
+        };
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line() + self.first_line,
+            column,
+            inner.line_count(),
+        )))
     }
 }

@@ -22,6 +22,13 @@
 //! never renames existing functions. Two operators that would map to the same
 //! identifier are reported as a codegen error (this never happens for PyTorch 2.15:
 //! a test checks the whole file). Rust keywords become raw identifiers (`r#where`).
+//! Operator identifiers that would clash with the output's top level (its own items
+//! such as `prelude`, `support`, `init`, the runtime names of the `prelude`, the std
+//! prelude, primitive types, `std`/`core`/`alloc`) get `_op` appended (`prelude` ->
+//! `prelude_op`); argument names that would clash inside generated functions (`ks`,
+//! `opts`, `DEF`, `SLOT`, `None`, `Tensor`, `default`, ...) get `_` (`DEF` -> `DEF_`).
+//! A name that still collides after that is a located error (operators) or leaves
+//! the operator out with its reason (arguments).
 //!
 //! The identifier names both a free function (all defaults applied) and a module of
 //! the same name holding everything else about the operator (`Sig`, `DEF`, `call`,
@@ -49,6 +56,90 @@ const KEYWORDS: &[&str] = &[
 
 /// Keywords that cannot be raw identifiers; these get a trailing `_` instead.
 const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
+
+/// Operator identifiers that would clash with what the generated output's top level
+/// defines or uses unqualified: its own items, the `prelude` names, and the std
+/// prelude, primitive types and crates its code names (an operator `Tensor` would
+/// shadow the type, one named `prelude` would be a second module of that name).
+/// Such operators get [`RESERVED_OP_SUFFIX`] (`prelude` -> `prelude_op`).
+const RESERVED_OPS: &[&str] = &[
+    "prelude",
+    "support",
+    "init",
+    "def_all",
+    "register_backend_select",
+    "ALL_DEFS",
+    METHODS_TRAIT,
+    "Option",
+    "Some",
+    "None",
+    "Result",
+    "Ok",
+    "Err",
+    "Vec",
+    "String",
+    "Box",
+    "ToString",
+    "ToOwned",
+    "Clone",
+    "Copy",
+    "Default",
+    "Debug",
+    "Send",
+    "Sync",
+    "Sized",
+    "Unpin",
+    "Drop",
+    "drop",
+    "Fn",
+    "FnMut",
+    "FnOnce",
+    "From",
+    "Into",
+    "TryFrom",
+    "TryInto",
+    "AsRef",
+    "AsMut",
+    "Iterator",
+    "IntoIterator",
+    "Extend",
+    "PartialEq",
+    "PartialOrd",
+    "Eq",
+    "Ord",
+    "std",
+    "core",
+    "alloc",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "i128",
+    "isize",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "u128",
+    "usize",
+    "f32",
+    "f64",
+    "bool",
+    "char",
+    "str",
+];
+
+/// What a reserved operator identifier gets appended.
+pub const RESERVED_OP_SUFFIX: &str = "_op";
+
+/// Argument identifiers that would clash inside generated functions: their own
+/// parameters and items (`ks`, `opts`, `DEF`, `SLOT`, `ALL_DEFS`), values of the std
+/// prelude and the `prelude` (a parameter named `None` or `Some` is a pattern, not
+/// a binding), and methods every `Options` has (`default`, `clone`: a setter of that
+/// name would hide them). Such arguments get a trailing `_` (`DEF` -> `DEF_`).
+const RESERVED_ARGS: &[&str] = &[
+    "ks", "opts", "DEF", "SLOT", "ALL_DEFS", "Some", "None", "Ok", "Err", "default", "clone",
+];
 
 /// Name of the extension trait carrying `Tensor` methods.
 pub const METHODS_TRAIT: &str = "TensorOps";
@@ -93,7 +184,15 @@ pub fn op_ident(name: &OperatorName) -> Result<String, String> {
     if NOT_RAW.contains(&ident.as_str()) {
         return Ok(format!("{ident}_"));
     }
+    if RESERVED_OPS.contains(&ident.as_str()) || in_prelude(&ident) {
+        return Ok(format!("{ident}{RESERVED_OP_SUFFIX}"));
+    }
     Ok(ident)
+}
+
+/// Whether `name` is one of the runtime names the generated `prelude` re-exports.
+fn in_prelude(name: &str) -> bool {
+    PRELUDE.iter().any(|(_, names)| names.contains(&name))
 }
 
 /// Name of the `Tensor` method that takes an options value, for the op method `m`:
@@ -116,7 +215,7 @@ pub fn arg_ident(name: &str) -> Result<String, String> {
             "argument name `{name}` starts with `__`, which generated code reserves for its locals"
         ));
     }
-    if NOT_RAW.contains(&name) {
+    if NOT_RAW.contains(&name) || RESERVED_ARGS.contains(&name) || in_prelude(name) {
         return Ok(format!("{name}_"));
     }
     Ok(name.to_string())
@@ -416,6 +515,39 @@ mod tests {
         assert!(arg_ident("__x").is_err());
         assert!(arg_ident("a-b").is_err());
         assert!(needs_non_snake_allow("mT"));
+    }
+
+    #[test]
+    fn reserved_names_are_mangled() {
+        for (op, want) in [
+            ("prelude", "prelude_op"),
+            ("support", "support_op"),
+            ("TensorOps", "TensorOps_op"),
+            ("Tensor", "Tensor_op"),
+            ("DispatchKey", "DispatchKey_op"),
+            ("Some", "Some_op"),
+            ("u8", "u8_op"),
+            ("call", "call"),
+            ("DEF", "DEF"),
+        ] {
+            assert_eq!(op_ident(&name(op, false, "")).unwrap(), want);
+        }
+        // Only the whole identifier counts: overloads and in-place names are free.
+        assert_eq!(op_ident(&name("prelude", true, "")).unwrap(), "prelude_");
+        assert_eq!(op_ident(&name("prelude", false, "x")).unwrap(), "prelude_x");
+        for (arg, want) in [
+            ("DEF", "DEF_"),
+            ("SLOT", "SLOT_"),
+            ("ks", "ks_"),
+            ("opts", "opts_"),
+            ("None", "None_"),
+            ("Tensor", "Tensor_"),
+            ("default", "default_"),
+            ("Self", "Self_"),
+            ("value", "value"),
+        ] {
+            assert_eq!(arg_ident(arg).unwrap(), want);
+        }
     }
 
     fn ts(t: TokenStream) -> String {

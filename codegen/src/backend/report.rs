@@ -8,9 +8,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use miette::{GraphicalReportHandler, GraphicalTheme, LabeledSpan, SourceSpan};
+use miette::LabeledSpan;
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::{self, Diagnostic, Diagnostics, Excerpt, MAX_RENDERED};
 use crate::model::Loc;
 
 /// A place in the native YAML that explains a backend problem.
@@ -61,23 +61,15 @@ impl BackendErrors {
         if let Some(n) = &self.native_errors {
             out.push_str(&n.render(color, width));
         }
-        let theme = if color {
-            GraphicalTheme::unicode()
-        } else {
-            GraphicalTheme::unicode_nocolor()
-        };
-        let handler = GraphicalReportHandler::new_themed(theme)
-            .with_width(width)
-            .with_links(false);
-        for item in &self.items {
+        let handler = diagnostics::handler(color, width);
+        for item in self.items.iter().take(MAX_RENDERED) {
             let note = match (&item.note, &self.native) {
                 (Some(n), Some(f)) if !n.loc.is_synthetic() => Some(Part {
                     code: "opal::backend::note",
                     message: format!("{}:{}:{}: {}", f.path, n.loc.line, n.loc.col, n.label),
                     label: n.label.clone(),
                     hint: None,
-                    loc: n.loc,
-                    file: f,
+                    src: Some(Excerpt::new(&f.path, &f.text, n.loc)),
                     related: Vec::new(),
                 }),
                 _ => None,
@@ -96,8 +88,8 @@ impl BackendErrors {
                 message,
                 label: d.label.clone(),
                 hint: d.hint.clone(),
-                loc: d.loc,
-                file: &self.backend,
+                src: (!d.loc.is_synthetic())
+                    .then(|| Excerpt::new(&self.backend.path, &self.backend.text, d.loc)),
                 related: note.into_iter().collect(),
             };
             if handler.render_report(&mut out, &part).is_err() {
@@ -107,6 +99,7 @@ impl BackendErrors {
             out.push('\n');
         }
         let n = self.items.len();
+        diagnostics::push_more(&mut out, &self.backend.path, n);
         if n > 0 {
             out.push_str(&format!(
                 "{}: {n} error{}\n",
@@ -127,31 +120,31 @@ impl fmt::Display for BackendErrors {
 impl std::error::Error for BackendErrors {}
 
 /// One miette report: a message, a labelled span in one file, related notes.
-struct Part<'a> {
+struct Part {
     code: &'static str,
     message: String,
     label: String,
     hint: Option<String>,
-    loc: Loc,
-    file: &'a SourceFile,
-    related: Vec<Part<'a>>,
+    /// The snippet; `None` for problems without a place.
+    src: Option<Excerpt>,
+    related: Vec<Part>,
 }
 
-impl fmt::Debug for Part<'_> {
+impl fmt::Debug for Part {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl fmt::Display for Part<'_> {
+impl fmt::Display for Part {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for Part<'_> {}
+impl std::error::Error for Part {}
 
-impl miette::Diagnostic for Part<'_> {
+impl miette::Diagnostic for Part {
     fn code<'b>(&'b self) -> Option<Box<dyn fmt::Display + 'b>> {
         Some(Box::new(self.code))
     }
@@ -167,24 +160,12 @@ impl miette::Diagnostic for Part<'_> {
     }
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        if self.loc.is_synthetic() {
-            None
-        } else {
-            Some(self.file)
-        }
+        self.src.as_ref().map(|s| s as &dyn miette::SourceCode)
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        if self.loc.is_synthetic() {
-            return None;
-        }
-        let len = self.file.text.len();
-        let start = self.loc.offset.min(len);
-        let span = SourceSpan::new(start.into(), self.loc.len.min(len - start));
-        Some(Box::new(std::iter::once(LabeledSpan::new_with_span(
-            Some(self.label.clone()),
-            span,
-        ))))
+        let src = self.src.as_ref()?;
+        Some(Box::new(std::iter::once(src.label(&self.label))))
     }
 
     fn related<'b>(&'b self) -> Option<Box<dyn Iterator<Item = &'b dyn miette::Diagnostic> + 'b>> {
@@ -195,26 +176,5 @@ impl miette::Diagnostic for Part<'_> {
                 self.related.iter().map(|r| r as &dyn miette::Diagnostic),
             ))
         }
-    }
-}
-
-impl miette::SourceCode for SourceFile {
-    fn read_span<'a>(
-        &'a self,
-        span: &SourceSpan,
-        context_lines_before: usize,
-        context_lines_after: usize,
-    ) -> Result<Box<dyn miette::SpanContents<'a> + 'a>, miette::MietteError> {
-        let inner = self
-            .text
-            .read_span(span, context_lines_before, context_lines_after)?;
-        Ok(Box::new(miette::MietteSpanContents::new_named(
-            self.path.clone(),
-            inner.data(),
-            *inner.span(),
-            inner.line(),
-            inner.column(),
-            inner.line_count(),
-        )))
     }
 }

@@ -81,6 +81,7 @@ struct Line<'a> {
 
 /// Parses the backend YAML `src` into a located tree.
 pub fn parse(src: &str) -> Result<Node, Diagnostic> {
+    crate::parse::check_flow_depth(src)?;
     // Duplicate keys are reported by `load` with their location.
     let checked = serde_yaml::from_str::<serde_yaml::Value>(src)
         .map(drop)
@@ -92,12 +93,7 @@ pub fn parse(src: &str) -> Result<Node, Diagnostic> {
             }
         });
     if let Err(e) = checked {
-        let loc = e.location().map_or(Loc::SYNTHETIC, |l| Loc {
-            offset: l.index().min(src.len()),
-            len: 1,
-            line: l.line() as u32,
-            col: l.column() as u32,
-        });
+        let loc = crate::parse::yaml_error_loc(&e, src);
         let msg = e.to_string();
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
         return Err(Diagnostic::new(CODE, loc, format!("invalid YAML: {msg}"))

@@ -1,5 +1,5 @@
-//! `opal-codegen check <native_functions.yaml> [--tags <tags.yaml>]`: load and
-//! validate, then print a one-line summary (exit 0) or every problem (exit 1).
+//! `opal-codegen check <native_functions.yaml> [--tags <tags.yaml>]`: load,
+//! validate and plan the Rust names (as `generate` would), then print a one-line summary (exit 0) or every problem (exit 1).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +24,11 @@ impl Run for Check {
         let tags = self.tags.or_else(|| beside.is_file().then_some(beside));
         match opal_codegen::load_with_tags(&self.yaml, tags.as_deref()) {
             Ok(model) => {
+                // What `generate` would refuse (Rust names that collide) is an error
+                // here too, so a file that passes `check` generates.
+                if let Err(errs) = opal_codegen::emit::plan::plan(&model, "aten") {
+                    return fail(&opal_codegen::builder::emit_diagnostics(&self.yaml, &errs));
+                }
                 let generated = model
                     .functions
                     .iter()

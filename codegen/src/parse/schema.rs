@@ -15,6 +15,30 @@ use crate::model::{
 
 const CODE: &str = "opal::schema_syntax";
 
+/// Limits on one schema string, far above anything PyTorch writes (at most 23
+/// arguments, 9 defaults, 492 characters, two type suffixes such as `Tensor?[]`):
+/// generated code grows with arguments times schema length (every `Options` setter
+/// documents the schema), and nested types and lists are recursive values.
+pub mod limits {
+    /// Bytes of one `func:` string.
+    pub const SCHEMA_LEN: usize = 16 * 1024;
+    /// Arguments, and separately returns, of one schema.
+    pub const ARGS: usize = 256;
+    /// `?` and `[]` suffixes on one type.
+    pub const TYPE_SUFFIXES: usize = 8;
+    /// Nesting of `[..]` lists in one default value.
+    pub const LIST_DEPTH: usize = 8;
+}
+
+/// The located error for a schema past one of [`limits`].
+fn too_large(loc: Loc, what: String, limit: usize) -> Diagnostic {
+    Diagnostic::new("opal::schema_too_large", loc, what)
+        .label(format!("past the limit of {limit}"))
+        .hint(format!(
+            "opal-codegen accepts at most {limit} here (PyTorch needs far fewer); split the operator or simplify it"
+        ))
+}
+
 /// Dunder names whose `i` form is in-place (`__iadd__`).
 const AUGMENTED_ASSIGNMENT: [&str; 11] = [
     "add", "sub", "mul", "div", "mod", "pow", "lshift", "rshift", "and", "xor", "or",
@@ -37,6 +61,15 @@ pub fn parse_schema(src: &str) -> Result<FunctionSchema, Diagnostic> {
 /// location in the result (and in the error) points into that file. An optional
 /// `namespace::` prefix is accepted and dropped.
 pub fn parse_schema_at(src: &str, base: Loc) -> Result<FunctionSchema, Diagnostic> {
+    if src.len() > limits::SCHEMA_LEN {
+        let mut loc = base;
+        loc.len = src.len();
+        return Err(too_large(
+            loc,
+            format!("schema string is {} bytes long", src.len()),
+            limits::SCHEMA_LEN,
+        ));
+    }
     Parser::new(src, base)?.schema()
 }
 
@@ -232,6 +265,14 @@ impl<'a> Parser<'a> {
                 }
                 section = Section::Kwarg;
             } else {
+                let at = self.peek();
+                if seen.len() == limits::ARGS {
+                    return Err(too_large(
+                        self.loc(at),
+                        format!("schema has more than {} arguments", limits::ARGS),
+                        limits::ARGS,
+                    ));
+                }
                 let (arg, name_tok) = self.argument()?;
                 if let Some((_, first)) = seen.iter().find(|(n, _)| *n == arg.name) {
                     return Err(Diagnostic::new(
@@ -286,7 +327,7 @@ impl<'a> Parser<'a> {
         let mut last = name_tok;
         let default = if self.eat(Tok::Eq) {
             let dstart = self.peek();
-            let lit = self.literal()?;
+            let lit = self.literal(0)?;
             let dend = self.toks[self.pos - 1];
             last = dend;
             let raw = &self.src[dstart.start..dend.end];
@@ -313,7 +354,8 @@ impl<'a> Parser<'a> {
         Ok((arg, name_tok))
     }
 
-    fn literal(&mut self) -> Result<Lit, Diagnostic> {
+    /// A default value inside `depth` enclosing lists.
+    fn literal(&mut self, depth: usize) -> Result<Lit, Diagnostic> {
         let t = self.peek();
         match t.kind {
             Tok::Minus => {
@@ -344,13 +386,23 @@ impl<'a> Parser<'a> {
                 Ok(Lit::Ident(self.text(t).to_string()))
             }
             Tok::LBracket => {
+                if depth == limits::LIST_DEPTH {
+                    return Err(too_large(
+                        self.loc(t),
+                        format!(
+                            "default value nests lists deeper than {}",
+                            limits::LIST_DEPTH
+                        ),
+                        limits::LIST_DEPTH,
+                    ));
+                }
                 self.bump();
                 let mut items = Vec::new();
                 if self.eat(Tok::RBracket) {
                     return Ok(Lit::List(items));
                 }
                 loop {
-                    items.push(self.literal()?);
+                    items.push(self.literal(depth + 1)?);
                     if self.eat(Tok::RBracket) {
                         return Ok(Lit::List(items));
                     }
@@ -385,8 +437,20 @@ impl<'a> Parser<'a> {
             self.expect(Tok::RParen, "`)` closing the alias annotation")?;
         }
         let mut ty = Type::Base(base);
-        loop {
-            match self.peek().kind {
+        for n in 0.. {
+            let kind = self.peek().kind;
+            if n == limits::TYPE_SUFFIXES && matches!(kind, Tok::Question | Tok::LBracket) {
+                let at = self.peek();
+                return Err(too_large(
+                    self.loc(at),
+                    format!(
+                        "type has more than {} `?`/`[]` suffixes",
+                        limits::TYPE_SUFFIXES
+                    ),
+                    limits::TYPE_SUFFIXES,
+                ));
+            }
+            match kind {
                 Tok::Question => {
                     self.bump();
                     ty = Type::Optional(Box::new(ty));
@@ -478,6 +542,14 @@ impl<'a> Parser<'a> {
             return Ok(rets);
         }
         loop {
+            if rets.len() == limits::ARGS {
+                let at = self.peek();
+                return Err(too_large(
+                    self.loc(at),
+                    format!("schema has more than {} returns", limits::ARGS),
+                    limits::ARGS,
+                ));
+            }
             rets.push(self.ret()?);
             if self.eat(Tok::RParen) {
                 return Ok(rets);

@@ -52,16 +52,19 @@ pub fn decode(bytes: &[u8]) -> Result<&str, Diagnostic> {
 
 /// Turns a yaml_serde error into a located diagnostic.
 fn yaml_error(e: &serde_yaml::Error, src: &str) -> Diagnostic {
-    let idx = LineIndex::new(src);
-    let loc = e.location().map_or(START, |l| idx.loc(l.index(), 1));
+    let loc = yaml_error_loc(e, src);
     let text = e.to_string();
     // yaml_serde appends "at line L column C"; the diagnostic shows that already.
     let message = match text.find(" at line ") {
         Some(i) => text[..i].to_string(),
         None => text,
     };
-    let hint = if message.contains("repetition limit") || message.contains("recursion limit") {
+    let hint = if message.contains("repetition limit") {
         "the file expands YAML aliases too much; native_functions.yaml needs no aliases"
+    } else if message.contains("recursion limit") {
+        "the file nests lists or mappings too deeply; an entry needs only a few levels"
+    } else if message.contains("more than one document") {
+        "the file must be one YAML document: remove the `---` line and what follows, or make it a separate file"
     } else if message.contains("duplicate entry") {
         "each key may appear once per mapping"
     } else {
@@ -70,6 +73,89 @@ fn yaml_error(e: &serde_yaml::Error, src: &str) -> Diagnostic {
     Diagnostic::new("opal::yaml", loc, format!("invalid YAML: {message}"))
         .label("YAML parser stopped here")
         .hint(hint)
+}
+
+/// Where a yaml_serde error points; for the errors it reports without a place
+/// (several documents, alias expansion), the place that causes them: the second
+/// document's `---`, or the first alias.
+pub(crate) fn yaml_error_loc(e: &serde_yaml::Error, src: &str) -> Loc {
+    let idx = LineIndex::new(src);
+    if let Some(l) = e.location() {
+        return idx.loc(l.index().min(src.len()), 1);
+    }
+    let text = e.to_string();
+    let at = if text.contains("more than one document") {
+        second_document(src)
+    } else if text.contains("repetition limit") || text.contains("recursion limit") {
+        first_alias(src)
+    } else {
+        None
+    };
+    at.map_or(START, |(at, len)| idx.loc(at, len))
+}
+
+/// The `---` (or `...`) line that ends the first document of `src`, if any.
+fn second_document(src: &str) -> Option<(usize, usize)> {
+    let mut seen_content = false;
+    let mut at = 0;
+    for line in src.split_inclusive('\n') {
+        let t = line.trim_end();
+        let marker = t == "---" || t.starts_with("--- ") || t == "...";
+        if marker && seen_content {
+            return Some((at, 3));
+        }
+        if !marker && !t.trim_start().is_empty() && !t.trim_start().starts_with('#') {
+            seen_content = true;
+        }
+        at += line.len();
+    }
+    None
+}
+
+/// The first `*alias` of `src` (a `*` after a space, `[`, `,` or `:` and before a
+/// name character), if any.
+fn first_alias(src: &str) -> Option<(usize, usize)> {
+    let b = src.as_bytes();
+    memchr::memchr_iter(b'*', b)
+        .find(|&i| {
+            matches!(
+                i.checked_sub(1).map(|j| b[j]),
+                None | Some(b' ' | b'[' | b',' | b':' | b'\t')
+            ) && b
+                .get(i + 1)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        })
+        .map(|i| (i, 1))
+}
+
+/// Open `[`/`{` (anywhere in the text, strings included) that are allowed to be
+/// unclosed at one point. The YAML library stops at 128 levels of nesting anyway,
+/// but only after scanning the whole document, in time quadratic in the depth of
+/// flow collections (40,000 levels took 13 s).
+pub(crate) const MAX_FLOW_DEPTH: usize = 1000;
+
+/// A located error when `src` opens more than [`MAX_FLOW_DEPTH`] brackets without
+/// closing them. Only the brackets are visited (found with `memchr`), so this
+/// costs about nothing on ordinary files.
+pub(crate) fn check_flow_depth(src: &str) -> Result<(), Diagnostic> {
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut prev = 0;
+    for at in memchr::memchr2_iter(b'[', b'{', b) {
+        let closes = memchr::memchr2_iter(b']', b'}', &b[prev..at]).count();
+        depth = depth.saturating_sub(closes) + 1;
+        prev = at + 1;
+        if depth > MAX_FLOW_DEPTH {
+            return Err(Diagnostic::new(
+                "opal::yaml_too_deep",
+                LineIndex::new(src).loc(at, 1),
+                format!("more than {MAX_FLOW_DEPTH} `[`/`{{` are open here"),
+            )
+            .label("too deeply nested")
+            .hint("a YAML file for opal-codegen nests lists and mappings only a few levels deep; close the brackets"));
+        }
+    }
+    Ok(())
 }
 
 const START: Loc = Loc {
@@ -116,6 +202,16 @@ pub fn parse_native_yaml_checked<T: Send>(
     src: &str,
     check: impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T + Sync,
 ) -> Checked<T> {
+    if let Err(e) = check_flow_depth(src) {
+        return Checked {
+            parsed: Parsed {
+                functions: Vec::new(),
+                errors: vec![e],
+            },
+            results: Vec::new(),
+            check_errors: Vec::new(),
+        };
+    }
     parse_in_pieces(src, &check).unwrap_or_else(|| run_check(parse_whole(src), &check))
 }
 
@@ -315,6 +411,7 @@ fn parse_in_pieces<T: Send>(
 
 /// Reads the tag names of a `tags.yaml` (a list of `- tag: name` mappings).
 pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
+    check_flow_depth(src).map_err(|e| vec![e])?;
     let doc: Node<'_> = serde_yaml::from_str(src).map_err(|e| vec![yaml_error(&e, src)])?;
     let idx = LineIndex::new(src);
     let mut tags = Vec::new();

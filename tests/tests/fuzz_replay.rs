@@ -1,0 +1,61 @@
+//! Replays every file of the fuzz corpora (`fuzz/corpus/<target>/`) and every
+//! reproducer (`fuzz/regressions/<target>/`) through the same target bodies the
+//! cargo-fuzz binaries run (`fuzz/targets.rs`), on stable: a crash the fuzzer once
+//! found stays fixed without nightly or libFuzzer. `fuzz/regressions/boxed_known/`
+//! holds crashes of the runtime and backends not fixed yet; it is not replayed.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+#[allow(dead_code, reason = "the fuzz-only helpers are used by the targets")]
+#[path = "../../fuzz/targets.rs"]
+mod targets;
+
+/// Runs `body` on every file under `fuzz/{corpus,regressions}/<target>/`; returns
+/// how many ran. Fails naming each file that panicked.
+fn replay(target: &str, body: fn(&[u8])) -> usize {
+    let fuzz = opal_tests::scratch::workspace_root().join("fuzz");
+    let mut ran = 0;
+    let mut failed = Vec::new();
+    for dir in ["corpus", "regressions"] {
+        let dir = fuzz.join(dir).join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut files: Vec<_> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+        files.sort();
+        for f in files.iter().filter(|f| f.is_file()) {
+            let data = std::fs::read(f).expect("readable corpus file");
+            ran += 1;
+            if catch_unwind(AssertUnwindSafe(|| body(&data))).is_err() {
+                failed.push(shown(&fuzz, f));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{target}: panicked on {failed:?}");
+    ran
+}
+
+fn shown(root: &Path, f: &Path) -> String {
+    f.strip_prefix(root).unwrap_or(f).display().to_string()
+}
+
+#[test]
+fn schema_corpus_replays() {
+    assert!(replay("schema", targets::schema) > 0);
+}
+
+#[test]
+fn native_yaml_corpus_replays() {
+    assert!(replay("native_yaml", targets::native_yaml) > 0);
+}
+
+#[test]
+fn backend_yaml_corpus_replays() {
+    assert!(replay("backend_yaml", targets::backend_yaml) > 0);
+}
+
+#[test]
+fn boxed_call_corpus_replays() {
+    assert!(replay("boxed_call", targets::boxed_call) > 0);
+}
