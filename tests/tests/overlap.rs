@@ -21,18 +21,27 @@ fn assert_err_mentions<T: std::fmt::Debug>(r: opal::Result<T>, parts: &[&str]) {
     }
 }
 
-const INTERNAL: &str = "more than one element of the written-to tensor refers to a single memory location";
-const PARTIAL: &str = "some elements of an input tensor and the written-to tensor refer to a single memory location";
+const INTERNAL: &str =
+    "more than one element of the written-to tensor refers to a single memory location";
+const PARTIAL: &str =
+    "some elements of an input tensor and the written-to tensor refer to a single memory location";
 
 #[test]
 fn in_place_on_an_expanded_tensor_is_refused() {
     init();
     let x = Tensor::from_slice(&[1.0f32], &[1]).unwrap();
     let big = ops::expand(&x, &[1 << 20]).unwrap();
-    assert_err_mentions(ops::add_scalar_(&big, &Scalar::Float(1.0)), &["add_.Scalar", INTERNAL]);
+    assert_err_mentions(
+        ops::add_scalar_(&big, &Scalar::Float(1.0)),
+        &["add_.Scalar", INTERNAL],
+    );
     // Nothing was written.
     assert_eq!(x.to_vec::<f32>().unwrap(), vec![1.0]);
-    let col = ops::expand(&Tensor::from_slice(&[1.0f32, 2.0], &[2, 1]).unwrap(), &[2, 3]).unwrap();
+    let col = ops::expand(
+        &Tensor::from_slice(&[1.0f32, 2.0], &[2, 1]).unwrap(),
+        &[2, 3],
+    )
+    .unwrap();
     assert_err_mentions(ops::neg_(&col), &["neg_", INTERNAL]);
     assert_err_mentions(ops::mul_tensor_(&col, &col), &[INTERNAL]);
 }
@@ -44,7 +53,10 @@ fn shifted_views_of_one_storage_are_refused() {
     let tail = a.as_strided(&[7], &[1], 1).unwrap(); // a[1:]
     let head = a.as_strided(&[7], &[1], 0).unwrap(); // a[:-1]
     assert_err_mentions(ops::add_tensor_(&tail, &head), &["add_.Tensor", PARTIAL]);
-    assert_eq!(a.to_vec::<f32>().unwrap(), (0..8).map(|i| i as f32).collect::<Vec<_>>());
+    assert_eq!(
+        a.to_vec::<f32>().unwrap(),
+        (0..8).map(|i| i as f32).collect::<Vec<_>>()
+    );
     // out= into a shifted view of an input.
     assert_err_mentions(ops::add_out(&head, &head, &tail), &["add.out", PARTIAL]);
 }
@@ -103,10 +115,16 @@ fn overlap_classification() {
     let w = a.as_strided(&[2, 2], &[2, 1], 0).unwrap();
     assert_eq!(overlap(&v, &w), Overlap::Partial);
     assert_eq!(overlap(&w, &w.clone()), Overlap::Full);
-    assert_eq!(overlap(&w, &a.as_strided(&[4], &[1], 4).unwrap()), Overlap::No);
+    assert_eq!(
+        overlap(&w, &a.as_strided(&[4], &[1], 4).unwrap()),
+        Overlap::No
+    );
     let gaps = a.as_strided(&[2], &[3], 0).unwrap();
     assert_eq!(overlap(&gaps, &w), Overlap::TooHard);
-    assert_eq!(internal_overlap(&a.as_strided(&[3], &[0], 0).unwrap()), Overlap::Full);
+    assert_eq!(
+        internal_overlap(&a.as_strided(&[3], &[0], 0).unwrap()),
+        Overlap::Full
+    );
     assert_eq!(internal_overlap(&gaps), Overlap::TooHard);
     assert_eq!(internal_overlap(&v), Overlap::No);
 }

@@ -203,7 +203,10 @@ fn a_kernel_holds_its_arguments_against_geometry_changes() {
     let guard = x.read::<i64>().unwrap();
     let e: OpalError = ops::transpose_(&x, 0, 1).expect_err("restride while read");
     assert!(matches!(e.kind(), ErrorKind::BorrowConflict(_)), "{e}");
-    assert!(matches!(x.resize_(&[16]).unwrap_err().kind(), ErrorKind::BorrowConflict(_)));
+    assert!(matches!(
+        x.resize_(&[16]).unwrap_err().kind(),
+        ErrorKind::BorrowConflict(_)
+    ));
     assert_eq!(x.sizes(), &[4, 4]);
     // Reads alongside a read are fine.
     assert_eq!(ops::sum(&x).unwrap().item().unwrap().to_i64(), 16);

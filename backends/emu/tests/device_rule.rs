@@ -29,7 +29,13 @@ fn binary_ops_refuse_mixed_devices_either_way() {
     let (c, e) = (on(&[1.0, 2.0], cpu), on(&[3.0, 4.0], emu));
     assert_device_err(ops::add_tensor(&c, &e), "aten::add.Tensor");
     assert_device_err(ops::add_tensor(&e, &c), "aten::add.Tensor");
-    assert_device_err(ops::mm(&on(&[1.0], cpu).reshape_to(&[1, 1]), &on(&[1.0], emu).reshape_to(&[1, 1])), "aten::mm");
+    assert_device_err(
+        ops::mm(
+            &on(&[1.0], cpu).reshape_to(&[1, 1]),
+            &on(&[1.0], emu).reshape_to(&[1, 1]),
+        ),
+        "aten::mm",
+    );
 }
 
 #[test]
@@ -57,7 +63,13 @@ fn zero_dim_cpu_tensors_act_as_scalars_for_element_wise_ops() {
     let two = Tensor::from_slice(&[2.0f32], &[]).unwrap();
     let r = ops::mul_tensor(&e, &two).unwrap();
     assert_eq!(r.device(), emu);
-    assert_eq!(ops::_to_copy::with(&r, ops::_to_copy::Options::default().device(Device::cpu())).unwrap().to_vec::<f32>().unwrap(), vec![6.0, 8.0]);
+    assert_eq!(
+        ops::_to_copy::with(&r, ops::_to_copy::Options::default().device(Device::cpu()))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![6.0, 8.0]
+    );
     let w = Tensor::wrapped_number(&Scalar::Float(1.0)).unwrap();
     assert_eq!(ops::add_tensor(&e, &w).unwrap().device(), emu);
 }
