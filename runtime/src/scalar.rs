@@ -98,7 +98,17 @@ impl Scalar {
     ///   `-max` wrap into unsigned ones (`-1` is 255 as uint8);
     /// - floats fit integer dtypes when finite and in range (they truncate), and
     ///   floating dtypes when in range or infinite or NaN.
+    #[inline]
     pub fn fits(&self, dtype: DType) -> bool {
+        // Every op's `alpha=1` and most literals: 0..=127 fits every dtype.
+        if let Scalar::Int(0..=127) = self {
+            return true;
+        }
+        self.fits_any(dtype)
+    }
+
+    #[inline(never)]
+    fn fits_any(&self, dtype: DType) -> bool {
         if dtype == DType::Bool {
             return true;
         }
@@ -114,13 +124,20 @@ impl Scalar {
 
     /// `Ok` when [`Scalar::fits`] `dtype`, else an error in PyTorch's words naming
     /// `op`, the value and the dtype.
+    #[inline]
     pub fn check_fits(&self, dtype: DType, op: &str) -> Result<()> {
         if self.fits(dtype) {
             return Ok(());
         }
-        Err(OpalError::msg(format!(
+        Err(self.overflow_error(dtype, op))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn overflow_error(&self, dtype: DType, op: &str) -> OpalError {
+        OpalError::msg(format!(
             "{op}: value {self} cannot be converted to type {dtype} without overflow"
-        )))
+        ))
     }
 }
 

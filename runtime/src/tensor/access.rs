@@ -4,7 +4,7 @@
 //! Owns: acquiring/releasing storage borrows around data access. Must not: compute
 //! anything (kernels do) or allocate on the common path.
 
-use super::hold::{acquire_guard, release_guard, Grant};
+use super::hold::{acquire_guard, op_holds_shared, release_guard, Grant};
 use super::meta::{Meta, StridedOffsets};
 use super::storage::{borrow_error, StorageBorrow, StorageBuf};
 use super::{undefined_error, Tensor};
@@ -280,6 +280,12 @@ const INLINE_HELD: usize = 6;
 ///
 /// Kernels with a fixed number of operands can take the borrows and the element
 /// addresses in one step with [`KernelAccess::with_ptrs`].
+///
+/// Inside an operator call (see [`crate::tensor::with_op_holds`]), a read of a
+/// storage the call already holds shared takes no borrow of its own: no thread can
+/// write it until the call returns. Its address is therefore valid to dereference
+/// while the access lives *and* the operator call that made it runs (a kernel's
+/// accesses never outlive its call).
 pub struct KernelAccess<'a> {
     /// Held storages as tagged addresses ([`Held`]); the first `len` are in use.
     inline: [Held; INLINE_HELD],
@@ -365,7 +371,10 @@ impl<'a> KernelAccess<'a> {
             acc.note(t.storage(), true);
         }
         for t in reads {
-            acc.note(t.storage(), false);
+            let s = t.storage();
+            if !op_holds_shared(s) {
+                acc.note(s, false);
+            }
         }
         acc.acquire_all()?;
         Ok(acc)
@@ -409,8 +418,9 @@ impl<'a> KernelAccess<'a> {
             }
         }
         for t in reads {
-            if !t.is_unshared() {
-                acc.note_inline(t.storage(), false);
+            let s = t.storage();
+            if !t.is_unshared() && !op_holds_shared(s) {
+                acc.note_inline(s, false);
             }
         }
         acc.acquire_all()?;
@@ -526,6 +536,7 @@ impl<'a> KernelAccess<'a> {
     pub fn read_ptr<T: Element>(&self, t: &Tensor) -> Result<*const T> {
         match self.held(t) {
             Some(_) => Ok(t.data_ptr::<T>()?.cast_const()),
+            None if op_holds_shared(t.storage()) => Ok(t.data_ptr::<T>()?.cast_const()),
             None => Err(OpalError::msg(
                 "KernelAccess::read_ptr: tensor's storage is not borrowed by this access",
             )),

@@ -34,7 +34,7 @@ use super::Tensor;
 use crate::dispatch::ArgDef;
 use crate::error::Result;
 use crate::ivalue::Stack;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// One storage that an op of this thread holds exclusively.
 struct Entry {
@@ -77,6 +77,59 @@ fn with_entry<R>(s: &StorageBuf, f: impl FnOnce(&mut Entry) -> Option<R>) -> Opt
         })
         .ok()
         .flatten()
+}
+
+/// Storages the op calls of this thread hold shared through [`with_op_holds`], as a
+/// stack (nested calls push and pop in LIFO order). [`KernelAccess`] reads of them
+/// need no borrow of their own: no thread can write them until the op returns.
+/// Bounded; holds past the last slot are simply not listed.
+///
+/// [`KernelAccess`]: crate::tensor::KernelAccess
+struct OpReads {
+    addrs: [Cell<usize>; OP_READ_SLOTS],
+    len: Cell<usize>,
+}
+
+const OP_READ_SLOTS: usize = 16;
+
+thread_local! {
+    static OP_READS: OpReads = const {
+        OpReads {
+            addrs: [const { Cell::new(0) }; OP_READ_SLOTS],
+            len: Cell::new(0),
+        }
+    };
+}
+
+/// Lists `s` as held shared by the running op; false when the list is full.
+#[inline]
+fn push_op_read(s: &StorageBuf) -> bool {
+    OP_READS
+        .try_with(|r| {
+            let n = r.len.get();
+            if n == OP_READ_SLOTS {
+                return false;
+            }
+            r.addrs[n].set(addr_of(s));
+            r.len.set(n + 1);
+            true
+        })
+        .unwrap_or(false)
+}
+
+/// Removes the newest entry of [`OP_READS`] (the caller pushed it).
+#[inline]
+fn pop_op_read() {
+    let _ = OP_READS.try_with(|r| r.len.set(r.len.get().saturating_sub(1)));
+}
+
+/// Whether an op call of this thread, still running, holds `s` shared.
+#[inline]
+pub(crate) fn op_holds_shared(s: &StorageBuf) -> bool {
+    let addr = addr_of(s);
+    OP_READS
+        .try_with(|r| r.addrs[..r.len.get()].iter().any(|a| a.get() == addr))
+        .unwrap_or(false)
 }
 
 /// How a guard or op hold got its borrow, so that it releases the same way.
@@ -340,6 +393,7 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
         writes,
         read_grants: [None; R],
         write_grants: [None; W],
+        read_listed: [false; R],
     };
     // Writes first: an input sharing storage with an output is then held once,
     // exclusively, and its shared hold is a nested one.
@@ -353,8 +407,11 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
     for i in 0..R {
         let t = holds.reads[i];
         if t.is_defined() {
-            holds.read_grants[i] =
-                Some(acquire_op(t.storage(), false).ok_or_else(|| borrow_error(false))?);
+            let g = acquire_op(t.storage(), false).ok_or_else(|| borrow_error(false))?;
+            holds.read_grants[i] = Some(g);
+            if g == Grant::Atomic {
+                holds.read_listed[i] = push_op_read(t.storage());
+            }
         }
     }
     check_devices_fixed(op, checks, &reads, &writes)?;
@@ -371,12 +428,17 @@ struct FixedHolds<'a, const R: usize, const W: usize> {
     writes: [&'a Tensor; W],
     read_grants: [Option<Grant>; R],
     write_grants: [Option<Grant>; W],
+    /// Which reads were pushed on [`OP_READS`] (popped in reverse on drop).
+    read_listed: [bool; R],
 }
 
 impl<const R: usize, const W: usize> Drop for FixedHolds<'_, R, W> {
     #[inline]
     fn drop(&mut self) {
         for i in (0..R).rev() {
+            if self.read_listed[i] {
+                pop_op_read();
+            }
             if let Some(g) = self.read_grants[i] {
                 release_op(self.reads[i].storage(), false, g);
             }
@@ -483,4 +545,80 @@ fn run_checks<'t>(
         check_write_overlap(op, reads, writes)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::{KernelAccess, OpChecks};
+
+    fn pair() -> Tensor {
+        Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap()
+    }
+
+    fn on_other_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+        std::thread::scope(|s| s.spawn(f).join().unwrap())
+    }
+
+    #[test]
+    fn an_exclusive_hold_grants_this_threads_guards_and_refuses_others() {
+        let t = pair();
+        with_op_holds("outer", OpChecks::NONE, [], [&t], || {
+            t.write::<f32>()?.as_mut_slice().unwrap()[0] = 5.0;
+            let w = t.write::<f32>()?;
+            assert!(t.write::<f32>().is_err(), "two writers on one thread");
+            assert!(t.read::<f32>().is_err(), "a reader beside a writer");
+            drop(w);
+            // A nested op reading it reuses the hold.
+            with_op_holds("inner", OpChecks::NONE, [&t], [], || {
+                assert_eq!(t.read::<f32>()?.to_vec(), vec![5.0, 2.0]);
+                Ok(())
+            })?;
+            assert!(on_other_thread(|| t.read::<f32>().is_err()));
+            assert!(on_other_thread(|| t.resize_(&[1]).is_err()));
+            Ok(())
+        })
+        .unwrap();
+        assert!(on_other_thread(|| t.write::<f32>().is_ok()));
+    }
+
+    #[test]
+    fn a_shared_hold_refuses_every_writer_and_geometry_change() {
+        let t = pair();
+        with_op_holds("reader", OpChecks::NONE, [&t], [], || {
+            assert!(t.write::<f32>().is_err());
+            assert!(t.set_geometry_(&[1], &[1]).is_err());
+            assert!(on_other_thread(|| t.write::<f32>().is_err()));
+            // Kernel reads of a held input take no borrow of their own.
+            let (acc, [p], []) = KernelAccess::with_ptrs([&t], [])?;
+            // SAFETY: `t` has 2 f32 elements and the op hold excludes writers.
+            let second = unsafe { *p.cast::<f32>().add(1) };
+            assert_eq!(second, 2.0);
+            drop(acc);
+            assert!(on_other_thread(|| t.read::<f32>().is_ok()));
+            Ok(())
+        })
+        .unwrap();
+        t.set_geometry_(&[1], &[1]).unwrap();
+        assert_eq!(t.sizes(), &[1]);
+    }
+
+    #[test]
+    fn a_conflict_at_entry_runs_nothing_and_leaves_nothing_held() {
+        let (a, b) = (pair(), pair());
+        let guard = b.write::<f32>().unwrap();
+        let ran = on_other_thread(|| {
+            let mut ran = false;
+            let r = with_op_holds("op", OpChecks::NONE, [&a, &b], [], || {
+                ran = true;
+                Ok(())
+            });
+            assert!(r.is_err());
+            ran
+        });
+        assert!(!ran);
+        drop(guard);
+        // `a` was released when the entry failed.
+        assert!(a.write::<f32>().is_ok());
+    }
 }
