@@ -55,7 +55,7 @@ impl Dispatcher {
             {
                 let mut regs = lock(&d.fallback_regs);
                 for &k in DispatchKey::RUNTIME.iter().filter(|k| !k.is_backend()) {
-                    let e = OwnedEntry::new(KernelFunction::fallthrough(), false);
+                    let e = OwnedEntry::new(KernelFunction::fallthrough(), None);
                     d.fallbacks[k as usize].store(e.as_ptr(), Ordering::Release);
                     regs.push((k, 0, e));
                 }
@@ -164,7 +164,8 @@ impl Dispatcher {
             let _ = e.sig_name.set(tname);
         }
         let id = self.next_id();
-        st.regs.push((key, id, OwnedEntry::new(k, true)));
+        let entry = OwnedEntry::new(k, Some(&mut st.typed_cells));
+        st.regs.push((key, id, entry));
         e.recompute(&st, &self.fallbacks);
         Ok(RegistrationHandle {
             kind: RegKind::Impl { op: e, key, id },
@@ -186,7 +187,7 @@ impl Dispatcher {
         }
         let id = self.next_id();
         let mut regs = lock(&self.fallback_regs);
-        regs.push((key, id, OwnedEntry::new(k, false)));
+        regs.push((key, id, OwnedEntry::new(k, None)));
         self.publish_fallback(&regs, key);
         Ok(RegistrationHandle {
             kind: RegKind::Fallback { key, id },

@@ -2,6 +2,12 @@
 //! returns) and the table entries the hot path reads, each owned by its registration
 //! ([`OwnedEntry`]) and freed through epoch-based reclamation once unpublished.
 //!
+//! A typed kernel's value (a fn pointer) is also kept in a [`TypedCells`] cell: a
+//! leaked, immutable copy, one per distinct value registered for the op (equal values
+//! share a cell), that is never freed. Tables publish the cell's address next to the
+//! entry, so the typed hot path reads the fn pointer without touching the entry and
+//! needs no epoch pin (see `table`).
+//!
 //! Owns: kernel representation, type erasure of typed fn pointers, and the
 //! lifetime of entries. Must not: compute tables or take locks.
 
@@ -9,8 +15,8 @@ use super::dispatcher::OperatorHandle;
 use super::keyset::DispatchKeySet;
 use crate::error::Result;
 use crate::ivalue::Stack;
-use std::any::TypeId;
-use std::mem::{align_of, size_of, MaybeUninit};
+use std::any::{Any, TypeId};
+use std::mem::{align_of, size_of};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -19,14 +25,23 @@ use std::sync::Arc;
 pub type BoxedKernelFn =
     dyn Fn(&OperatorHandle, DispatchKeySet, &mut Stack) -> Result<()> + Send + Sync;
 
-/// Words of inline storage for a typed kernel (fn pointers need one).
+/// Words a typed kernel may take (fn pointers need one); bigger values are refused
+/// as not fn pointers.
 const TYPED_WORDS: usize = 2;
+
+/// One op's typed-kernel cells: leaked (`'static`, never freed), immutable copies of
+/// the typed kernel values registered for it, at most one per distinct value (by
+/// `Eq`). Lives in the op's state, under its lock.
+pub(crate) type TypedCells = Vec<&'static (dyn Any + Send + Sync)>;
+
+/// Finds or makes the cell holding the typed kernel's value; returns its address.
+type InternFn = Box<dyn FnOnce(&mut TypedCells) -> *const () + Send + Sync>;
 
 pub(crate) enum KernelRepr {
     Typed {
         type_id: TypeId,
         type_name: &'static str,
-        bits: [MaybeUninit<usize>; TYPED_WORDS],
+        intern: InternFn,
         boxed: Arc<BoxedKernelFn>,
     },
     Boxed(Arc<BoxedKernelFn>),
@@ -44,7 +59,11 @@ impl KernelFunction {
     /// A typed kernel `f` (a fn-pointer type
     /// `fn(DispatchKeySet, <args>) -> Result<<returns>>`) with the boxed adapter that
     /// serves boxed calls. Registration checks `F` against the op's signature.
-    pub fn typed<F: Copy + Send + Sync + 'static>(f: F, boxed: Arc<BoxedKernelFn>) -> Self {
+    ///
+    /// Registering keeps an immutable copy of `f` for the rest of the process, shared
+    /// by every registration of an equal (`==`) value for the same op: fn pointers
+    /// are a handful of words per distinct kernel, so register/drop cycles do not grow.
+    pub fn typed<F: Copy + Eq + Send + Sync + 'static>(f: F, boxed: Arc<BoxedKernelFn>) -> Self {
         if size_of::<F>() > size_of::<[usize; TYPED_WORDS]>()
             || align_of::<F>() > align_of::<usize>()
         {
@@ -52,15 +71,22 @@ impl KernelFunction {
                 repr: KernelRepr::Invalid(std::any::type_name::<F>()),
             };
         }
-        let mut bits = [MaybeUninit::<usize>::uninit(); TYPED_WORDS];
-        // SAFETY: `bits` is large and aligned enough for F (checked above); F is Copy,
-        // so a bitwise copy is a valid F, read back only as F (see `KernelEntry::typed`).
-        unsafe { bits.as_mut_ptr().cast::<F>().write(f) };
+        let intern = move |cells: &mut TypedCells| -> *const () {
+            let found = cells
+                .iter()
+                .find_map(|c| c.downcast_ref::<F>().filter(|c| **c == f));
+            let cell: &'static F = found.unwrap_or_else(|| {
+                let c: &'static F = Box::leak(Box::new(f));
+                cells.push(c);
+                c
+            });
+            (cell as *const F).cast()
+        };
         KernelFunction {
             repr: KernelRepr::Typed {
                 type_id: TypeId::of::<F>(),
                 type_name: std::any::type_name::<F>(),
-                bits,
+                intern: Box::new(intern),
                 boxed,
             },
         }
@@ -127,45 +153,43 @@ pub(crate) enum EntryKind {
 /// is live; readers dereference such a pointer only inside an epoch guard (see
 /// [`OwnedEntry::retire`]).
 pub(crate) struct KernelEntry {
-    /// True when `bits` holds a typed fn pointer (of the op's signature type).
-    pub(crate) has_typed: bool,
+    /// The typed kernel's cell (a `&'static F` of the type `type_id` names, see
+    /// [`TypedCells`]), or null when the entry has no typed kernel.
+    pub(crate) typed_cell: *const (),
     pub(crate) kind: EntryKind,
-    pub(crate) bits: [MaybeUninit<usize>; TYPED_WORDS],
     pub(crate) type_id: Option<TypeId>,
     pub(crate) type_name: &'static str,
     pub(crate) boxed: Option<Arc<BoxedKernelFn>>,
 }
 
-// SAFETY: `bits` holds a copy of an `F: Send + Sync` (bound on `KernelFunction::typed`);
-// the rest is Send + Sync.
+// SAFETY: `typed_cell` points at an immutable `'static` `F: Send + Sync` (bound on
+// `KernelFunction::typed`); the rest is Send + Sync.
 unsafe impl Send for KernelEntry {}
 // SAFETY: see Send; entries are immutable after publication.
 unsafe impl Sync for KernelEntry {}
 
 pub(crate) static MISSING: KernelEntry = KernelEntry {
-    has_typed: false,
+    typed_cell: std::ptr::null(),
     kind: EntryKind::Missing,
-    bits: [MaybeUninit::uninit(); TYPED_WORDS],
     type_id: None,
     type_name: "",
     boxed: None,
 };
 
 impl KernelEntry {
-    /// The entry for `k`. `allow_typed` is false for fallbacks (which serve every op,
-    /// so only their boxed form is usable).
-    fn new(k: KernelFunction, allow_typed: bool) -> KernelEntry {
+    /// The entry for `k`. `cells` (the op's) is None for fallbacks (which serve every
+    /// op, so only their boxed form is usable).
+    fn new(k: KernelFunction, cells: Option<&mut TypedCells>) -> KernelEntry {
         match k.repr {
             KernelRepr::Typed {
                 type_id,
                 type_name,
-                bits,
+                intern,
                 boxed,
             } => KernelEntry {
-                has_typed: allow_typed,
+                type_id: cells.is_some().then_some(type_id),
+                typed_cell: cells.map_or(std::ptr::null(), intern),
                 kind: EntryKind::Kernel,
-                bits,
-                type_id: allow_typed.then_some(type_id),
                 type_name,
                 boxed: Some(boxed),
             },
@@ -183,28 +207,34 @@ impl KernelEntry {
 
     fn empty() -> KernelEntry {
         KernelEntry {
-            has_typed: false,
+            typed_cell: std::ptr::null(),
             kind: EntryKind::Missing,
-            bits: [MaybeUninit::uninit(); TYPED_WORDS],
             type_id: None,
             type_name: "",
             boxed: None,
         }
     }
 
-    /// The typed kernel as `F`.
-    ///
-    /// # Safety
-    /// `self.has_typed` and `F` is the type the entry was made from, i.e.
-    /// `TypeId::of::<F>() == self.type_id` (the dispatcher guarantees it: typed entries
-    /// in an op's table match the op's signature, and a `TypedOperatorHandle<F>` only
-    /// exists when `F` is that signature).
-    #[inline(always)]
-    pub(crate) unsafe fn typed<F: Copy>(&self) -> F {
-        debug_assert!(self.has_typed);
-        // SAFETY: per the contract, `bits` holds a valid F written by `KernelFunction::typed`.
-        unsafe { self.bits.as_ptr().cast::<F>().read() }
+    /// True when the entry has a typed kernel (`typed_cell` is set).
+    pub(crate) fn has_typed(&self) -> bool {
+        !self.typed_cell.is_null()
     }
+}
+
+/// The typed kernel held by a typed cell.
+///
+/// # Safety
+/// `cell` is a non-null [`KernelEntry::typed_cell`] and `F` is the type the entry
+/// was made from, i.e. `TypeId::of::<F>() == entry.type_id` (the dispatcher
+/// guarantees it for cells in an op's table: typed entries there match the op's
+/// signature, and a `TypedOperatorHandle<F>` only exists when `F` is that signature).
+#[inline(always)]
+pub(crate) unsafe fn read_typed_cell<F: Copy>(cell: *const ()) -> F {
+    // SAFETY: per the contract, `cell` is the address of a `&'static F` that
+    // `KernelFunction::typed` leaked (`Box::leak`): aligned, initialized, never
+    // written again and never freed, so a plain read of it is valid from any thread
+    // that got the address through an acquire load of the store that published it.
+    unsafe { cell.cast::<F>().read() }
 }
 
 /// The owner of one registration's entry: a `Box<KernelEntry>` that tables may point
@@ -225,10 +255,9 @@ unsafe impl Send for Retired {}
 
 impl OwnedEntry {
     /// A new entry for `k` (see [`KernelEntry::new`]).
-    pub(crate) fn new(k: KernelFunction, allow_typed: bool) -> OwnedEntry {
+    pub(crate) fn new(k: KernelFunction, cells: Option<&mut TypedCells>) -> OwnedEntry {
         OwnedEntry(NonNull::from(Box::leak(Box::new(KernelEntry::new(
-            k,
-            allow_typed,
+            k, cells,
         )))))
     }
 

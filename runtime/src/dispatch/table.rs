@@ -1,5 +1,6 @@
 //! Per-operator state: registrations, and the dispatch table computed from them —
-//! one published entry pointer per runtime key plus a mask of non-fallthrough keys.
+//! one published entry pointer and one typed-kernel word per runtime key, plus a mask
+//! of non-fallthrough keys.
 //!
 //! Owns: the precedence rules and lock-free publication. Must not: know about typed
 //! signatures beyond `TypeId`s, or about TLS.
@@ -25,11 +26,26 @@
 //!
 //! Entries are immutable [`KernelEntry`]s owned by their registration (an
 //! [`OwnedEntry`] in the op's or the dispatcher's registration list). A recompute
-//! (under the op's mutex) stores each slot, then the mask. Readers pin an epoch
-//! (`crossbeam_epoch::pin`: no lock, no waiting), load the mask, pick the highest
-//! key, load that slot, and copy out what they need (a typed fn pointer, or a clone
-//! of the boxed kernel's `Arc`) before unpinning: they see an old or a new entry; a
-//! fallthrough seen through a stale mask is skipped.
+//! (under the op's mutex) stores each slot and its typed word, then the mask.
+//!
+//! The typed hot path ([`OperatorEntry::typed_word`]) takes no pin and no lock: it
+//! loads the mask, picks the highest key of the call, and loads that key's typed
+//! word: the address of the slot entry's typed cell (see `kernel`), or null when the
+//! entry is boxed-only, a fallthrough or missing. Typed cells are leaked and never
+//! written after they are made, so the word needs no reclamation: whatever value a
+//! reader loads (the latest, or an older one racing with a recompute) is the whole
+//! address of a live cell holding a kernel that was registered for this op and
+//! picked for that key at some point, of the op's signature type (typed entries are
+//! checked against it, and an op has typed handles only once defined, see
+//! `Dispatcher::def`). A word is a single atomic, so it is never torn. A null word
+//! sends the lookup to the slow path below, which also handles a fallthrough seen
+//! through a stale mask.
+//!
+//! Everything else (boxed calls, boxed-only kernels, fallthrough skips, errors, the
+//! dump) pins an epoch (`crossbeam_epoch::pin`: no lock, no waiting), loads the mask,
+//! picks the highest key, loads that slot, and copies out what it needs (a clone of
+//! the boxed kernel's `Arc`, the typed cell's address) before unpinning: it sees an
+//! old or a new entry; a fallthrough seen through a stale mask is skipped.
 //!
 //! Deregistration removes the registration from its list, recomputes the slots that
 //! could point at its entry, and only then retires the entry
@@ -42,7 +58,7 @@
 //! replacing a fallback slot and before a removed fallback is retired, so a recompute
 //! that read the old pointer is always followed by one that drops it.
 
-use super::kernel::{EntryKind, KernelEntry, OwnedEntry, MISSING};
+use super::kernel::{EntryKind, KernelEntry, OwnedEntry, TypedCells, MISSING};
 use super::key::DispatchKey;
 use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
@@ -64,6 +80,8 @@ pub(crate) fn take_reg(regs: &mut Vec<Reg>, id: u64) -> Option<OwnedEntry> {
 pub(crate) struct OpState {
     /// In registration order; the last one per key wins.
     pub(crate) regs: Vec<Reg>,
+    /// The typed kernels ever registered for this op (never shrinks; see `kernel`).
+    pub(crate) typed_cells: TypedCells,
 }
 
 pub(crate) struct OperatorEntry {
@@ -73,6 +91,9 @@ pub(crate) struct OperatorEntry {
     pub(crate) sig_name: OnceLock<&'static str>,
     pub(crate) mask: AtomicU64,
     pub(crate) slots: [AtomicPtr<KernelEntry>; 64],
+    /// Per runtime key: `typed_cell` of the entry last stored in `slots` (null when it
+    /// has none). Read without a pin (module docs).
+    pub(crate) typed: [AtomicPtr<()>; 64],
     pub(crate) state: Mutex<OpState>,
 }
 
@@ -90,7 +111,11 @@ impl OperatorEntry {
             sig_name: OnceLock::new(),
             mask: AtomicU64::new(0),
             slots: [const { AtomicPtr::new(std::ptr::null_mut()) }; 64],
-            state: Mutex::new(OpState { regs: Vec::new() }),
+            typed: [const { AtomicPtr::new(std::ptr::null_mut()) }; 64],
+            state: Mutex::new(OpState {
+                regs: Vec::new(),
+                typed_cells: Vec::new(),
+            }),
         }))
     }
 
@@ -181,6 +206,8 @@ impl OperatorEntry {
         for &k in DispatchKey::RUNTIME.iter().filter(|k| keys.has(**k)) {
             let e = pick(k).unwrap_or(&MISSING);
             self.slots[k as usize].store(entry_ptr(e), Ordering::Release);
+            // Never written through: cells are immutable.
+            self.typed[k as usize].store(e.typed_cell.cast_mut(), Ordering::Release);
             if e.kind != EntryKind::Fallthrough {
                 mask |= 1u64 << (k as u32);
             }
@@ -227,6 +254,20 @@ impl OperatorEntry {
         .into()
     }
 
+    /// The typed hot path: the typed word of the highest key of `ks` that the mask
+    /// shows (the address of a typed cell, see the module docs), or null when that
+    /// key's entry has no typed kernel or `ks` shows no key (the caller then
+    /// resolves under a pin). No pin, no lock, no dereference.
+    #[inline(always)]
+    pub(crate) fn typed_word(&self, ks: DispatchKeySet) -> *const () {
+        let m = ks.bits() & self.mask.load(Ordering::Acquire);
+        if m == 0 {
+            return std::ptr::null();
+        }
+        let bit = 63 - m.leading_zeros();
+        self.typed[bit as usize].load(Ordering::Acquire)
+    }
+
     /// Finds the entry a call with `ks` runs: highest non-fallthrough key. Returns
     /// the key and entry (valid while `guard` is pinned), or the error.
     #[inline(always)]
@@ -260,7 +301,7 @@ impl OperatorEntry {
             let what = match e.kind {
                 EntryKind::Missing => continue,
                 EntryKind::Fallthrough => "fallthrough".to_string(),
-                EntryKind::Kernel if e.has_typed => format!("typed {}", e.type_name),
+                EntryKind::Kernel if e.has_typed() => format!("typed {}", e.type_name),
                 EntryKind::Kernel => "boxed".to_string(),
             };
             out.push_str(&format!("{k}: {what}\n"));

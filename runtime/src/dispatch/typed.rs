@@ -4,13 +4,15 @@
 //! Owns: the lock-free lookup. Must not: allocate, lock or touch the registry on the
 //! hot path (only `OpSlot::get`'s first call does).
 //!
-//! A lookup is: an epoch pin (no lock, see `table`; a thread's first pin registers
-//! it with the collector, and every 128th may free retired entries), one acquire load
-//! of the op's non-fallthrough mask, `and` with the call's key set, a leading-zero
-//! count, one acquire load of that key's slot, and a copy of the entry's fn pointer.
+//! A typed lookup is: one acquire load of the op's non-fallthrough mask, `and` with
+//! the call's key set, a leading-zero count, one acquire load of that key's typed
+//! word, and a read of the fn pointer from the never-freed cell it points at — no
+//! epoch pin, no lock, no access to the (reclaimable) table entry (see `table`).
+//! Only when the word is null (a boxed-only kernel, a fallthrough seen through a stale
+//! mask, or no kernel) does the lookup resolve the entry under an epoch pin.
 
 use super::dispatcher::{run_boxed, Dispatcher, OperatorHandle};
-use super::kernel::{BoxedKernelFn, Kernel};
+use super::kernel::{read_typed_cell, BoxedKernelFn, Kernel};
 use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
 use crate::error::Result;
@@ -50,15 +52,30 @@ impl<F: Copy + 'static> TypedOperatorHandle<F> {
     /// error names the op, the key, its device and the keys that have kernels.
     #[inline(always)]
     pub fn lookup(&self, ks: DispatchKeySet) -> Result<Kernel<'static, F>> {
+        let cell = self.op.entry.typed_word(ks);
+        if !cell.is_null() {
+            // SAFETY: a non-null typed word is the `typed_cell` of an entry stored in
+            // this op's table (`table` module docs); typed entries there were checked
+            // at registration to have the op's signature TypeId (or the def was
+            // refused), and this handle exists only for F with that TypeId
+            // (`OperatorHandle::typed`).
+            return Ok(Kernel::Typed(unsafe { read_typed_cell::<F>(cell) }));
+        }
+        self.lookup_slow(ks)
+    }
+
+    /// The lookup when the typed word is null: resolves the entry under an epoch pin
+    /// (skipping fallthroughs a stale mask showed).
+    #[inline(never)]
+    fn lookup_slow(&self, ks: DispatchKeySet) -> Result<Kernel<'static, F>> {
         static RUN_BOXED: &BoxedKernelFn = &run_boxed;
         let guard = crossbeam_epoch::pin();
         let (_, e) = self.op.entry.resolve(ks, &guard)?;
-        if e.has_typed {
-            // SAFETY: typed entries in this op's table were checked at registration to
-            // have the op's signature TypeId (or the def was refused), and this handle
-            // exists only for F with that TypeId (`OperatorHandle::typed`). The fn
-            // pointer is copied out while the guard keeps the entry alive.
-            Ok(Kernel::Typed(unsafe { e.typed::<F>() }))
+        if e.has_typed() {
+            // SAFETY: as in `lookup`: the entry is in this op's table, so its typed
+            // cell holds an F (the cell itself is never freed, so the pin is not
+            // needed for it).
+            Ok(Kernel::Typed(unsafe { read_typed_cell::<F>(e.typed_cell) }))
         } else if e.boxed.is_some() {
             Ok(Kernel::Boxed(RUN_BOXED))
         } else {
