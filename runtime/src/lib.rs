@@ -1,6 +1,29 @@
 //! Opal runtime: tensors, dtypes, devices, boxed values, dispatch keys, the
 //! dispatcher and generated ops.
 //!
+//! # A first program
+//!
+//! Register a backend, make tensors, run operators, print the result:
+//!
+//! ```
+//! use opal::ops::{self, TensorOps};
+//! use opal::Tensor;
+//!
+//! opal_cpu::init()?; // register the CPU backend (idempotent); `opal_meta::init()` likewise
+//! let x = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
+//! let w = Tensor::from_slice(&[1.0f32, -1.0, 0.5, -2.0], &[2, 2])?;
+//! let y = ops::mm(&x, &w)?.relu()?; // generated ops: free functions and `TensorOps` methods
+//! let z = ((&y * 2.0)? - &y)?; // `std::ops` operators return `opal::Result<Tensor>`
+//! println!("{z}");
+//! assert_eq!(z.to_string(), "tensor([[2., 0.],\n        [5., 0.]])");
+//! assert_eq!(Vec::<f32>::try_from(&z)?, vec![2.0, 0.0, 5.0, 0.0]);
+//! # Ok::<(), opal::OpalError>(())
+//! ```
+//!
+//! More complete programs are in `runtime/examples/`: `train_mlp` (a training loop
+//! with hand-written gradients), `custom_backend` and `custom_op`
+//! (`cargo run --release -p opal --example train_mlp`).
+//!
 //! # Module map
 //!
 //! | module | owns |
@@ -15,6 +38,7 @@
 //! | [`ivalue`] | [`IValue`], [`Stack`], [`IntoIValue`], [`FromIValue`] |
 //! | [`dispatch`] | keys, key sets, TLS, [`dispatch::Dispatcher`], kernels, typed/boxed calling |
 //! | [`fallback`] | the boxed CPU fallback for device backends and the device transfer registry |
+//! | [`interop`] | `std::ops` operators, `Vec`/slice conversions, [`Tensor::equal`], [`Tensor::allclose`] |
 //! | [`ops`] | generated operators (written by `opal-codegen` via `build.rs`) |
 //!
 //! The API used by generated code and backends is fixed in `docs/design.md`.
@@ -60,6 +84,7 @@ pub mod dtype;
 pub mod error;
 pub mod fallback;
 pub mod generator;
+pub mod interop;
 pub mod ivalue;
 pub mod ops;
 pub mod scalar;

@@ -50,7 +50,7 @@ fn dispatch_while_registering() {
                 let t = Tensor::empty(&[1], DType::F32, Device::cpu()).unwrap();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) || n < 1000 {
-                    let r = if (n + tid) % 4 == 0 {
+                    let r = if (n + tid).is_multiple_of(4) {
                         let mut st = vec![IValue::Tensor(t.clone())];
                         Dispatcher::global()
                             .call_boxed("stress::op", &mut st)

@@ -158,7 +158,7 @@ impl Helper {
         let mut rounds = 0u32;
         while !self.ready.load(Ordering::Acquire) {
             rounds = rounds.wrapping_add(1);
-            if rounds % 64 != 0 {
+            if !rounds.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod signature;
 pub mod structured;
 pub mod stubs;
+mod summary;
 pub mod support;
 
 use proc_macro2::TokenStream;
@@ -124,9 +125,15 @@ impl Ctx {
     }
 }
 
-/// An item's doc: a summary line, then the qualified schema.
+/// An item's doc: what the op does (derived from its schema and tags, see
+/// `summary`) and what the item is, as one first paragraph (the line rustdoc's
+/// index shows), then the qualified schema.
 pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
-    doc_attr(format!("{summary}\n\nSchema: `{}`", op.qualified_schema))
+    doc_attr(format!(
+        "{}. {summary}\n\nSchema: `{}`",
+        summary::op_summary(op.f, &op.op_name),
+        op.qualified_schema
+    ))
 }
 
 /// Everything about one operator: its free function and its module.

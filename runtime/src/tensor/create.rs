@@ -55,7 +55,7 @@ impl Tensor {
     /// A CPU tensor of `shape` and `dtype` from raw native-endian bytes. `Bool` bytes
     /// must be 0 or 1.
     pub fn from_bytes(bytes: &[u8], shape: &[i64], dtype: DType) -> Result<Tensor> {
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(OpalError::shape(format!(
                 "{} bytes are not a whole number of {dtype} elements",
                 bytes.len()

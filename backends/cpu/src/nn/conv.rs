@@ -103,7 +103,7 @@ fn plan(
     } else {
         weight[1] as usize * g
     };
-    if cin != in_channels || (transposed && weight[0] as usize % g != 0) {
+    if cin != in_channels || (transposed && !(weight[0] as usize).is_multiple_of(g)) {
         return Err(shape_err(op, format!(
             "Given groups={groups}, weight of size {weight:?}, expected input{input:?} to have {in_channels} channels, but got {cin} channels instead"
         )));

@@ -185,7 +185,7 @@ pub fn triu_(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
 /// `(before, after)` pairs starting from the last dim; new elements are `value`.
 pub fn constant_pad_nd(self_: &Tensor, pad: &[i64], value: &Scalar) -> Result<Tensor> {
     const OP: &str = "constant_pad_nd";
-    if pad.len() % 2 != 0 {
+    if !pad.len().is_multiple_of(2) {
         return Err(err(
             OP,
             format!(

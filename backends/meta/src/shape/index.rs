@@ -239,7 +239,7 @@ pub fn repeat_sizes(op: &str, input: &[i64], repeats: &[i64]) -> Result<Vec<i64>
 /// `constant_pad_nd(pad)`: pairs `(before, after)` from the last dim backwards;
 /// negative padding crops.
 pub fn pad_sizes(op: &str, input: &[i64], pad: &[i64]) -> Result<Vec<i64>> {
-    if pad.len() % 2 != 0 {
+    if !pad.len().is_multiple_of(2) {
         return Err(fail(
             op,
             "length of pad must be even but instead it equals an odd number",
