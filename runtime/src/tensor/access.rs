@@ -423,7 +423,10 @@ impl<'a> KernelAccess<'a> {
                 acc.note_inline(s, false);
             }
         }
-        acc.acquire_all()?;
+        if acc.len != 0 {
+            // Nothing noted (a fresh result, inputs the op holds): no call at all.
+            acc.acquire_all()?;
+        }
         // Addresses only once borrowed: a storage can be regrown (moving its bytes)
         // until then.
         let mut wp = [std::ptr::null_mut(); W];
@@ -559,7 +562,9 @@ impl<'a> KernelAccess<'a> {
 impl Drop for KernelAccess<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.release_all();
+        if self.len != 0 || !self.spill.is_empty() {
+            self.release_all();
+        }
     }
 }
 

@@ -101,26 +101,35 @@ thread_local! {
     };
 }
 
-/// Lists `s` as held shared by the running op; false when the list is full.
+/// Lists the reads held atomically (`grants`) as held shared by the running op, in
+/// one thread-local access; returns the list's previous length, to restore on
+/// release. Reads past the last slot are not listed (their kernels borrow as usual).
 #[inline]
-fn push_op_read(s: &StorageBuf) -> bool {
+fn push_op_reads<const R: usize>(
+    reads: &[&Tensor; R],
+    grants: &[Option<Grant>; R],
+) -> Option<usize> {
     OP_READS
         .try_with(|r| {
-            let n = r.len.get();
-            if n == OP_READ_SLOTS {
-                return false;
+            let start = r.len.get();
+            let mut n = start;
+            for (t, g) in reads.iter().zip(grants) {
+                if *g == Some(Grant::Atomic) && n < OP_READ_SLOTS {
+                    r.addrs[n].set(addr_of(t.storage()));
+                    n += 1;
+                }
             }
-            r.addrs[n].set(addr_of(s));
-            r.len.set(n + 1);
-            true
+            r.len.set(n);
+            start
         })
-        .unwrap_or(false)
+        .ok()
 }
 
-/// Removes the newest entry of [`OP_READS`] (the caller pushed it).
+/// Drops the entries of [`OP_READS`] past `len` (the caller's, and those of nested
+/// calls, which have all returned).
 #[inline]
-fn pop_op_read() {
-    let _ = OP_READS.try_with(|r| r.len.set(r.len.get().saturating_sub(1)));
+fn truncate_op_reads(len: usize) {
+    let _ = OP_READS.try_with(|r| r.len.set(len));
 }
 
 /// Whether an op call of this thread, still running, holds `s` shared.
@@ -393,7 +402,7 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
         writes,
         read_grants: [None; R],
         write_grants: [None; W],
-        read_listed: [false; R],
+        listed_from: None,
     };
     // Writes first: an input sharing storage with an output is then held once,
     // exclusively, and its shared hold is a nested one.
@@ -407,12 +416,12 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
     for i in 0..R {
         let t = holds.reads[i];
         if t.is_defined() {
-            let g = acquire_op(t.storage(), false).ok_or_else(|| borrow_error(false))?;
-            holds.read_grants[i] = Some(g);
-            if g == Grant::Atomic {
-                holds.read_listed[i] = push_op_read(t.storage());
-            }
+            holds.read_grants[i] =
+                Some(acquire_op(t.storage(), false).ok_or_else(|| borrow_error(false))?);
         }
+    }
+    if R > 0 {
+        holds.listed_from = push_op_reads(&holds.reads, &holds.read_grants);
     }
     check_devices_fixed(op, checks, &reads, &writes)?;
     if W > 0 && checks.write_overlap {
@@ -428,17 +437,18 @@ struct FixedHolds<'a, const R: usize, const W: usize> {
     writes: [&'a Tensor; W],
     read_grants: [Option<Grant>; R],
     write_grants: [Option<Grant>; W],
-    /// Which reads were pushed on [`OP_READS`] (popped in reverse on drop).
-    read_listed: [bool; R],
+    /// The length of [`OP_READS`] before this call listed its reads (restored on
+    /// drop); `None` when it listed none.
+    listed_from: Option<usize>,
 }
 
 impl<const R: usize, const W: usize> Drop for FixedHolds<'_, R, W> {
     #[inline]
     fn drop(&mut self) {
+        if let Some(len) = self.listed_from {
+            truncate_op_reads(len);
+        }
         for i in (0..R).rev() {
-            if self.read_listed[i] {
-                pop_op_read();
-            }
             if let Some(g) = self.read_grants[i] {
                 release_op(self.reads[i].storage(), false, g);
             }
