@@ -136,7 +136,7 @@ impl Generator {
     /// device 0 (`emu` is `emu:0`, `cpu` is `cpu:0`). The CPU fallback passes it to
     /// random ops it runs for a device, so seeding it reproduces their results (and
     /// while the fallback runs, the CPU's is the device's: see
-    /// [`Generator::stand_in_for_cpu`]).
+    /// `Generator::stand_in_for_cpu`).
     pub fn default_for_device(device: Device) -> Generator {
         // Device 0 of every type is served without a lock: it is what CPU kernels
         // ask for on every random call.
@@ -284,7 +284,7 @@ thread_local! {
 }
 
 /// Restores the previous default CPU generator of this thread on drop (see
-/// [`Generator::stand_in_for_cpu`]).
+/// `Generator::stand_in_for_cpu`).
 pub(crate) struct CpuStandIn {
     prev: Option<Generator>,
     /// The guard restores this thread's state, so it must not move to another.

@@ -2,12 +2,12 @@
 //! (resize a wrongly sized `out`, warn when it had elements, reject a dtype that
 //! cannot hold the result) and in-place shape checks.
 //!
-//! Owns: [`can_cast`], [`resize_out`], [`check_out_dtype`], [`write_result`], [`new_result`],
-//! [`Dest`]. Must not: compute anything element-wise itself.
+//! Owns: `can_cast`, `resize_out`, `check_out_dtype`, `write_result`, `new_result`,
+//! `Dest`. Must not: compute anything element-wise itself.
 //!
 //! # For kernel authors
 //!
-//! A kernel computes into a tensor of its *result* dtype and shape; [`write_result`]
+//! A kernel computes into a tensor of its *result* dtype and shape; `write_result`
 //! supplies that tensor for the three calling forms ([`Dest::New`] functional,
 //! [`Dest::Out`] for `out=`, [`Dest::InPlace`] for `op_`) and handles a destination
 //! whose dtype differs from the result dtype by computing into a temporary and

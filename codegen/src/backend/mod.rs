@@ -6,7 +6,7 @@
 //!
 //! Pipeline: [`load`] (YAML -> [`BackendSpec`]) -> [`plan::resolve`] (match and
 //! classify against the native functions, see [`compat`]) -> [`emit`] (Rust code)
-//! or [`coverage`] (report).
+//! or [`coverage()`](fn@coverage) (report).
 //!
 //! Owns: everything about backend YAMLs. Must not: parse native YAMLs or schemas
 //! itself (it calls `crate::parse`), name things (it uses `crate::ident`), or

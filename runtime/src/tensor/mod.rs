@@ -23,7 +23,7 @@
 //!
 //! Borrowing never blocks: a conflicting borrow (another thread writing a storage this
 //! call reads, or reading/writing one this call writes) fails with
-//! [`ErrorKind::BorrowConflict`](crate::ErrorKind::BorrowConflict) instead of racing. Two
+//! [`ErrorKind::BorrowConflict`] instead of racing. Two
 //! calls that only read a tensor run concurrently. A borrow costs one uncontended
 //! atomic compare-exchange per distinct storage and one store/`fetch_sub` to release.
 //!

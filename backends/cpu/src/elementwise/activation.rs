@@ -2,7 +2,7 @@
 //! leaky_relu, hardtanh.
 //!
 //! Owns: these ops' functional, out= and in-place forms. Must not: handle layout
-//! or out= rules itself (uses [`super::unary_driver`]). sigmoid and tanh live in
+//! or out= rules itself (uses `super::unary_driver`). sigmoid and tanh live in
 //! [`super::unary`] with the other math functions.
 
 use super::{float_result, scalar_as, three_forms, unary_driver, Special};

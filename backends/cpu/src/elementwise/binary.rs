@@ -3,7 +3,7 @@
 //!
 //! Owns: the promotion and argument checks of these ops (alpha rules, bool
 //! subtraction, integer division by zero) and their element loops. Must not:
-//! handle layout or out= rules itself (uses [`super::binary_driver`]).
+//! handle layout or out= rules itself (uses `super::binary_driver`).
 
 use super::{
     binary_driver, float_result, result_type2, result_type_scalar, scalar_as, scalar_tensor,

@@ -1,8 +1,8 @@
 //! Element-wise CPU kernels: unary math, binary arithmetic, activations and their
 //! backward functions, ternary fused ops, selection (where/masked_fill/clamp).
 //!
-//! Owns: the kernels and the small drivers they share ([`unary_driver`],
-//! [`binary_shape`], the `float_result` promotion rule). Must not: implement
+//! Owns: the kernels and the small drivers they share (`unary_driver`,
+//! `binary_shape`, the `float_result` promotion rule). Must not: implement
 //! layout iteration (that is [`crate::iter`]) or out= rules ([`crate::out`]).
 //!
 //! Every op comes in three forms, named like the schema: `op(..) -> Tensor`

@@ -3,7 +3,7 @@
 //!
 //! Owns: `abs neg sign reciprocal sqrt rsqrt exp expm1 log log1p sin cos tan tanh
 //! sigmoid erf ceil floor round trunc` in functional, out= and in-place forms.
-//! Must not: handle layout or out= rules itself (uses [`super::unary_driver`]).
+//! Must not: handle layout or out= rules itself (uses `super::unary_driver`).
 
 use super::{float_result, three_forms, unary_driver, Special};
 use crate::dtype_dispatch::Float;

@@ -3,7 +3,7 @@
 //! argument types of `docs/design.md`.
 //!
 //! Owns: the `nn` ops listed in the submodules and the part-2 tensor plumbing in
-//! [`io`]. Must not: touch part 1's element-wise / reduction kernels or the runtime's
+//! `io`. Must not: touch part 1's element-wise / reduction kernels or the runtime's
 //! internals (only its public Tensor API).
 
 pub(crate) mod io;

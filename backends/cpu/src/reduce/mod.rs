@@ -1,14 +1,14 @@
 //! Reductions and scans: sum, mean, prod, amax/amin, argmax/argmin, max/min over a
 //! dim, all/any, var/std, logsumexp, linalg_vector_norm, cumsum, sort, topk.
 //!
-//! Owns: dim wrapping and dim-list resolution for reductions ([`wrap_dim`],
+//! Owns: dim wrapping and dim-list resolution for reductions (`wrap_dim`,
 //! [`dim_mask`]), the "reduced dims last, contiguous rows" layout ([`Rows`]) and
 //! helpers that write row results back into an output of any layout. Must not:
 //! implement element-wise math (that is [`crate::elementwise`]).
 //!
 //! # For kernel authors
 //!
-//! * [`wrap_dim`]`(dim, ndim, op)` — PyTorch dim wrapping (a 0-d tensor accepts
+//! * `wrap_dim``(dim, ndim, op)` — PyTorch dim wrapping (a 0-d tensor accepts
 //!   dims -1 and 0).
 //! * [`dim_mask`]`(dims, ndim, op)` — `None` or `[]` mean "all dims"; repeated dims
 //!   are an error.
