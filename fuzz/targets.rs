@@ -118,7 +118,7 @@ pub fn boxed_call(data: &[u8]) {
     }
     let mut r = Reader { data, at: 0 };
     let (name, def) = &ops[usize::from(r.u16()) % ops.len()];
-    let device = if r.byte() % 4 == 0 {
+    let device = if r.byte().is_multiple_of(4) {
         Device::meta()
     } else {
         Device::cpu()
@@ -127,7 +127,7 @@ pub fn boxed_call(data: &[u8]) {
         .args
         .iter()
         .map(|a| {
-            if r.byte() % 32 == 0 {
+            if r.byte().is_multiple_of(32) {
                 any_value(&mut r, device)
             } else {
                 value_of(a.ty, &mut r, device)
@@ -211,7 +211,7 @@ const MAX_DIM: u8 = 4;
 /// view, sometimes undefined).
 fn tensor(r: &mut Reader<'_>, device: Device) -> Tensor {
     let dtype = r.pick(&DType::ALL);
-    if r.byte() % 32 == 0 {
+    if r.byte().is_multiple_of(32) {
         return Tensor::undefined();
     }
     let ndim = r.byte() % (MAX_DIM + 1);
@@ -233,7 +233,7 @@ fn tensor(r: &mut Reader<'_>, device: Device) -> Tensor {
     let Ok(t) = t else {
         return Tensor::undefined();
     };
-    if ndim >= 2 && r.byte() % 4 == 0 {
+    if ndim >= 2 && r.byte().is_multiple_of(4) {
         // A transposed view: same storage, swapped strides.
         let (mut s, mut st) = (t.sizes().to_vec(), t.strides().to_vec());
         s.swap(0, 1);
@@ -262,7 +262,7 @@ fn value_of(ty: &str, r: &mut Reader<'_>, device: Device) -> IValue {
         _ => ty.to_string(),
     };
     if let Some(inner) = ty.strip_suffix('?') {
-        if r.byte() % 4 == 0 {
+        if r.byte().is_multiple_of(4) {
             return IValue::None;
         }
         return value_of(inner, r, device);
@@ -272,13 +272,13 @@ fn value_of(ty: &str, r: &mut Reader<'_>, device: Device) -> IValue {
         let n = ty[open + 1..ty.len() - 1]
             .parse::<usize>()
             .ok()
-            .filter(|_| r.byte() % 8 != 0)
+            .filter(|_| !r.byte().is_multiple_of(8))
             .unwrap_or(usize::from(r.byte() % 5));
         return match elem {
             "Tensor" => IValue::TensorList((0..n).map(|_| tensor(r, device)).collect()),
             "Tensor?" => IValue::OptionalTensorList(
                 (0..n)
-                    .map(|_| (r.byte() % 4 != 0).then(|| tensor(r, device)))
+                    .map(|_| (!r.byte().is_multiple_of(4)).then(|| tensor(r, device)))
                     .collect(),
             ),
             "float" => IValue::DoubleList((0..n).map(|_| r.float()).collect()),
