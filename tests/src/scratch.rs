@@ -41,6 +41,24 @@ pub fn create(dir: &Path, name: &str, lib_rs: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A scratch package `name` under `tmpdir` (made by [`create`]) for the generated
+/// code of the fixture directory `fixture` (relative to the workspace root, holding
+/// `native_functions.yaml`): returns the package directory, its (emptied) `src/ops`
+/// output directory and the fixture's YAML.
+pub fn fixture_crate(
+    tmpdir: &str,
+    fixture: &str,
+    name: &str,
+) -> std::io::Result<(PathBuf, PathBuf, PathBuf)> {
+    let yaml = workspace_root().join(fixture).join("native_functions.yaml");
+    let dir = PathBuf::from(tmpdir).join(name);
+    let out = dir.join("src/ops");
+    let _ = std::fs::remove_dir_all(&out);
+    let lib_rs = format!("//! Generated from {fixture} by the opal-tests suite.\npub mod ops;\n");
+    create(&dir, name, &lib_rs)?;
+    Ok((dir, out, yaml))
+}
+
 /// Runs `cargo <args>` in `dir` with `target` as target directory; returns whether
 /// it succeeded and its stderr.
 pub fn cargo(dir: &Path, target: &Path, args: &[&str]) -> std::io::Result<(bool, String)> {

@@ -4,21 +4,14 @@
 //! `SLOT`, `ks`, `opts`, `None`, `default`, ...) compiles in a crate that depends
 //! on `opal`, with every operator generated (mangled where needed, none dropped).
 
-use std::path::PathBuf;
-
 use opal_tests::scratch;
 
 #[test]
 fn adversarial_names_generate_code_that_compiles() {
-    let root = scratch::workspace_root();
-    let yaml = root.join("codegen/tests/fixtures/adversarial/native_functions.yaml");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("adversarial-names-ops");
-    let out = dir.join("src/ops");
-    let _ = std::fs::remove_dir_all(&out);
-    scratch::create(
-        &dir,
+    let (dir, out, yaml) = scratch::fixture_crate(
+        env!("CARGO_TARGET_TMPDIR"),
+        "codegen/tests/fixtures/adversarial",
         "adversarial-names-check",
-        "//! Generated from codegen/tests/fixtures/adversarial by the opal-tests suite.\npub mod ops;\n",
     )
     .expect("scratch crate");
     let report = opal_codegen::Builder::new()

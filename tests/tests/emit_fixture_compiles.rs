@@ -2,21 +2,14 @@
 //! default, methods, overloads, a structured delegate, a factory op) compiles in a
 //! crate that depends on `opal`, and is clippy-clean with `-D warnings`.
 
-use std::path::PathBuf;
-
 use opal_tests::scratch;
 
 #[test]
 fn emit_fixture_compiles_clippy_clean() {
-    let root = scratch::workspace_root();
-    let yaml = root.join("codegen/tests/fixtures/emit/ops/native_functions.yaml");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emit-fixture-ops");
-    let out = dir.join("src/ops");
-    let _ = std::fs::remove_dir_all(&out);
-    scratch::create(
-        &dir,
+    let (dir, out, yaml) = scratch::fixture_crate(
+        env!("CARGO_TARGET_TMPDIR"),
+        "codegen/tests/fixtures/emit/ops",
         "emit-fixture-check",
-        "//! Generated from codegen/tests/fixtures/emit/ops by the opal-tests suite.\npub mod ops;\n",
     )
     .expect("scratch crate");
     let report = opal_codegen::Builder::new()
