@@ -281,12 +281,12 @@ impl OwnedEntry {
     pub(crate) unsafe fn retire(self) {
         let p = Retired(self.0);
         let guard = crossbeam_epoch::pin();
-        // SAFETY: readers dereference an entry pointer only while pinned, and only
-        // one they loaded from a slot while pinned (`OperatorEntry::slot`). By this
-        // function's contract every such load of this pointer precedes the
-        // unpublishing stores, hence this defer; epoch reclamation runs the
-        // closure only after every thread pinned at that time has unpinned, so no
-        // reader holds the entry then. Nothing else refers to the box.
+        // Readers dereference an entry pointer only while pinned, and only one they
+        // loaded from a slot while pinned (`OperatorEntry::slot`). By this function's
+        // contract every such load of this pointer precedes the unpublishing stores,
+        // hence this defer; epoch reclamation runs the closure only after every
+        // thread pinned at that time has unpinned, so no reader holds the entry then.
+        // SAFETY: nothing else refers to the box, and no reader can outlive the defer.
         unsafe {
             guard.defer_unchecked(move || {
                 let p = p;

@@ -54,12 +54,13 @@ impl<F: Copy + 'static> TypedOperatorHandle<F> {
     pub fn lookup(&self, ks: DispatchKeySet) -> Result<Kernel<'static, F>> {
         let cell = self.op.entry.typed_word(ks);
         if !cell.is_null() {
-            // SAFETY: a non-null typed word is the `typed_cell` of an entry stored in
-            // this op's table (`table` module docs); typed entries there were checked
-            // at registration to have the op's signature TypeId (or the def was
-            // refused), and this handle exists only for F with that TypeId
-            // (`OperatorHandle::typed`).
-            return Ok(Kernel::Typed(unsafe { read_typed_cell::<F>(cell) }));
+            // A non-null typed word is the `typed_cell` of an entry stored in this op's
+            // table (`table` module docs); typed entries there were checked at
+            // registration to have the op's signature TypeId (or the def was refused),
+            // and this handle exists only for F with that TypeId (`OperatorHandle::typed`).
+            // SAFETY: so `cell` is a published, never-freed cell holding an `F`.
+            let kernel = unsafe { read_typed_cell::<F>(cell) };
+            return Ok(Kernel::Typed(kernel));
         }
         self.lookup_slow(ks)
     }
