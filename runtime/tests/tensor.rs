@@ -214,6 +214,80 @@ fn kernel_access_with_ptrs_borrows_once_and_gives_element_addresses() {
     );
 }
 
+#[test]
+fn kernel_access_scoped_holds_for_the_body_and_releases_on_every_exit() {
+    let a = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let out = Tensor::from_slice(&[0.0f32, 0.0], &[2]).unwrap();
+    let sum = KernelAccess::scoped([&a], [&out], |[pa], [po]| {
+        assert!(
+            out.read::<f32>().is_err(),
+            "out is held for writing in the body"
+        );
+        assert!(
+            a.write::<f32>().is_err(),
+            "a is held for reading in the body"
+        );
+        // SAFETY: both storages are borrowed for the body; 2 f32 each.
+        unsafe {
+            let (pa, po) = (pa.cast::<f32>(), po.cast::<f32>());
+            for i in 0..2 {
+                *po.add(i) = *pa.add(i) * 3.0;
+            }
+            Ok(*po + *po.add(1))
+        }
+    })
+    .unwrap();
+    assert_eq!(sum, 9.0);
+    assert_eq!(out.to_vec::<f32>().unwrap(), vec![3.0, 6.0]);
+    assert!(
+        a.write::<f32>().is_ok() && out.write::<f32>().is_ok(),
+        "released on return"
+    );
+    // An `Err` from the body is passed through, with the borrows released.
+    let r: opal::Result<()> = KernelAccess::scoped([&a], [&out], |_, _| {
+        Err(opal::OpalError::msg("body failed"))
+    });
+    assert!(r.unwrap_err().to_string().contains("body failed"));
+    assert!(
+        a.write::<f32>().is_ok() && out.write::<f32>().is_ok(),
+        "released on Err"
+    );
+    // A panic in the body releases them too.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _: opal::Result<()> = KernelAccess::scoped([&a], [&out], |_, _| panic!("kernel bug"));
+    }));
+    assert!(caught.is_err());
+    assert!(
+        a.write::<f32>().is_ok() && out.write::<f32>().is_ok(),
+        "released on panic"
+    );
+    // A conflict is an `Err` before the body runs.
+    let w = a.write::<f32>().unwrap();
+    let r = KernelAccess::scoped([&a], [&out], |_, _| -> opal::Result<()> {
+        panic!("the body must not run on a conflict")
+    });
+    assert!(r.is_err());
+    drop(w);
+    assert!(
+        out.write::<f32>().is_ok(),
+        "out released after the conflict on a"
+    );
+    // More operands than the inline slots spill, and are all released afterwards.
+    let ts: Vec<Tensor> = (0..6)
+        .map(|i| Tensor::from_slice(&[i as f32], &[1]).unwrap())
+        .collect();
+    let reads: [&Tensor; 5] = std::array::from_fn(|i| &ts[i]);
+    KernelAccess::scoped(reads, [&ts[5]], |rp, [wp]| {
+        assert!(ts[4].write::<f32>().is_err());
+        // SAFETY: every storage is borrowed for the body; one f32 each.
+        unsafe { *wp.cast::<f32>() = *rp[4].cast::<f32>() * 10.0 };
+        Ok(())
+    })
+    .unwrap();
+    assert!(ts.iter().all(|t| t.write::<f32>().is_ok()));
+    assert_eq!(ts[5].to_vec::<f32>().unwrap(), vec![40.0]);
+}
+
 /// Writes `v` to the single f32 of `out` through `with_ptrs`, and reports whether
 /// the storage was left unborrowed while the access was held.
 fn write_one_and_probe(out: &Tensor, v: f32) -> bool {

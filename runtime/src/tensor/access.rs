@@ -11,6 +11,7 @@ use super::{undefined_error, Tensor};
 use crate::dtype::{Complex, DType, Element};
 use crate::error::{ErrorKind, OpalError, Result};
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 
 /// Element types for which every bit pattern is a valid value, so storage bytes may
 /// be viewed as `&[T]` (all elements except `bool`, whose bytes must be 0 or 1).
@@ -260,7 +261,7 @@ impl Tensor {
     }
 }
 
-const INLINE_HELD: usize = 6;
+const INLINE_HELD: usize = 4;
 
 /// Borrows of all storages a kernel touches, deduplicated: each distinct storage is
 /// borrowed once, exclusively when any of its tensors is written. Released on drop.
@@ -290,7 +291,10 @@ pub struct KernelAccess<'a> {
     /// Held storages as tagged addresses ([`Held`]); the first `len` are in use.
     inline: [Held; INLINE_HELD],
     len: usize,
-    spill: Vec<Held>,
+    /// Entries past the inline slots. `ManuallyDrop` so that dropping an access
+    /// with nothing held (most kernel calls) is one inline test, with no drop glue
+    /// for the vector: [`KernelAccess::release_and_free`] drops it.
+    spill: ManuallyDrop<Vec<Held>>,
     _life: PhantomData<&'a Tensor>,
     /// Not `Send` (see the `Sync` impl).
     _not_send: PhantomData<*const ()>,
@@ -359,25 +363,25 @@ impl<'a> KernelAccess<'a> {
     /// on a conflict, releases what it took and returns a borrow-conflict error.
     #[inline]
     pub fn new(reads: &[&'a Tensor], writes: &[&'a Tensor]) -> Result<Self> {
-        let mut acc = KernelAccess {
-            inline: [Held::NONE; INLINE_HELD],
-            len: 0,
-            spill: Vec::new(),
-            _life: PhantomData,
-            _not_send: PhantomData,
-        };
+        let mut acc = KernelAccess::empty();
+        acc.take_all(reads, writes)?;
+        Ok(acc)
+    }
+
+    /// Notes and borrows every storage of `reads` and `writes` (see [`Self::new`]).
+    #[inline]
+    fn take_all(&mut self, reads: &[&'a Tensor], writes: &[&'a Tensor]) -> Result<()> {
         // Writes first, so a storage that is both read and written is marked exclusive.
         for t in writes {
-            acc.note(t.storage(), true);
+            self.note(t.storage(), true);
         }
         for t in reads {
             let s = t.storage();
             if !op_holds_shared(s) {
-                acc.note(s, false);
+                self.note(s, false);
             }
         }
-        acc.acquire_all()?;
-        Ok(acc)
+        self.acquire_all()
     }
 
     /// [`KernelAccess::new`] for a fixed number of operands, also returning the
@@ -389,8 +393,47 @@ impl<'a> KernelAccess<'a> {
         reads: [&'a Tensor; R],
         writes: [&'a Tensor; W],
     ) -> Result<(Self, [*const u8; R], [*mut u8; W])> {
+        let mut acc = KernelAccess::empty();
+        let (rp, wp) = acc.take_ptrs(reads, writes)?;
+        Ok((acc, rp, wp))
+    }
+
+    /// [`KernelAccess::with_ptrs`] scoped to `body`, which gets the element
+    /// addresses and runs while the borrows are held; they are released when it
+    /// returns or unwinds. The access stays in this frame instead of being returned
+    /// by value, which is what a one-element kernel call notices.
+    #[inline(always)]
+    pub fn scoped<const R: usize, const W: usize, T>(
+        reads: [&'a Tensor; R],
+        writes: [&'a Tensor; W],
+        body: impl FnOnce([*const u8; R], [*mut u8; W]) -> Result<T>,
+    ) -> Result<T> {
+        let mut acc = KernelAccess::empty();
+        let (rp, wp) = acc.take_ptrs(reads, writes)?;
+        body(rp, wp)
+    }
+
+    #[inline(always)]
+    fn empty() -> Self {
+        KernelAccess {
+            inline: [Held::NONE; INLINE_HELD],
+            len: 0,
+            spill: ManuallyDrop::new(Vec::new()),
+            _life: PhantomData,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// Borrows `reads` and `writes` into this (empty) access and returns their
+    /// element addresses.
+    #[inline(always)]
+    fn take_ptrs<const R: usize, const W: usize>(
+        &mut self,
+        reads: [&'a Tensor; R],
+        writes: [&'a Tensor; W],
+    ) -> Result<([*const u8; R], [*mut u8; W])> {
         if R + W > INLINE_HELD {
-            let acc = KernelAccess::new(&reads, &writes)?;
+            self.take_all(&reads, &writes)?;
             let mut rp = [std::ptr::null(); R];
             for (p, t) in rp.iter_mut().zip(reads) {
                 *p = t.raw_data_ptr()?.cast_const();
@@ -399,33 +442,26 @@ impl<'a> KernelAccess<'a> {
             for (p, t) in wp.iter_mut().zip(writes) {
                 *p = t.raw_data_ptr()?;
             }
-            return Ok((acc, rp, wp));
+            return Ok((rp, wp));
         }
         // Few operands (every element-wise kernel): each storage is looked up once,
         // for both its borrow entry and the element address, with no spill list.
-        let mut acc = KernelAccess {
-            inline: [Held::NONE; INLINE_HELD],
-            len: 0,
-            spill: Vec::new(),
-            _life: PhantomData,
-            _not_send: PhantomData,
-        };
         // A result inside `Tensor::fill_unshared` is reachable from this thread only,
         // so it needs no borrow (see that method's contract).
         for t in writes {
             if !t.is_unshared() {
-                acc.note_inline(t.storage(), true);
+                self.note_inline(t.storage(), true);
             }
         }
         for t in reads {
             let s = t.storage();
             if !t.is_unshared() && !op_holds_shared(s) {
-                acc.note_inline(s, false);
+                self.note_inline(s, false);
             }
         }
-        if acc.len != 0 {
+        if self.len != 0 {
             // Nothing noted (a fresh result, inputs the op holds): no call at all.
-            acc.acquire_all()?;
+            self.acquire_all()?;
         }
         // Addresses only once borrowed: a storage can be regrown (moving its bytes)
         // until then.
@@ -437,7 +473,7 @@ impl<'a> KernelAccess<'a> {
         for (p, t) in rp.iter_mut().zip(reads) {
             *p = element_ptr(t, t.storage())?.cast_const();
         }
-        Ok((acc, rp, wp))
+        Ok((rp, wp))
     }
 
     /// `note` when the operands are known to fit the inline slots.
@@ -499,7 +535,7 @@ impl<'a> KernelAccess<'a> {
             release_guard(unsafe { h.storage() }, h.exclusive(), h.grant());
         }
         if !self.spill.is_empty() {
-            for &h in &self.spill {
+            for &h in self.spill.iter() {
                 // SAFETY: as above.
                 release_guard(unsafe { h.storage() }, h.exclusive(), h.grant());
             }
@@ -516,7 +552,7 @@ impl<'a> KernelAccess<'a> {
         match self
             .inline
             .iter_mut()
-            .chain(&mut self.spill)
+            .chain(self.spill.iter_mut())
             .find(|e| e.addr() == h.addr())
         {
             Some(e) => e.0 |= h.0,
@@ -529,7 +565,7 @@ impl<'a> KernelAccess<'a> {
         let p = Held::new(t.storage(), false).addr();
         self.inline[..self.len]
             .iter()
-            .chain(&self.spill)
+            .chain(self.spill.iter())
             .find(|e| e.addr() == p)
             .map(|e| e.exclusive())
     }
@@ -560,11 +596,22 @@ impl<'a> KernelAccess<'a> {
 }
 
 impl Drop for KernelAccess<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        if self.len != 0 || !self.spill.is_empty() {
-            self.release_all();
+        // Entries in `spill` imply a full inline list, so `len == 0` with no spill
+        // capacity means nothing is held and nothing is allocated.
+        if self.len != 0 || self.spill.capacity() != 0 {
+            self.release_and_free();
         }
+    }
+}
+
+impl KernelAccess<'_> {
+    #[inline(never)]
+    fn release_and_free(&mut self) {
+        self.release_all();
+        // SAFETY: called once, from `drop`; `spill` is not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.spill) };
     }
 }
 

@@ -101,21 +101,22 @@ thread_local! {
     };
 }
 
-/// Lists the reads held atomically (`grants`) as held shared by the running op, in
+/// Lists the reads held atomically as held shared by the running op, in
 /// one thread-local access; returns the list's previous length, to restore on
-/// release. Reads past the last slot are not listed (their kernels borrow as usual).
+/// release. A call whose reads do not all fit lists none (its kernels borrow as usual).
 #[inline]
-fn push_op_reads<const R: usize>(
-    reads: &[&Tensor; R],
-    grants: &[Option<Grant>; R],
-) -> Option<usize> {
+fn push_op_reads<const R: usize>(reads: &[Option<(&StorageBuf, Grant)>; R]) -> Option<usize> {
     OP_READS
         .try_with(|r| {
             let start = r.len.get();
+            if start + R > OP_READ_SLOTS {
+                // Too deeply nested to list: this call's kernels borrow as usual.
+                return start;
+            }
             let mut n = start;
-            for (t, g) in reads.iter().zip(grants) {
-                if *g == Some(Grant::Atomic) && n < OP_READ_SLOTS {
-                    r.addrs[n].set(addr_of(t.storage()));
+            for read in reads {
+                if let Some((s, Grant::Atomic)) = *read {
+                    r.addrs[n].set(addr_of(s));
                     n += 1;
                 }
             }
@@ -397,31 +398,27 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
     writes: [&Tensor; W],
     body: impl FnOnce() -> Result<T>,
 ) -> Result<T> {
-    let mut holds = FixedHolds {
-        reads,
-        writes,
-        read_grants: [None; R],
-        write_grants: [None; W],
+    let mut holds = FixedHolds::<R, W> {
+        reads: [None; R],
+        writes: [None; W],
         listed_from: None,
     };
     // Writes first: an input sharing storage with an output is then held once,
     // exclusively, and its shared hold is a nested one.
-    for i in 0..W {
-        let t = holds.writes[i];
+    for (t, held) in writes.iter().zip(&mut holds.writes) {
         if t.is_defined() {
-            holds.write_grants[i] =
-                Some(acquire_op(t.storage(), true).ok_or_else(|| borrow_error(true))?);
+            let s = t.storage();
+            *held = Some((s, acquire_op(s, true).ok_or_else(|| borrow_error(true))?));
         }
     }
-    for i in 0..R {
-        let t = holds.reads[i];
+    for (t, held) in reads.iter().zip(&mut holds.reads) {
         if t.is_defined() {
-            holds.read_grants[i] =
-                Some(acquire_op(t.storage(), false).ok_or_else(|| borrow_error(false))?);
+            let s = t.storage();
+            *held = Some((s, acquire_op(s, false).ok_or_else(|| borrow_error(false))?));
         }
     }
     if R > 0 {
-        holds.listed_from = push_op_reads(&holds.reads, &holds.read_grants);
+        holds.listed_from = push_op_reads(&holds.reads);
     }
     check_devices_fixed(op, checks, &reads, &writes)?;
     if W > 0 && checks.write_overlap {
@@ -430,13 +427,12 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
     body()
 }
 
-/// The op holds of a call with plain tensor arguments, released on drop (also when
-/// a kernel panics).
+/// The op holds of a call with plain tensor arguments (each storage with how it was
+/// granted; `None` for an undefined tensor), released on drop (also when a kernel
+/// panics).
 struct FixedHolds<'a, const R: usize, const W: usize> {
-    reads: [&'a Tensor; R],
-    writes: [&'a Tensor; W],
-    read_grants: [Option<Grant>; R],
-    write_grants: [Option<Grant>; W],
+    reads: [Option<(&'a StorageBuf, Grant)>; R],
+    writes: [Option<(&'a StorageBuf, Grant)>; W],
     /// The length of [`OP_READS`] before this call listed its reads (restored on
     /// drop); `None` when it listed none.
     listed_from: Option<usize>,
@@ -448,15 +444,11 @@ impl<const R: usize, const W: usize> Drop for FixedHolds<'_, R, W> {
         if let Some(len) = self.listed_from {
             truncate_op_reads(len);
         }
-        for i in (0..R).rev() {
-            if let Some(g) = self.read_grants[i] {
-                release_op(self.reads[i].storage(), false, g);
-            }
+        for &(s, g) in self.reads.iter().rev().flatten() {
+            release_op(s, false, g);
         }
-        for i in (0..W).rev() {
-            if let Some(g) = self.write_grants[i] {
-                release_op(self.writes[i].storage(), true, g);
-            }
+        for &(s, g) in self.writes.iter().rev().flatten() {
+            release_op(s, true, g);
         }
     }
 }
@@ -630,5 +622,30 @@ mod tests {
         drop(guard);
         // `a` was released when the entry failed.
         assert!(a.write::<f32>().is_ok());
+    }
+
+    #[test]
+    fn calls_nested_past_the_listed_reads_still_hold_and_read_their_inputs() {
+        // Each level reads two tensors; past OP_READ_SLOTS / 2 levels a call's reads
+        // are not listed and its kernels borrow them as usual.
+        fn level(ts: &[Tensor]) -> Result<f32> {
+            let Some((pair, rest)) = ts.split_first_chunk::<2>() else {
+                return Ok(0.0);
+            };
+            with_op_holds("nested", OpChecks::NONE, [&pair[0], &pair[1]], [], || {
+                let here = KernelAccess::scoped([&pair[0], &pair[1]], [], |[p, q], []| {
+                    // SAFETY: one f32 each; the op holds exclude writers.
+                    Ok(unsafe { *p.cast::<f32>() + *q.cast::<f32>() })
+                })?;
+                assert!(on_other_thread(|| pair[1].write::<f32>().is_err()));
+                Ok(here + level(rest)?)
+            })
+        }
+        let ts: Vec<Tensor> = (0..2 * (OP_READ_SLOTS + 2))
+            .map(|i| Tensor::from_slice(&[i as f32], &[1]).unwrap())
+            .collect();
+        let n = ts.len() as f32;
+        assert_eq!(level(&ts).unwrap(), n * (n - 1.0) / 2.0);
+        assert!(ts.iter().all(|t| t.write::<f32>().is_ok()), "all released");
     }
 }

@@ -74,47 +74,48 @@ pub fn map1<O: Elem, A: Elem>(
     check_dtype::<O>(out, op, "output")?;
     check_dtype::<A>(a, op, "input")?;
     // Held until the loop ends: storages of inputs (shared) and output (exclusive).
-    let (_acc, [pa], [po]) = KernelAccess::with_ptrs([a], [out])?;
-    let pa = pa.cast_mut();
-    if out.is_contiguous() && same_contig(a, out) {
-        let (po, pa) = (SharedPtr(po as *mut O), SharedPtr(pa as *mut A));
-        par_ranges(out.numel() as usize, |s, e| {
-            // SAFETY: both tensors are contiguous with `numel` elements; `s..e` is in
-            // range, and chunks write disjoint ranges of `out`.
-            unsafe {
-                let (o, a) = (po.at(s), pa.at(s) as *const A);
-                for i in 0..e - s {
-                    *o.add(i) = f(*a.add(i));
+    KernelAccess::scoped([a], [out], |[pa], [po]| {
+        let pa = pa.cast_mut();
+        if out.is_contiguous() && same_contig(a, out) {
+            let (po, pa) = (SharedPtr(po as *mut O), SharedPtr(pa as *mut A));
+            par_ranges(out.numel() as usize, |s, e| {
+                // SAFETY: both tensors are contiguous with `numel` elements; `s..e` is in
+                // range, and chunks write disjoint ranges of `out`.
+                unsafe {
+                    let (o, a) = (po.at(s), pa.at(s) as *const A);
+                    for i in 0..e - s {
+                        *o.add(i) = f(*a.add(i));
+                    }
                 }
-            }
-        });
-        return Ok(());
-    }
-    let shape = out.sizes();
-    let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
-    let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
-    // SAFETY: strides come from the tensors' own layouts broadcast to `shape`, so every
-    // visited offset is inside its storage; `out` is written once per index.
-    unsafe {
-        for_each_raw::<2, _>(shape, [po, pa], [&so, &sa], |p, s, n| {
-            let (o, a) = (p[0] as *mut O, p[1] as *const A);
-            if s[0] == size_of::<O>() as isize && s[1] == size_of::<A>() as isize {
-                for i in 0..n {
-                    *o.add(i) = f(*a.add(i));
+            });
+            return Ok(());
+        }
+        let shape = out.sizes();
+        let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
+        let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
+        // SAFETY: strides come from the tensors' own layouts broadcast to `shape`, so every
+        // visited offset is inside its storage; `out` is written once per index.
+        unsafe {
+            for_each_raw::<2, _>(shape, [po, pa], [&so, &sa], |p, s, n| {
+                let (o, a) = (p[0] as *mut O, p[1] as *const A);
+                if s[0] == size_of::<O>() as isize && s[1] == size_of::<A>() as isize {
+                    for i in 0..n {
+                        *o.add(i) = f(*a.add(i));
+                    }
+                } else if s[1] == 0 {
+                    let v = f(*a);
+                    for i in 0..n {
+                        *o.byte_offset(i as isize * s[0]) = v;
+                    }
+                } else {
+                    for i in 0..n as isize {
+                        *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]));
+                    }
                 }
-            } else if s[1] == 0 {
-                let v = f(*a);
-                for i in 0..n {
-                    *o.byte_offset(i as isize * s[0]) = v;
-                }
-            } else {
-                for i in 0..n as isize {
-                    *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]));
-                }
-            }
-        });
-    }
-    Ok(())
+            });
+        }
+        Ok(())
+    })
 }
 
 /// `out[i] = f(a[i], b[i])`; `a` and `b` broadcast to `out`'s shape. `out` may be
@@ -133,29 +134,30 @@ pub fn map2<O: Elem, A: Elem, B: Elem>(
     check_dtype::<O>(out, op, "output")?;
     check_dtype::<A>(a, op, "first input")?;
     check_dtype::<B>(b, op, "second input")?;
-    let (_acc, [pa, pb], [po]) = KernelAccess::with_ptrs([a, b], [out])?;
-    let (pa, pb) = (pa.cast_mut(), pb.cast_mut());
-    if out.is_contiguous() && same_contig(a, out) && same_contig(b, out) {
-        let (po, pa, pb) = (
-            SharedPtr(po as *mut O),
-            SharedPtr(pa as *mut A),
-            SharedPtr(pb as *mut B),
-        );
-        par_ranges(out.numel() as usize, |s, e| {
-            // SAFETY: all three are contiguous with `numel` elements; `s..e` is in
-            // range, and chunks write disjoint ranges of `out`.
-            unsafe {
-                let (o, a, b) = (po.at(s), pa.at(s) as *const A, pb.at(s) as *const B);
-                for i in 0..e - s {
-                    *o.add(i) = f(*a.add(i), *b.add(i));
+    KernelAccess::scoped([a, b], [out], |[pa, pb], [po]| {
+        let (pa, pb) = (pa.cast_mut(), pb.cast_mut());
+        if out.is_contiguous() && same_contig(a, out) && same_contig(b, out) {
+            let (po, pa, pb) = (
+                SharedPtr(po as *mut O),
+                SharedPtr(pa as *mut A),
+                SharedPtr(pb as *mut B),
+            );
+            par_ranges(out.numel() as usize, |s, e| {
+                // SAFETY: all three are contiguous with `numel` elements; `s..e` is
+                // in range, and chunks write disjoint ranges of `out`.
+                unsafe {
+                    let (o, a, b) = (po.at(s), pa.at(s) as *const A, pb.at(s) as *const B);
+                    for i in 0..e - s {
+                        *o.add(i) = f(*a.add(i), *b.add(i));
+                    }
                 }
-            }
-        });
-        return Ok(());
-    }
-    // SAFETY: the pointers address the tensors' first elements, and `_acc` holds
-    // their storages for the call.
-    unsafe { map2_strided(out, a, b, [po, pa, pb], op, &f) }
+            });
+            return Ok(());
+        }
+        // SAFETY: the pointers address the tensors' first elements, and the scoped
+        // access holds their storages while this closure runs.
+        unsafe { map2_strided(out, a, b, [po, pa, pb], op, &f) }
+    })
 }
 
 /// [`map2`] for broadcast or strided operands.
