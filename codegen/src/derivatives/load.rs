@@ -89,6 +89,12 @@ impl Reader<'_> {
         node.span_in(self.src).map(|(o, l)| self.idx.loc(o, l))
     }
 
+    /// Where a value is: itself, else its first located scalar, else `fallback`.
+    fn value_loc(&self, node: &Node<'_>, fallback: Loc) -> Loc {
+        node.first_span_in(self.src)
+            .map_or(fallback, |(o, l)| self.idx.loc(o, l))
+    }
+
     /// The `- ` line of an item, from its first located scalar.
     fn item_loc(&self, item: &Node<'_>) -> Loc {
         let Some((first, _)) = item.first_span_in(self.src) else {
@@ -272,7 +278,7 @@ impl Reader<'_> {
                         "output_differentiability",
                         "a list of True/False or conditions",
                         other,
-                        self.of(other).unwrap_or(loc),
+                        self.value_loc(other, loc),
                     ));
                     return None;
                 }
@@ -307,7 +313,7 @@ impl Reader<'_> {
             let key: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
             let key = key.join(", ");
             errs.push(
-                type_error(&key, "a formula", v, self.of(v).unwrap_or(kloc)).hint(format!(
+                type_error(&key, "a formula", v, self.value_loc(v, kloc)).hint(format!(
                     "write the formula as text, quoted if needed: `{key}: \"...\"`"
                 )),
             );

@@ -132,16 +132,16 @@ fn check_entry(e: &DerivativeEntry, native: &NativeVocabulary, errs: &mut Vec<Di
                     "opal::deriv_output_differentiability",
                     od.loc,
                     format!(
-                        "`output_differentiability` has {} values for {} outputs",
-                        od.values.len(),
+                        "`output_differentiability` has {} for {} outputs",
+                        count(od.values.len(), "value"),
                         schema.returns.len()
                     ),
                 )
                 .label("one True/False per output")
                 .hint(format!(
-                    "`{}` returns {} values; give one per output",
+                    "`{}` returns {}; give one True/False per output",
                     schema.name,
-                    schema.returns.len()
+                    count(schema.returns.len(), "value")
                 )),
             );
         }
@@ -517,6 +517,11 @@ impl<'a> Checker<'a, '_> {
             candidates,
         ));
     }
+}
+
+/// `n` and `what`, plural unless `n` is 1.
+fn count(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
 /// "did you mean `x`?" for the closest of `candidates`, when one is close.
