@@ -472,6 +472,19 @@ fn many_mistakes_are_all_counted_and_the_rendering_is_bounded() {
 }
 
 #[test]
+fn pytorch_2_15_loads_well_under_a_second_even_unoptimized() {
+    let src = std::fs::read_to_string(format!("{PYTORCH}derivatives.yaml")).unwrap();
+    let native = pytorch_native();
+    let start = std::time::Instant::now();
+    let d =
+        load_derivatives_str(&src, "derivatives.yaml", native).unwrap_or_else(|d| panic!("{d}"));
+    let took = start.elapsed();
+    assert_eq!(d.entries.len(), 688);
+    // About 0.15 s in a debug build; the bound leaves room for a busy machine.
+    assert!(took.as_secs_f64() < 1.0, "took {took:?}");
+}
+
+#[test]
 fn a_missing_file_is_a_located_io_error() {
     let d = load_derivatives(format!("{FIXTURES}no_such_file.yaml"), opal_native()).unwrap_err();
     assert_eq!(d.items[0].code, "opal::io");

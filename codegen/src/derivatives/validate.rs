@@ -19,14 +19,14 @@ use crate::parse::edit_distance;
 
 /// What the native model offers to formulas: operators by full name, and the
 /// names callable as functions and as methods.
-pub struct NativeVocabulary {
-    ops: HashMap<String, FunctionSchema>,
+pub struct NativeVocabulary<'n> {
+    ops: HashMap<String, &'n FunctionSchema>,
     functions: HashSet<String>,
     methods: HashSet<String>,
 }
 
-impl NativeVocabulary {
-    pub fn new(native: &NativeFunctions) -> Self {
+impl<'n> NativeVocabulary<'n> {
+    pub fn new(native: &'n NativeFunctions) -> Self {
         let mut v = NativeVocabulary {
             ops: HashMap::with_capacity(native.functions.len()),
             functions: HashSet::new(),
@@ -38,7 +38,7 @@ impl NativeVocabulary {
                 v.methods.insert(base.clone());
             }
             v.functions.insert(base);
-            v.ops.insert(f.func.name.to_string(), f.func.clone());
+            v.ops.insert(f.func.name.to_string(), &f.func);
         }
         v
     }
@@ -62,7 +62,7 @@ impl NativeVocabulary {
 }
 
 /// Every problem of `d` against the native model.
-pub fn validate(d: &Derivatives, native: &NativeVocabulary) -> Vec<Diagnostic> {
+pub fn validate(d: &Derivatives, native: &NativeVocabulary<'_>) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
     let mut seen: HashMap<String, Loc> = HashMap::new();
     for e in &d.entries {
@@ -117,7 +117,7 @@ fn name_loc(e: &DerivativeEntry) -> Loc {
     l
 }
 
-fn check_entry(e: &DerivativeEntry, native: &NativeVocabulary, errs: &mut Vec<Diagnostic>) {
+fn check_entry(e: &DerivativeEntry, native: &NativeVocabulary<'_>, errs: &mut Vec<Diagnostic>) {
     let schema = &e.schema;
     let scope = Scope::new(schema);
     if let Some(od) = &e.output_differentiability {
@@ -305,7 +305,7 @@ fn check_keys(f: &Formula, scope: &Scope<'_>, errs: &mut Vec<Diagnostic>) {
 fn check_body(
     f: &Formula,
     scope: &Scope<'_>,
-    native: &NativeVocabulary,
+    native: &NativeVocabulary<'_>,
     errs: &mut Vec<Diagnostic>,
 ) {
     let Some(e) = f.expr() else { return };
@@ -325,7 +325,7 @@ struct Checker<'a, 'e> {
     f: &'a Formula,
     scope: &'a [String],
     op: String,
-    native: &'a NativeVocabulary,
+    native: &'a NativeVocabulary<'a>,
     /// Lambda parameters of the enclosing lambdas.
     locals: Vec<&'a str>,
     errs: &'e mut Vec<Diagnostic>,
