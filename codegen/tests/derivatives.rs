@@ -472,6 +472,31 @@ fn many_mistakes_are_all_counted_and_the_rendering_is_bounded() {
 }
 
 #[test]
+fn truncated_formulas_give_errors_inside_the_text() {
+    // Every prefix of one formula in eight: parsed or refused with a span inside
+    // the text, never a panic.
+    let mut refused = 0;
+    for f in pytorch()
+        .formulas()
+        .filter(|f| f.expr().is_some())
+        .step_by(8)
+    {
+        for cut in (0..f.text.len()).filter(|&i| f.text.is_char_boundary(i)) {
+            if let Err(e) = expr::parse(&f.text[..cut]) {
+                assert!(
+                    e.start <= e.end && e.end <= cut,
+                    "{:?}: {e:?}",
+                    &f.text[..cut]
+                );
+                assert!(!e.message.is_empty() && !e.hint.is_empty());
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 1000, "{refused}");
+}
+
+#[test]
 fn pytorch_2_15_loads_well_under_a_second_even_unoptimized() {
     let src = std::fs::read_to_string(format!("{PYTORCH}derivatives.yaml")).unwrap();
     let native = pytorch_native();

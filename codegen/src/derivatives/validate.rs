@@ -525,11 +525,11 @@ fn count(n: usize, what: &str) -> String {
 }
 
 /// "did you mean `x`?" for the closest of `candidates`, when one is close.
-pub(crate) fn did_you_mean<'c>(
-    name: &str,
-    candidates: impl Iterator<Item = &'c str>,
-) -> Option<String> {
+fn did_you_mean<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<String> {
+    // The distance is at least the difference in length: most of the thousands
+    // of operator names are ruled out without computing it.
     candidates
+        .filter(|c| c.len().abs_diff(name.len()) <= 3)
         .map(|c| (edit_distance(name, c), c))
         .filter(|(d, _)| *d <= 3 && *d < name.len())
         .min()
