@@ -565,9 +565,11 @@ pub fn parse(src: &str) -> Result<Expr, ParseError> {
             ),
         });
     }
+    let toks = lex(src)?;
     let mut p = Parser {
         src,
-        toks: lex(src)?,
+        not_template: vec![false; toks.len()],
+        toks,
         pos: 0,
         depth: 0,
     };
@@ -583,6 +585,8 @@ struct Parser<'a> {
     toks: Vec<Token>,
     pos: usize,
     depth: usize,
+    /// Positions of `<` tokens already found not to open template arguments.
+    not_template: Vec<bool>,
 }
 
 type PResult<T> = Result<T, ParseError>;
@@ -702,17 +706,24 @@ impl<'a> Parser<'a> {
         Ok(lhs)
     }
 
-    fn unary(&mut self) -> PResult<Expr> {
+    /// One level deeper (operands and template arguments), refused past
+    /// [`limits::DEPTH`]; the caller steps back with `self.depth -= 1`.
+    fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
-        if self.depth > limits::DEPTH {
-            let t = self.peek();
-            return Err(ParseError {
-                message: format!("formula nests more than {} levels deep", limits::DEPTH),
-                start: t.start,
-                end: t.end,
-                hint: "simplify the formula or move the work into a helper function".into(),
-            });
+        if self.depth <= limits::DEPTH {
+            return Ok(());
         }
+        let t = self.peek();
+        Err(ParseError {
+            message: format!("formula nests more than {} levels deep", limits::DEPTH),
+            start: t.start,
+            end: t.end,
+            hint: "simplify the formula or move the work into a helper function".into(),
+        })
+    }
+
+    fn unary(&mut self) -> PResult<Expr> {
+        self.enter()?;
         let t = self.peek();
         let op = (t.kind == Tok::Punct)
             .then(|| UNARY.iter().find(|u| u.0 == self.text(t)))
@@ -814,13 +825,18 @@ impl<'a> Parser<'a> {
         if !self.is("<") {
             return None;
         }
-        let save = self.pos;
+        let save = (self.pos, self.depth);
+        if self.not_template[save.0] {
+            return None;
+        }
         let got = self.try_template_args();
         let followed = self.is("(") || self.is("{") || self.is("::");
         match got {
             Some(args) if followed => Some(args),
             _ => {
-                self.pos = save;
+                (self.pos, self.depth) = save;
+                // Remembered, so a chain `a < b < c < ...` is tried once per `<`.
+                self.not_template[save.0] = true;
                 None
             }
         }
@@ -849,18 +865,21 @@ impl<'a> Parser<'a> {
 
     /// A type: a name or path with optional template arguments.
     fn type_name(&mut self) -> PResult<Expr> {
+        self.enter()?;
         let start = self.peek().start;
         let base = self.path()?;
-        match self.template_args() {
-            Some(args) => Ok(self.node(
+        let e = match self.template_args() {
+            Some(args) => self.node(
                 ExprKind::Template {
                     base: Box::new(base),
                     args,
                 },
                 start,
-            )),
-            None => Ok(base),
-        }
+            ),
+            None => base,
+        };
+        self.depth -= 1;
+        Ok(e)
     }
 
     /// `name`, `a::b::c` or `::a::b`; `std::nullopt` becomes [`ExprKind::Nullopt`]
@@ -1083,6 +1102,12 @@ mod tests {
         );
         let deep = format!("{}x{}", "(".repeat(500), ")".repeat(500));
         assert!(parse(&deep).unwrap_err().message.contains("levels deep"));
+        // Template arguments nested too deep are not read as templates (an
+        // error, not a stack overflow); a long comparison chain is fine.
+        let deep = format!("f({}int{}())", "std::vector<".repeat(500), ">".repeat(500));
+        assert!(parse(&deep).is_err());
+        let chain = format!("{}b", "a < ".repeat(5000));
+        assert!(parse(&chain).is_ok());
     }
 
     #[test]
