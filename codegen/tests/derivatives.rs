@@ -450,6 +450,24 @@ fn each_kind_of_mistake_is_located_with_a_hint() {
         "write the formula as text",
     );
     reports("yaml_syntax.yaml", "opal::yaml", 3, 2, "indentation");
+    reports(
+        "missing_name.yaml",
+        "opal::missing_name",
+        4,
+        1,
+        "- name: op.overload",
+    );
+}
+
+#[test]
+fn an_entry_with_a_bad_formula_still_has_its_other_formulas_checked() {
+    let src = "- name: mul.Tensor(Tensor self, Tensor other) -> Tensor\n  self: grad * (other\n  other: grad * slf\n";
+    let d = load_derivatives_str(src, "t.yaml", opal_native()).unwrap_err();
+    let codes: Vec<_> = d.items.iter().map(|i| (i.code, i.loc.line)).collect();
+    assert_eq!(
+        codes,
+        [("opal::formula_syntax", 2), ("opal::deriv_unknown_name", 3)]
+    );
 }
 
 #[test]

@@ -27,8 +27,9 @@ const START: Loc = Loc {
     col: 1,
 };
 
-/// Reads `src`: the entries that loaded, and every problem found (an entry or
-/// formula with a problem is left out).
+/// Reads `src`: the entries that loaded, and every problem found. A formula or
+/// value with a problem is left out of its entry, and an entry without a usable
+/// `name:` is left out, so the rest can still be validated.
 pub fn parse_derivatives(src: &str) -> (Derivatives, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Derivatives::default();
@@ -130,7 +131,6 @@ impl Reader<'_> {
             );
             return None;
         };
-        let n_before = errs.len();
         let schema = self.name(pairs, loc, errs)?;
         let mut entry = DerivativeEntry {
             schema,
@@ -174,7 +174,7 @@ impl Reader<'_> {
         if !keyless.formulas.is_empty() || entry.sections.is_empty() {
             entry.sections.insert(0, keyless);
         }
-        (errs.len() == n_before).then_some(entry)
+        Some(entry)
     }
 
     /// The parsed `name:` schema.
