@@ -1,5 +1,7 @@
 //! Load + validate PyTorch 2.15's `native_functions.yaml` (2,590 entries -> 3,110
 //! functions). Target: 25 ms; torchgen's `parse_native_yaml` takes 0.76 s here.
+//! Also: load + validate its `derivatives.yaml` (688 entries, 1,388 formulas)
+//! against that model.
 
 // What the CLI and build scripts run with (see `opal_codegen::BuildAllocator`).
 #[global_allocator]
@@ -34,6 +36,22 @@ fn load_2_15(c: &mut Criterion) {
     c.bench_function("load_from_disk_2_15", |b| {
         b.iter_with_large_drop(|| {
             opal_codegen::load(dir.join("native_functions.yaml")).expect("2.15 loads")
+        })
+    });
+    let native =
+        opal_codegen::load_bytes(&yaml, "native_functions.yaml", Some(&tags)).expect("2.15 loads");
+    let derivatives =
+        std::fs::read_to_string(dir.join("derivatives.yaml")).expect("2.15 derivatives");
+    c.bench_function("load_validate_derivatives_2_15", |b| {
+        b.iter_with_large_drop(|| {
+            let d = opal_codegen::derivatives::load_derivatives_str(
+                &derivatives,
+                "derivatives.yaml",
+                &native,
+            )
+            .expect("2.15 derivatives load");
+            assert_eq!(d.entries.len(), 688);
+            d
         })
     });
 }

@@ -39,6 +39,8 @@ commands! {
     Backend(cli::backend::Backend),
     /// Report how a backend runs each op: native, adapter, composite, fallback or missing.
     Coverage(cli::coverage::Coverage),
+    /// Work with derivatives.yaml files: `derivatives check` loads one and checks it against a native model.
+    Derivatives(cli::derivatives::Derivatives),
 }
 
 /// Opal's operator code generator: reads PyTorch-style native_functions.yaml files.

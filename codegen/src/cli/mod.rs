@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod check;
 pub mod coverage;
+pub mod derivatives;
 pub mod generate;
 pub mod schemas;
 

@@ -1,0 +1,71 @@
+//! `derivatives.yaml` as codegen input: PyTorch's file of derivative formulas
+//! (and Opal's own), loaded into a located model and checked against a native
+//! model.
+//!
+//! - [`model`]: plain immutable data (entries, dispatch sections, formulas).
+//! - [`expr`]: the formula language, lexed and parsed into an expression tree.
+//! - [`load`]: YAML to model, with the place of every entry, key and formula.
+//! - [`validate`]: names in entries and formulas against the native model.
+//! - [`helpers`]: the vocabulary formulas use beyond native ops, as data.
+//!
+//! Entry points: [`load_derivatives`], [`load_derivatives_str`].
+
+pub mod expr;
+pub mod helpers;
+pub mod load;
+pub mod model;
+pub mod validate;
+
+use std::path::Path;
+
+use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::model::{Loc, NativeFunctions};
+pub use load::parse_derivatives;
+pub use model::*;
+pub use validate::NativeVocabulary;
+
+/// Loads and validates the `derivatives.yaml` at `path` against `native`.
+pub fn load_derivatives(
+    path: impl AsRef<Path>,
+    native: &NativeFunctions,
+) -> Result<Derivatives, Diagnostics> {
+    let path = path.as_ref();
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| {
+        let mut d = Diagnostics::new(name.clone(), "");
+        d.push(
+            Diagnostic::new(
+                "opal::io",
+                Loc::SYNTHETIC,
+                format!("cannot read the file: {e}"),
+            )
+            .hint("check the path"),
+        );
+        d
+    })?;
+    match crate::parse::decode(&bytes) {
+        Ok(src) => load_derivatives_str(src, &name, native),
+        Err(e) => {
+            let mut d = Diagnostics::new(name, String::from_utf8_lossy(&bytes).into_owned());
+            d.push(e);
+            Err(d)
+        }
+    }
+}
+
+/// Loads and validates `derivatives.yaml` text; `path` is only used in messages.
+pub fn load_derivatives_str(
+    src: &str,
+    path: &str,
+    native: &NativeFunctions,
+) -> Result<Derivatives, Diagnostics> {
+    let (model, mut errs) = parse_derivatives(src);
+    errs.extend(validate::validate(&model, &NativeVocabulary::new(native)));
+    if errs.is_empty() {
+        return Ok(model);
+    }
+    let mut d = Diagnostics::new(path, src);
+    errs.into_iter().for_each(|e| d.push(e));
+    d.sort();
+    Err(d)
+}
