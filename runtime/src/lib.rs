@@ -77,6 +77,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod autograd;
 mod composite;
 pub mod device;
 pub mod dispatch;

@@ -17,6 +17,12 @@ fn cpu() -> Tensor {
 fn meta() -> Tensor {
     Tensor::empty(&[1], DType::F32, Device::meta()).unwrap()
 }
+/// `t` made to require grad: its key set then has its device's autograd key
+/// (plain tensors do not, so their ops never visit autograd kernels).
+fn grad(t: Tensor) -> Tensor {
+    t.set_requires_grad(true).unwrap();
+    t
+}
 fn emu() -> Tensor {
     static A: CpuAllocator = CpuAllocator;
     opal::register_privateuse_backend(DispatchKey::PrivateUse1, "emu").unwrap();
@@ -182,11 +188,20 @@ fn precedence_direct_then_cea_then_cia() {
     // kernel, so AutogradCPU must not decompose and falls through to CPU.
     let op = OP.get().unwrap().handle();
     assert_eq!(
-        op.resolve_key(meta().key_set()).unwrap(),
+        op.resolve_key(grad(meta()).key_set()).unwrap(),
         DispatchKey::AutogradMeta
     );
-    assert_eq!(op.resolve_key(cpu().key_set()).unwrap(), DispatchKey::CPU);
-    assert_eq!(call(&OP, &meta()).unwrap(), 3);
+    assert_eq!(
+        op.resolve_key(grad(cpu()).key_set()).unwrap(),
+        DispatchKey::CPU
+    );
+    assert_eq!(call(&OP, &grad(meta())).unwrap(), 3);
+    assert_eq!(
+        call(&OP, &meta()).unwrap(),
+        3,
+        "CIA serves a plain meta tensor too"
+    );
+    assert_eq!(call(&OP, &grad(cpu())).unwrap(), 1);
     assert_eq!(call(&OP, &cpu()).unwrap(), 1);
     drop(_h3);
     let e = call(&OP, &meta()).unwrap_err();
@@ -245,14 +260,22 @@ fn cia_only_runs_at_autograd_key_and_exclusion_moves_it() {
         .unwrap();
     let op = OP.get().unwrap().handle();
     assert_eq!(
-        op.resolve_key(dispatch_keyset(cpu().key_set())).unwrap(),
+        op.resolve_key(dispatch_keyset(grad(cpu()).key_set()))
+            .unwrap(),
         DispatchKey::AutogradCPU
     );
-    let _e = ExcludeGuard::new(DispatchKey::Autograd);
+    // A plain tensor has no autograd key: the CIA kernel serves the backend key.
     assert_eq!(
         op.resolve_key(dispatch_keyset(cpu().key_set())).unwrap(),
         DispatchKey::CPU
     );
+    let _e = ExcludeGuard::new(DispatchKey::Autograd);
+    assert_eq!(
+        op.resolve_key(dispatch_keyset(grad(cpu()).key_set()))
+            .unwrap(),
+        DispatchKey::CPU
+    );
+    assert_eq!(call(&OP, &grad(cpu())).unwrap(), 3);
     assert_eq!(call(&OP, &cpu()).unwrap(), 3);
 }
 
@@ -408,10 +431,15 @@ fn redispatch_and_fallthrough_kernels() {
         .unwrap();
     lib.impl_for("redispatch", DispatchKey::AutocastCPU, typed(autocast_k))
         .unwrap();
-    assert_eq!(call(&RE_OP, &cpu()).unwrap(), 51);
+    assert_eq!(call(&RE_OP, &grad(cpu())).unwrap(), 51);
+    assert_eq!(
+        call(&RE_OP, &cpu()).unwrap(),
+        1,
+        "plain tensors skip autograd"
+    );
     {
         let _g = IncludeGuard::new(DispatchKey::AutocastCPU);
-        assert_eq!(call(&RE_OP, &cpu()).unwrap(), 151);
+        assert_eq!(call(&RE_OP, &grad(cpu())).unwrap(), 151);
     }
     // A fallthrough registered for the op at AutogradCPU beats the Autograd alias.
     let ft = Dispatcher::global()
@@ -421,9 +449,9 @@ fn redispatch_and_fallthrough_kernels() {
             KernelFunction::fallthrough(),
         )
         .unwrap();
-    assert_eq!(call(&RE_OP, &cpu()).unwrap(), 1);
+    assert_eq!(call(&RE_OP, &grad(cpu())).unwrap(), 1);
     drop(ft);
-    assert_eq!(call(&RE_OP, &cpu()).unwrap(), 51);
+    assert_eq!(call(&RE_OP, &grad(cpu())).unwrap(), 51);
     // Boxed redispatch goes through the same table.
     let op = RE_OP.get().unwrap().handle();
     let mut s = vec![IValue::Tensor(cpu())];

@@ -50,11 +50,12 @@ fn empty_is_zeroed_and_keyed() {
     let t = Tensor::empty(&[3], DType::I32, Device::cpu()).unwrap();
     assert_eq!(t.to_vec::<i32>().unwrap(), vec![0, 0, 0]);
     let ks = t.key_set();
-    assert!(
-        ks.has(DispatchKey::CPU)
-            && ks.has(DispatchKey::AutogradCPU)
-            && ks.has(DispatchKey::ADInplaceOrView)
-    );
+    assert!(ks.has(DispatchKey::CPU) && ks.has(DispatchKey::ADInplaceOrView));
+    // The autograd key joins only when the tensor takes part in autograd.
+    assert!(!ks.has(DispatchKey::AutogradCPU));
+    let f = Tensor::empty(&[3], DType::F32, Device::cpu()).unwrap();
+    f.set_requires_grad(true).unwrap();
+    assert!(f.key_set().has(DispatchKey::AutogradCPU));
     assert_eq!(ks.backends().highest(), Some(DispatchKey::CPU));
     assert!(Tensor::empty(&[-1], DType::F32, Device::cpu()).is_err());
     assert!(Tensor::empty(&[i64::MAX, 4], DType::F32, Device::cpu()).is_err());
@@ -390,7 +391,10 @@ fn out_of_tree_allocator_and_device() {
     assert_eq!(ALLOC.live.load(Ordering::SeqCst), 16);
     assert_eq!(t.device(), dev);
     assert!(t.key_set().has(DispatchKey::PrivateUse1));
+    assert!(!t.key_set().has(DispatchKey::AutogradPrivateUse1));
+    t.set_requires_grad(true).unwrap();
     assert!(t.key_set().has(DispatchKey::AutogradPrivateUse1));
+    t.set_requires_grad(false).unwrap();
     assert_eq!(t.to_string(), "tensor([0., 0., 0., 0.], device='emu:0')");
     let v = t.as_strided(&[2], &[1], 2).unwrap();
     drop(t);

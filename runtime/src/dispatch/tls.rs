@@ -110,3 +110,16 @@ impl Drop for ExcludeGuard {
         EXCLUDED.with(|c| c.set(self.prev));
     }
 }
+
+/// Replaces this thread's exclude set by `f(current)`; returns the previous set, for
+/// [`restore_excluded`]. (Grad mode both adds and removes the autograd keys.)
+pub(crate) fn update_excluded(f: impl FnOnce(u64) -> u64) -> u64 {
+    EXCLUDED
+        .try_with(|c| c.replace(f(c.get())))
+        .unwrap_or_default()
+}
+
+/// Restores an exclude set returned by [`update_excluded`].
+pub(crate) fn restore_excluded(prev: u64) {
+    let _ = EXCLUDED.try_with(|c| c.set(prev));
+}

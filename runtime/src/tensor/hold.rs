@@ -341,6 +341,10 @@ impl Drop for OpHolds<'_> {
     #[inline]
     fn drop(&mut self) {
         while let Some((s, exclusive, g)) = self.taken.pop() {
+            if exclusive {
+                // Written (or possibly written, when the op failed part way).
+                s.bump_version();
+            }
             release_op(s, exclusive, g);
         }
     }
@@ -448,6 +452,9 @@ impl<const R: usize, const W: usize> Drop for FixedHolds<'_, R, W> {
             release_op(s, false, g);
         }
         for &(s, g) in self.writes.iter().rev().flatten() {
+            // Written (or possibly written, when the op failed part way): autograd
+            // must see the change (see `StorageBuf::version`).
+            s.bump_version();
             release_op(s, true, g);
         }
     }

@@ -96,7 +96,7 @@ use crate::error::{ErrorKind, OpalError, Result};
 use crate::types::Layout;
 use meta::Meta;
 use pool::{block_layout, BlockCache, ImplRc, Pooled};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use storage::StorageBorrow;
 
@@ -117,7 +117,13 @@ pub(crate) struct TensorImpl {
     meta_override: AtomicPtr<Meta>,
     dtype: DType,
     device: Device,
-    key_set: DispatchKeySet,
+    /// Bits of the tensor's [`DispatchKeySet`]: its device's keys, plus the device's
+    /// autograd key once it takes part in autograd (set by `crate::autograd`, hence
+    /// atomic; a relaxed load costs what a plain one does).
+    key_set: AtomicU64,
+    /// Autograd state (`requires_grad`, `.grad`, `grad_fn`), made on first need:
+    /// tensors that never see autograd pay one word.
+    autograd: OnceLock<Box<crate::autograd::AutogradMeta>>,
     wrapped_number: bool,
     /// Set only inside [`Tensor::fill_unshared`]: the tensor is a result being
     /// written that nothing outside its kernel can reach, so [`KernelAccess`] need not
@@ -172,16 +178,34 @@ pub struct Tensor {
     inner: ImplRc<TensorImpl>,
 }
 
-/// The key set of a tensor on `device`: its backend key, that backend's autograd key
-/// and `ADInplaceOrView` (both fall through unless something is registered there).
+impl Drop for Tensor {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // A tensor in autograd may be kept alive only by its own `grad_fn` (which
+        // saved it for backward): a cycle that the last user handle breaks.
+        if let Some(m) = self.autograd_meta() {
+            m.on_handle_drop(self);
+        }
+    }
+}
+
+/// The key set of a tensor on `device`: its backend key and `ADInplaceOrView`
+/// (which falls through unless something is registered there). The device's
+/// autograd key joins only when the tensor takes part in autograd
+/// ([`autograd_keys_for_device`]), so ops on plain tensors never visit an autograd
+/// kernel.
 #[inline]
 pub(crate) fn keys_for_device(device: Device) -> DispatchKeySet {
-    let b = device.backend_key();
-    let ks = DispatchKeySet::from_key(b).add(DispatchKey::ADInplaceOrView);
-    match b.autograd_key() {
-        Some(a) => ks.add(a),
-        None => ks,
-    }
+    DispatchKeySet::from_key(device.backend_key()).add(DispatchKey::ADInplaceOrView)
+}
+
+/// The autograd key of `device`'s backend, as a set (empty when it has none).
+#[inline]
+pub(crate) fn autograd_keys_for_device(device: Device) -> DispatchKeySet {
+    device
+        .backend_key()
+        .autograd_key()
+        .map_or(DispatchKeySet::empty(), DispatchKeySet::from_key)
 }
 
 impl Tensor {
@@ -202,7 +226,8 @@ impl Tensor {
                 meta_override: AtomicPtr::new(std::ptr::null_mut()),
                 dtype,
                 device,
-                key_set: keys_for_device(device),
+                key_set: AtomicU64::new(keys_for_device(device).bits()),
+                autograd: OnceLock::new(),
                 wrapped_number,
                 unshared: AtomicBool::new(false),
             }),
@@ -253,7 +278,8 @@ impl Tensor {
                     meta_override: AtomicPtr::new(std::ptr::null_mut()),
                     dtype: DType::F32,
                     device: Device::meta(),
-                    key_set: DispatchKeySet::empty(),
+                    key_set: AtomicU64::new(0),
+                    autograd: OnceLock::new(),
                     wrapped_number: false,
                     unshared: AtomicBool::new(false),
                 }),
@@ -266,7 +292,7 @@ impl Tensor {
     /// sentinel: no pointer comparison with a global.)
     #[inline]
     pub fn is_defined(&self) -> bool {
-        !self.inner.key_set.is_empty()
+        self.inner.key_set.load(Ordering::Relaxed) != 0
     }
 
     /// A new contiguous tensor of `sizes` (zero-filled on host devices).
@@ -291,7 +317,8 @@ impl Tensor {
                 addr_of_mut!((*p).meta_override).write(AtomicPtr::new(std::ptr::null_mut()));
                 addr_of_mut!((*p).dtype).write(dtype);
                 addr_of_mut!((*p).device).write(device);
-                addr_of_mut!((*p).key_set).write(keys_for_device(device));
+                addr_of_mut!((*p).key_set).write(AtomicU64::new(keys_for_device(device).bits()));
+                addr_of_mut!((*p).autograd).write(OnceLock::new());
                 addr_of_mut!((*p).wrapped_number).write(false);
                 addr_of_mut!((*p).unshared).write(AtomicBool::new(false));
             })
@@ -489,10 +516,28 @@ impl Tensor {
         self.meta().contiguous
     }
 
-    /// The dispatch keys of this tensor (computed once at creation).
+    /// The dispatch keys of this tensor: its device's, plus its autograd key once it
+    /// requires grad or has a `grad_fn`.
     #[inline]
     pub fn key_set(&self) -> DispatchKeySet {
-        self.inner.key_set
+        DispatchKeySet::from_bits_retain(self.inner.key_set.load(Ordering::Relaxed))
+    }
+
+    /// Adds `keys` to this tensor's key set (autograd's, when it joins a graph).
+    #[inline]
+    pub(crate) fn add_keys(&self, keys: DispatchKeySet) {
+        self.inner.key_set.fetch_or(keys.bits(), Ordering::Relaxed);
+    }
+
+    /// The tensor's autograd state, if it was ever given one.
+    #[inline]
+    pub(crate) fn autograd_meta(&self) -> Option<&crate::autograd::AutogradMeta> {
+        self.inner.autograd.get().map(|b| &**b)
+    }
+
+    /// The tensor's autograd state, made on first use.
+    pub(crate) fn autograd_meta_or_init(&self) -> &crate::autograd::AutogradMeta {
+        self.inner.autograd.get_or_init(Default::default)
     }
 
     /// The storage buffer (shared with views): `nbytes`, `device`, `data_ptr`, ...
@@ -558,6 +603,25 @@ impl Tensor {
     #[inline]
     pub fn is_wrapped_number(&self) -> bool {
         self.inner.wrapped_number
+    }
+
+    /// True when the tensor's bytes live in its own block (a fresh tensor), so
+    /// views and storage handles of it keep this tensor's block alive.
+    #[inline]
+    pub(crate) fn owns_storage(&self) -> bool {
+        matches!(self.inner.storage, StorageSlot::Own(_))
+    }
+
+    /// How many handles share this tensor (a snapshot).
+    #[inline]
+    pub(crate) fn handle_count(&self) -> usize {
+        ImplRc::strong_count(&self.inner)
+    }
+
+    /// An identity of the tensor (not the storage), valid while this handle lives.
+    #[inline]
+    pub(crate) fn impl_addr(&self) -> usize {
+        ImplRc::addr(&self.inner)
     }
 
     /// True when both handles are the same tensor (not just the same storage).

@@ -166,6 +166,19 @@ impl<T: Pooled> ImplRc<T> {
         self.inner().strong.load(Ordering::Acquire) == 1
     }
 
+    /// How many handles share the block (a snapshot: other threads may change it).
+    #[inline]
+    pub(crate) fn strong_count(a: &ImplRc<T>) -> usize {
+        a.inner().strong.load(Ordering::Acquire)
+    }
+
+    /// The block's address: an identity, valid while this handle lives (blocks are
+    /// recycled once freed).
+    #[inline]
+    pub(crate) fn addr(a: &ImplRc<T>) -> usize {
+        a.ptr.as_ptr() as usize
+    }
+
     /// True when both handles point to the same block.
     #[inline]
     pub(crate) fn ptr_eq(a: &ImplRc<T>, b: &ImplRc<T>) -> bool {

@@ -14,7 +14,7 @@ use std::alloc::Layout;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Allocates the memory of tensors on one device type. Register one per device type
@@ -187,6 +187,10 @@ pub struct StorageBuf {
     host_accessible: bool,
     /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
     borrow: AtomicU32,
+    /// Bumped by every operator call that writes the storage (`hold`): autograd
+    /// compares it with the value at save time to refuse a backward pass over data
+    /// an in-place op changed since. Shared by all views, as the data is.
+    version: AtomicU64,
     /// Whether the tensors over this storage are `Bool` ([`CLASS_BOOL`]), of other
     /// dtypes ([`CLASS_OTHER`]) or not known yet (0). The two never share a storage:
     /// a byte written through a `u8` view could be 2, which no kernel may read as a
@@ -276,9 +280,22 @@ impl StorageBuf {
             // hands out (`alloc_data`): host memory, known without the virtual call.
             host_accessible: data.is_null() || allocator.host_accessible(),
             borrow: AtomicU32::new(0),
+            version: AtomicU64::new(0),
             dtype_class: AtomicU8::new(0),
             inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
         }
+    }
+
+    /// How many operator calls have written this storage (see `version`).
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Records one more write by an operator call.
+    #[inline]
+    pub(crate) fn bump_version(&self) {
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 
     #[inline]

@@ -1,0 +1,31 @@
+//! Reverse-mode automatic differentiation.
+//!
+//! A tensor joins autograd when it [requires grad](crate::Tensor::set_requires_grad)
+//! (a *leaf*) or when an operation recorded a backward [`Node`] for it (its
+//! `grad_fn`). From then on its key set holds its device's autograd key, so its ops
+//! reach the kernels registered at `Autograd*` keys; tensors outside autograd never
+//! do, and pay nothing for it.
+//!
+//! [`backward`] and [`grad`] run the recorded graph from outputs to inputs
+//! ([`engine`]): each node turns the gradients of its forward outputs into
+//! gradients of its forward inputs, the engine sums what reaches the same place,
+//! reduces broadcast gradients to their input's shape, and accumulates into the
+//! leaves' `.grad`. Saved tensors remember their storage's version, so a backward
+//! pass over data an in-place op changed since is an `Err`, never a wrong gradient.
+//!
+//! Owns: per-tensor autograd state, grad mode, nodes, edges, saved tensors, the
+//! engine, and [`record`] (how a kernel attaches a node to its outputs). Must not:
+//! know any operator's derivative formula: those come from the kernels that record
+//! nodes (custom functions, or kernels generated from `derivatives.yaml`).
+
+mod engine;
+mod grad_mode;
+mod meta;
+mod node;
+mod record;
+
+pub use engine::{backward, grad, GradOptions};
+pub use grad_mode::{is_grad_enabled, GradModeGuard, NoGradGuard};
+pub(crate) use meta::AutogradMeta;
+pub use node::{Edge, InputMeta, Node, SavedTensor};
+pub use record::{check_inplace, record, BackwardFn};
