@@ -43,6 +43,12 @@ pub unsafe trait Allocator: Send + Sync + 'static {
     fn host_accessible(&self) -> bool {
         true
     }
+
+    /// Whether the memory is pinned (page-locked) host memory from a device's host
+    /// allocator (see `opal::device::DeviceHooks::host_allocator`).
+    fn is_pinned(&self) -> bool {
+        false
+    }
 }
 
 /// The dangling, 64-aligned pointer used for zero-byte allocations.
@@ -233,6 +239,8 @@ impl StorageBuf {
         nbytes: usize,
         device: Device,
     ) -> Result<(*mut u8, &'static dyn Allocator)> {
+        // `emu:7` with two emu devices is an error here, before any allocator runs.
+        crate::device_runtime::check_device(device)?;
         let custom_cpu = !ALLOCATORS[DeviceType::Cpu as usize]
             .load(Ordering::Relaxed)
             .is_null();
@@ -249,6 +257,7 @@ impl StorageBuf {
         device: Device,
         allocator: &'static dyn Allocator,
     ) -> Result<StorageBuf> {
+        crate::device_runtime::check_device(device)?;
         let p = allocator.allocate(device, nbytes)?;
         Ok(StorageBuf::with_ptr(p.as_ptr(), nbytes, device, allocator))
     }
@@ -331,6 +340,12 @@ impl StorageBuf {
     #[inline]
     pub fn is_host_accessible(&self) -> bool {
         self.host_accessible
+    }
+
+    /// Whether the bytes are pinned host memory (their allocator says so).
+    #[inline]
+    pub fn is_pinned(&self) -> bool {
+        self.allocator.is_pinned()
     }
 
     /// Start of the buffer. Dereferencing it is `unsafe`: hold a borrow (tensor
