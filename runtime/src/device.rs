@@ -14,6 +14,7 @@ use crate::error::{OpalError, Result};
 use std::fmt;
 use std::sync::RwLock;
 
+pub use crate::device_runtime::backend_meta::BackendMeta;
 pub use crate::device_runtime::memory::{
     empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
     reset_peak_memory_stats,

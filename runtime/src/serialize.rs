@@ -8,12 +8,19 @@
 //! strides are saved by their logical elements (device tensors through a copy to
 //! the host); loading puts them on the CPU or on `map_location`.
 //!
+//! Backend metadata ([`Tensor::set_backend_meta`]) is stored in the header's
+//! `__metadata__` as `opal.backend_meta/<tensor>/<key>` = `<device type>:<text>`,
+//! the text written by the device's `DeviceHooks::serialize_backend_meta`; on
+//! load, `DeviceHooks::deserialize_backend_meta` reads it back onto tensors that
+//! land on a device of that type (elsewhere it is dropped, as it means nothing
+//! there). Such keys never appear in [`Loaded::metadata`].
+//!
 //! Owns: the file format. Must not: know backends (device copies go through
 //! [`Tensor::to`]).
 
 #![warn(missing_docs)]
 
-use crate::device::Device;
+use crate::device::{hooks, Device, DeviceType};
 use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::tensor::Tensor;
@@ -144,12 +151,68 @@ fn prepare_all<S: AsRef<str>>(tensors: &[(S, &Tensor)]) -> Result<Vec<(String, P
         .collect()
 }
 
-fn format_error(what: &str, e: safetensors::SafeTensorError) -> OpalError {
-    OpalError::msg(format!("{what}: {e}"))
+/// The `__metadata__` key prefix of backend metadata entries.
+const BACKEND_META: &str = "opal.backend_meta/";
+
+/// The file's `__metadata__`: the caller's entries and the tensors' backend
+/// metadata, encoded by their devices' hooks.
+fn file_metadata<S: AsRef<str>>(
+    tensors: &[(S, &Tensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Option<HashMap<String, String>>> {
+    let mut out: HashMap<String, String> = HashMap::new();
+    for (k, v) in metadata {
+        if k.starts_with(BACKEND_META) {
+            return Err(OpalError::msg(format!(
+                "metadata key '{k}': keys starting with '{BACKEND_META}' are reserved for backend metadata"
+            )));
+        }
+        out.insert(k.clone(), v.clone());
+    }
+    for (name, t) in tensors {
+        let name = name.as_ref();
+        let meta = t.backend_meta();
+        if meta.is_empty() {
+            continue;
+        }
+        let ty = t.device().device_type();
+        let h = hooks(ty).map_err(|e| {
+            OpalError::msg(format!(
+                "cannot save the backend metadata of tensor '{name}': {e}"
+            ))
+        })?;
+        for (k, v) in &meta {
+            if let Some(text) = h.serialize_backend_meta(k, v) {
+                out.insert(format!("{BACKEND_META}{name}/{k}"), format!("{ty}:{text}"));
+            }
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
 }
 
-fn metadata_map(metadata: &BTreeMap<String, String>) -> Option<HashMap<String, String>> {
-    (!metadata.is_empty()).then(|| metadata.clone().into_iter().collect())
+/// Decodes the backend metadata entry `key` = `value` (key without the prefix)
+/// onto the loaded tensor it names, if that tensor is on a device of its type.
+fn restore_backend_meta(key: &str, value: &str, tensors: &BTreeMap<String, Tensor>) -> Result<()> {
+    let bad = |why: &str| OpalError::msg(format!("backend metadata '{BACKEND_META}{key}': {why}"));
+    let (name, meta_key) = key.rsplit_once('/').ok_or_else(|| bad("no '/<key>'"))?;
+    let (ty, text) = value
+        .split_once(':')
+        .ok_or_else(|| bad("the value does not start with '<device type>:'"))?;
+    let ty = DeviceType::parse(ty).map_err(|e| bad(&e.to_string()))?;
+    let t = tensors
+        .get(name)
+        .ok_or_else(|| bad(&format!("the file has no tensor '{name}'")))?;
+    if t.device().device_type() != ty {
+        return Ok(());
+    }
+    let decoded = hooks(ty)
+        .and_then(|h| h.deserialize_backend_meta(meta_key, text))
+        .map_err(|e| bad(&e.to_string()))?;
+    t.set_backend_meta(meta_key, &decoded)
+}
+
+fn format_error(what: &str, e: safetensors::SafeTensorError) -> OpalError {
+    OpalError::msg(format!("{what}: {e}"))
 }
 
 /// The safetensors bytes of `tensors` (name, tensor) with free-form `metadata`.
@@ -158,9 +221,9 @@ pub fn save_to_bytes<S: AsRef<str>>(
     metadata: &BTreeMap<String, String>,
 ) -> Result<Vec<u8>> {
     let prepared = prepare_all(tensors)?;
+    let meta = file_metadata(tensors, metadata)?;
     let views = prepared.iter().map(|(n, p)| (n.as_str(), p));
-    safetensors::tensor::serialize(views, &metadata_map(metadata))
-        .map_err(|e| format_error("saving tensors", e))
+    safetensors::tensor::serialize(views, &meta).map_err(|e| format_error("saving tensors", e))
 }
 
 /// Writes `tensors` (name, tensor) and `metadata` to the safetensors file `path`.
@@ -171,8 +234,9 @@ pub fn save_file<S: AsRef<str>>(
 ) -> Result<()> {
     let path = path.as_ref();
     let prepared = prepare_all(tensors)?;
+    let meta = file_metadata(tensors, metadata)?;
     let views = prepared.iter().map(|(n, p)| (n.as_str(), p));
-    safetensors::tensor::serialize_to_file(views, &metadata_map(metadata), path)
+    safetensors::tensor::serialize_to_file(views, &meta, path)
         .map_err(|e| format_error(&format!("writing '{}'", path.display()), e))
 }
 
@@ -184,8 +248,14 @@ pub fn load_from_bytes(bytes: &[u8], map_location: Option<Device>) -> Result<Loa
     let (_, header) =
         SafeTensors::read_metadata(bytes).map_err(|e| format_error("reading tensors", e))?;
     let mut out = Loaded::default();
-    if let Some(m) = header.metadata() {
-        out.metadata = m.clone().into_iter().collect();
+    let mut backend = Vec::new();
+    for (k, v) in header.metadata().iter().flatten() {
+        match k.strip_prefix(BACKEND_META) {
+            Some(rest) => backend.push((rest, v)),
+            None => {
+                out.metadata.insert(k.clone(), v.clone());
+            }
+        }
     }
     for (name, view) in file.tensors() {
         let dtype = from_format(view.dtype(), &name)?;
@@ -200,6 +270,9 @@ pub fn load_from_bytes(bytes: &[u8], map_location: Option<Device>) -> Result<Loa
         let t = Tensor::from_bytes(&data, &shape, dtype)
             .map_err(|e| OpalError::msg(format!("tensor '{name}': {e}")))?;
         out.tensors.insert(name, t.to(target)?);
+    }
+    for (key, value) in backend {
+        restore_backend_meta(key, value, &out.tensors)?;
     }
     Ok(out)
 }

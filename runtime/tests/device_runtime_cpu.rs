@@ -170,3 +170,15 @@ fn map_location_on_a_missing_cpu_index_is_an_error() {
     assert!(l.tensors["t"].device().is_cpu());
     assert_eq!(l.tensors["t"].to_vec::<u8>().unwrap(), vec![1]);
 }
+
+#[test]
+fn cpu_backend_meta_round_trips_unchanged() {
+    let t = Tensor::from_slice(&[1i32, 2], &[2]).unwrap();
+    t.set_backend_meta("origin", "a:b/c").unwrap();
+    let mut meta = BTreeMap::new();
+    meta.insert("format".to_string(), "pt".to_string());
+    let bytes = serialize::save_to_bytes(&[("t", &t)], &meta).unwrap();
+    let l = serialize::load_from_bytes(&bytes, None).unwrap();
+    assert_eq!(l.tensors["t"].backend_meta()["origin"], "a:b/c");
+    assert_eq!(l.metadata, meta, "only the caller's entries");
+}

@@ -1,6 +1,7 @@
 //! Emu's device runtime: the [`opal::device::DeviceHooks`] of `emu` (several
 //! devices, one pool each) and `emu2` (one device), reporting their pools' memory
-//! statistics, and the host allocator that serves pinned memory for them.
+//! statistics, (de)serializing backend metadata, and the host allocator that
+//! serves pinned memory for them.
 //!
 //! Owns: the hooks and pinned host memory. Must not: allocate device memory (the
 //! pools in [`crate::pool`] do).
@@ -63,7 +64,26 @@ impl DeviceHooks for EmuHooks {
     fn host_allocator(&self) -> Option<&'static dyn Allocator> {
         Some(&PINNED_ALLOCATOR)
     }
+
+    /// Backend metadata goes to files tagged with emu's encoding version; keys
+    /// starting with `transient.` stay in memory only.
+    fn serialize_backend_meta(&self, key: &str, value: &str) -> Option<String> {
+        (!key.starts_with("transient.")).then(|| format!("{META_VERSION}{value}"))
+    }
+
+    fn deserialize_backend_meta(&self, key: &str, text: &str) -> Result<String> {
+        text.strip_prefix(META_VERSION)
+            .map(str::to_string)
+            .ok_or_else(|| {
+                OpalError::device(format!(
+                    "emu cannot read backend metadata '{key}' = '{text}': expected the '{META_VERSION}' encoding"
+                ))
+            })
+    }
 }
+
+/// The tag of emu's backend metadata encoding in files.
+const META_VERSION: &str = "emu-v1;";
 
 /// Pinned host memory for copies to and from emu: host memory from the CPU
 /// allocator, counted, and reported as pinned.

@@ -737,3 +737,95 @@ fn non_contiguous_emu_tensors_save_their_logical_elements() {
         vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
     );
 }
+
+// ---- backend metadata ----
+
+#[test]
+fn backend_meta_is_shared_by_views_and_not_by_copies() {
+    let _s = serial();
+    let e = floats(&[1.0, 2.0, 3.0, 4.0], &[4]).to(emu(0)).unwrap();
+    assert!(e.backend_meta().is_empty());
+    e.set_backend_meta("layout", "tiled").unwrap();
+    let view = e.as_strided(&[2], &[2], 0).unwrap();
+    assert_eq!(view.backend_meta()["layout"], "tiled");
+    assert_eq!(e.clone().backend_meta(), e.backend_meta());
+    view.set_backend_meta("tile", "8").unwrap();
+    assert_eq!(
+        e.backend_meta().len(),
+        2,
+        "set through a view, seen by the base"
+    );
+    assert!(
+        e.to(emu(1)).unwrap().backend_meta().is_empty(),
+        "a copy starts empty"
+    );
+    e.clear_backend_meta();
+    assert!(view.backend_meta().is_empty());
+}
+
+#[test]
+fn backend_meta_keys_are_checked() {
+    let _s = serial();
+    let e = floats(&[1.0], &[1]).to(emu(1)).unwrap();
+    let m = msg(e.set_backend_meta("a/b", "x"));
+    assert!(m.contains("'a/b'") && m.contains("'emu:1'"), "{m}");
+    assert!(e.set_backend_meta("", "x").is_err());
+    let m = msg(Tensor::undefined().set_backend_meta("k", "v"));
+    assert!(m.contains("undefined"), "{m}");
+}
+
+#[test]
+fn backend_meta_round_trips_through_the_hooks_into_a_file() {
+    let _s = serial();
+    let e = floats(&[5.0, 6.0], &[2]).to(emu(0)).unwrap();
+    e.set_backend_meta("layout", "tiled").unwrap();
+    e.set_backend_meta("transient.cache", "42").unwrap();
+    let bytes = serialize::save_to_bytes(&[("w.0", &e)], &BTreeMap::new()).unwrap();
+    // The header holds emu's encoding, made by its hooks; transient keys are left out.
+    let header = String::from_utf8_lossy(&bytes[8..]);
+    assert!(
+        header.contains(r#""opal.backend_meta/w.0/layout":"emu:emu-v1;tiled""#),
+        "{header}"
+    );
+    assert!(!header.contains("transient"), "{header}");
+    let on_emu = serialize::load_from_bytes(&bytes, Some(emu(1))).unwrap();
+    let w = &on_emu.tensors["w.0"];
+    assert_eq!(
+        w.backend_meta().into_iter().collect::<Vec<_>>(),
+        vec![("layout".to_string(), "tiled".to_string())]
+    );
+    assert!(
+        on_emu.metadata.is_empty(),
+        "backend entries are not user metadata"
+    );
+    let on_cpu = serialize::load_from_bytes(&bytes, None).unwrap();
+    assert!(
+        on_cpu.tensors["w.0"].backend_meta().is_empty(),
+        "meaningless on the cpu"
+    );
+}
+
+#[test]
+fn unreadable_backend_meta_fails_the_load_and_reserved_keys_the_save() {
+    let _s = serial();
+    let e = floats(&[1.0], &[1]).to(emu(0)).unwrap();
+    let mut meta = BTreeMap::new();
+    meta.insert(
+        "opal.backend_meta/e/k".to_string(),
+        "emu:garbage".to_string(),
+    );
+    let m = msg(serialize::save_to_bytes(&[("e", &e)], &meta));
+    assert!(m.contains("reserved"), "{m}");
+    // A file whose entry lacks emu's encoding tag, written by hand.
+    let mut header = String::from(
+        r#"{"__metadata__":{"opal.backend_meta/e/k":"emu:garbage"},"e":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}"#,
+    );
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&1.0f32.to_le_bytes());
+    let m = msg(serialize::load_from_bytes(&file, Some(emu(0))));
+    assert!(m.contains("emu-v1;") && m.contains("'k'"), "{m}");
+}

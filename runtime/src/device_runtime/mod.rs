@@ -2,7 +2,8 @@
 //! ([`DeviceHooks`]), its registry, device counts and index validation, and the
 //! per-thread current device ([`set_device`], [`exchange_device`], [`DeviceGuard`]).
 //! Memory statistics and pinned host memory are in [`memory`]; moving tensors
-//! between devices in `transfer`.
+//! between devices in `transfer`; backends' per-tensor metadata in
+//! [`backend_meta`].
 //!
 //! Reached as `opal::device::*` (re-exported there).
 //!
@@ -11,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod backend_meta;
 pub mod memory;
 mod transfer;
 
@@ -83,8 +85,9 @@ pub trait DeviceHooks: Send + Sync + 'static {
         None
     }
 
-    /// Encodes a backend metadata value (see [`crate::serialize`]) as text for a
-    /// file's metadata; `None` drops it. Default: keep the text as is.
+    /// Encodes a backend metadata value ([`crate::Tensor::set_backend_meta`]) as
+    /// text for a file's metadata ([`crate::serialize`]); `None` drops it.
+    /// Default: keep the text as is.
     fn serialize_backend_meta(&self, key: &str, value: &str) -> Option<String> {
         let _ = key;
         Some(value.to_string())

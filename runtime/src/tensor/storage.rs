@@ -201,6 +201,8 @@ pub struct StorageBuf {
     /// Small-buffer optimization: tiny tensors of the built-in CPU allocator keep
     /// their bytes here, saving an allocation.
     inline: InlineBuf,
+    /// Metadata a backend attached (`Tensor::set_backend_meta`), shared by views.
+    backend_meta: crate::device_runtime::backend_meta::MetaSlot,
 }
 
 /// [`StorageBuf::dtype_class`]: bool tensors.
@@ -217,7 +219,7 @@ struct InlineBuf(UnsafeCell<[u8; INLINE_BYTES]>);
 
 // SAFETY: the bytes (heap or inline) are only accessed under the borrow protocol
 // (`borrow`), or through raw pointers whose dereference is the caller's `unsafe`
-// responsibility; all other fields are atomics or immutable.
+// responsibility; all other fields are atomics, a mutex or immutable.
 unsafe impl Sync for StorageBuf {}
 // SAFETY: see Sync; the buffer owns its bytes and may be freed from any thread.
 unsafe impl Send for StorageBuf {}
@@ -287,6 +289,7 @@ impl StorageBuf {
             borrow: AtomicU32::new(0),
             dtype_class: AtomicU8::new(0),
             inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
+            backend_meta: crate::device_runtime::backend_meta::MetaSlot::new(),
         }
     }
 
@@ -340,6 +343,12 @@ impl StorageBuf {
     #[inline]
     pub fn is_host_accessible(&self) -> bool {
         self.host_accessible
+    }
+
+    /// The backend metadata slot (see `Tensor::backend_meta`).
+    #[inline]
+    pub(crate) fn backend_meta(&self) -> &crate::device_runtime::backend_meta::MetaSlot {
+        &self.backend_meta
     }
 
     /// Whether the bytes are pinned host memory (their allocator says so).
