@@ -219,7 +219,8 @@ struct InlineBuf(UnsafeCell<[u8; INLINE_BYTES]>);
 
 // SAFETY: the bytes (heap or inline) are only accessed under the borrow protocol
 // (`borrow`), or through raw pointers whose dereference is the caller's `unsafe`
-// responsibility; all other fields are atomics, a mutex or immutable.
+// responsibility; all other fields are atomics or immutable (the backend metadata slot is an
+// atomic pointer whose map is only read or replaced under a global lock).
 unsafe impl Sync for StorageBuf {}
 // SAFETY: see Sync; the buffer owns its bytes and may be freed from any thread.
 unsafe impl Send for StorageBuf {}
