@@ -182,3 +182,12 @@ fn cpu_backend_meta_round_trips_unchanged() {
     assert_eq!(l.tensors["t"].backend_meta()["origin"], "a:b/c");
     assert_eq!(l.metadata, meta, "only the caller's entries");
 }
+
+#[test]
+fn factories_asked_to_pin_without_an_accelerator_fail() {
+    opal_cpu::init().unwrap();
+    let m = msg(opal::ops::zeros::call(&[2], None, None, None, Some(true)));
+    assert!(m.contains("zeros") && m.contains("no accelerator"), "{m}");
+    let t = opal::ops::zeros::call(&[2], None, None, None, Some(false)).unwrap();
+    assert!(!t.is_pinned());
+}

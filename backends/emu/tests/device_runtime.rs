@@ -829,3 +829,18 @@ fn unreadable_backend_meta_fails_the_load_and_reserved_keys_the_save() {
     let m = msg(serialize::load_from_bytes(&file, Some(emu(0))));
     assert!(m.contains("emu-v1;") && m.contains("'k'"), "{m}");
 }
+
+#[test]
+fn factories_with_pin_memory_make_pinned_cpu_tensors() {
+    let _s = serial();
+    let z = ops::zeros::call(&[3], Some(DType::F32), None, None, Some(true)).unwrap();
+    assert!(z.is_pinned() && z.device().is_cpu());
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![0.0; 3]);
+    let f = ops::full::call(&[2], &Scalar::Int(7), None, None, None, Some(true)).unwrap();
+    assert!(f.is_pinned());
+    assert_eq!(f.to_vec::<i64>().unwrap(), vec![7, 7]);
+    let like = ops::ones_like::call(&f, None, None, None, Some(true), None).unwrap();
+    assert!(like.is_pinned());
+    let plain = ops::zeros::call(&[3], Some(DType::F32), None, None, Some(false)).unwrap();
+    assert!(!plain.is_pinned());
+}
