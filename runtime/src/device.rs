@@ -1,6 +1,9 @@
 //! [`Device`] and [`DeviceType`], device-string parsing, and the registry of names
 //! for the `PrivateUse1..3` out-of-tree backends.
 //!
+//! The device runtime (vendor hooks, device counts, the current device, memory
+//! statistics) lives in `device_runtime` and is re-exported here.
+//!
 //! Owns: device identity and names. Must not: allocate memory (that is the allocator
 //! registry in `tensor::storage`) or know about dispatch tables.
 
@@ -10,6 +13,17 @@ use crate::dispatch::DispatchKey;
 use crate::error::{OpalError, Result};
 use std::fmt;
 use std::sync::RwLock;
+
+pub use crate::device_runtime::backend_meta::BackendMeta;
+pub use crate::device_runtime::memory::{
+    empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
+    reset_peak_memory_stats,
+};
+pub use crate::device_runtime::{
+    accelerator, check_device, current_device, device_count, exchange_device, hooks, is_available,
+    register_hooks, registered_device_types, resolve, set_device, DeviceGuard, DeviceHooks,
+    MemoryStats,
+};
 
 /// The kind of a device.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -124,6 +124,13 @@ impl Generator {
         }
     }
 
+    /// A new generator for `device` (seeded with [`DEFAULT_SEED`]), after checking
+    /// that the device exists: `emu:7` with two emu devices is an error.
+    pub fn new_for(device: Device) -> Result<Generator> {
+        crate::device_runtime::check_device(device)?;
+        Ok(Generator::new(device))
+    }
+
     /// The process-wide default generator of a device type: the one of its device 0
     /// (what ops use when the `Generator?` argument is `None`); see
     /// [`Generator::default_for_device`].
@@ -132,8 +139,9 @@ impl Generator {
     }
 
     /// The process-wide default generator of one device: each device type and index
-    /// has its own (`emu:0` and `emu:1` differ); a device without an index is its
-    /// device 0 (`emu` is `emu:0`, `cpu` is `cpu:0`). The CPU fallback passes it to
+    /// has its own (`emu:0` and `emu:1` differ); a device without an index is the
+    /// thread's current device of its type (`emu` is `emu:0` unless
+    /// `opal::device::set_device` chose another; `cpu` is `cpu:0`). The CPU fallback passes it to
     /// random ops it runs for a device, so seeding it reproduces their results (and
     /// while the fallback runs, the CPU's is the device's: see
     /// `Generator::stand_in_for_cpu`).
@@ -142,6 +150,8 @@ impl Generator {
         // ask for on every random call.
         static FIRST: OnceLock<Vec<Generator>> = OnceLock::new();
         static OTHERS: Mutex<BTreeMap<(usize, i16), Generator>> = Mutex::new(BTreeMap::new());
+        // `emu` is this thread's current emu device (`emu:0` unless set otherwise).
+        let device = crate::device_runtime::resolve(device);
         let ty = device.device_type();
         if ty == DeviceType::Cpu && device.index().unwrap_or(0) == 0 {
             // `try_with`: during thread teardown there is no stand-in to honour.
@@ -195,6 +205,31 @@ impl Generator {
     pub fn manual_seed(&self, seed: u64) -> &Self {
         *self.lock() = PhiloxState::new(seed);
         self
+    }
+
+    /// Seeds the generator from a non-deterministic source (time, a process-wide
+    /// counter and this generator's address) and returns the seed.
+    pub fn seed(&self) -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        let addr = Arc::as_ptr(&self.state) as usize as u64;
+        // Mix the sources through one Philox block so nearby inputs give unrelated seeds.
+        let b = philox4x32_10(
+            [
+                nanos as u32,
+                (nanos >> 32) as u32,
+                n as u32,
+                (n >> 32) as u32,
+            ],
+            [addr as u32, (addr >> 32) as u32],
+        );
+        let seed = ((b[0] as u64) << 32) | b[1] as u64;
+        self.manual_seed(seed);
+        seed
     }
 
     /// The seed the current stream started from.
@@ -251,7 +286,12 @@ impl Generator {
     /// Restores a state from [`Generator::get_state`].
     pub fn set_state(&self, bytes: &[u8]) -> Result<()> {
         if bytes.len() != 34 || bytes[33] != 1 || bytes[32] > 4 {
-            return Err(OpalError::msg("invalid generator state"));
+            return Err(OpalError::msg(format!(
+                "invalid state for the generator of '{}': expected the 34 bytes of get_state \
+                 (format version 1), got {} bytes",
+                self.device,
+                bytes.len()
+            )));
         }
         let u64_at = |i: usize| {
             let mut a = [0u8; 8];

@@ -31,7 +31,8 @@
 //! | [`error`] | [`OpalError`], [`ErrorKind`], [`Result`] |
 //! | [`dtype`] | [`DType`], [`Element`], promotion, `result_type`, default dtype, [`Complex`] |
 //! | [`scalar`] | [`Scalar`] |
-//! | [`device`] | [`Device`], [`DeviceType`], PrivateUse backend names |
+//! | [`device`] | [`Device`], [`DeviceType`], PrivateUse backend names; the device runtime: [`device::DeviceHooks`], device counts, current device, memory statistics |
+//! | [`serialize`] | saving and loading tensors in the safetensors format |
 //! | [`types`] | [`Layout`], [`MemoryFormat`], [`QScheme`], [`Dimname`], [`Stream`], [`Opaque`] |
 //! | [`generator`] | [`Generator`] (Philox, per device, seedable) |
 //! | [`tensor`] | [`Tensor`], [`Storage`], allocators, data access guards, printing; the aliasing model |
@@ -80,6 +81,7 @@
 pub mod autograd;
 mod composite;
 pub mod device;
+mod device_runtime;
 pub mod dispatch;
 pub mod dtype;
 pub mod error;
@@ -89,6 +91,7 @@ pub mod interop;
 pub mod ivalue;
 pub mod ops;
 pub mod scalar;
+pub mod serialize;
 pub mod tensor;
 pub mod types;
 

@@ -18,31 +18,72 @@ use opal::{DType, Device, DeviceType, OpalError, Result, Scalar, Tensor};
 
 use crate::pool::{Pool, DEFAULT_CAPACITY};
 
-/// Memory of the `emu` device (PrivateUse1).
-pub static EMU_POOL: Pool = Pool::new("emu", DEFAULT_CAPACITY);
-/// Memory of the `emu2` device (PrivateUse2).
-pub static EMU2_POOL: Pool = Pool::new("emu2", DEFAULT_CAPACITY);
+/// Most `emu` devices a process can have (`OPAL_EMU_DEVICES` is clamped to it).
+pub const MAX_DEVICES: usize = 4;
+/// How many `emu` devices there are unless `OPAL_EMU_DEVICES` says otherwise.
+pub const DEFAULT_DEVICES: usize = 2;
 
-/// The allocator of one emu device instance: blocks of its pool, not host-accessible.
-pub struct EmuAllocator(pub &'static Pool);
+/// Memory of the `emu` devices (PrivateUse1), one pool per index.
+pub static EMU_POOLS: [Pool; MAX_DEVICES] = [
+    Pool::new("emu:0", DEFAULT_CAPACITY),
+    Pool::new("emu:1", DEFAULT_CAPACITY),
+    Pool::new("emu:2", DEFAULT_CAPACITY),
+    Pool::new("emu:3", DEFAULT_CAPACITY),
+];
+/// Memory of the single `emu2` device (PrivateUse2).
+pub static EMU2_POOLS: [Pool; 1] = [Pool::new("emu2:0", DEFAULT_CAPACITY)];
+
+/// The number of `emu` devices: `OPAL_EMU_DEVICES` (1 to [`MAX_DEVICES`]) or
+/// [`DEFAULT_DEVICES`]. Read when `init` registers the device runtime.
+pub fn emu_device_count() -> usize {
+    std::env::var("OPAL_EMU_DEVICES")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .map_or(DEFAULT_DEVICES, |n| n.clamp(1, MAX_DEVICES))
+}
+
+/// The allocator of one emu device type: blocks of the pool of the device's index
+/// (the thread's current device when it has none), not host-accessible.
+pub struct EmuAllocator(pub &'static [Pool]);
 
 /// The `emu` allocator.
-pub static EMU_ALLOCATOR: EmuAllocator = EmuAllocator(&EMU_POOL);
+pub static EMU_ALLOCATOR: EmuAllocator = EmuAllocator(&EMU_POOLS);
 /// The `emu2` allocator.
-pub static EMU2_ALLOCATOR: EmuAllocator = EmuAllocator(&EMU2_POOL);
+pub static EMU2_ALLOCATOR: EmuAllocator = EmuAllocator(&EMU2_POOLS);
 
-// SAFETY: blocks come from the pool's arena at 64-byte-aligned offsets of a 64-aligned
-// base, at least `nbytes` long, and stay reserved until `deallocate` returns them;
-// zero-byte requests get a dangling 64-aligned pointer that is never dereferenced.
+impl EmuAllocator {
+    fn pool(&self, device: Device) -> Result<&'static Pool> {
+        let d = opal::device::resolve(device);
+        let i = d.index().unwrap_or(0) as usize;
+        self.0.get(i).ok_or_else(|| {
+            OpalError::device(format!(
+                "'{device}' has no memory pool: {} has {} pools ({}:0 to {}:{})",
+                device.device_type(),
+                self.0.len(),
+                device.device_type(),
+                device.device_type(),
+                self.0.len() - 1
+            ))
+        })
+    }
+}
+
+// SAFETY: blocks come from a pool's arena at 64-byte-aligned offsets of a 64-aligned
+// base, at least `nbytes` long, and stay reserved (in use or cached) until
+// `deallocate` hands them back to the pool whose arena contains them; zero-byte
+// requests get a dangling 64-aligned pointer that is never dereferenced.
 // `host_accessible` is false, so the runtime never reads the (zeroed or stale) bytes
 // through safe host access.
 unsafe impl Allocator for EmuAllocator {
-    fn allocate(&self, _device: Device, nbytes: usize) -> Result<NonNull<u8>> {
-        self.0.alloc(nbytes).map_err(OpalError::device)
+    fn allocate(&self, device: Device, nbytes: usize) -> Result<NonNull<u8>> {
+        self.pool(device)?.alloc(nbytes).map_err(OpalError::device)
     }
 
     unsafe fn deallocate(&self, _device: Device, ptr: NonNull<u8>, nbytes: usize) {
-        self.0.free(ptr, nbytes)
+        // By address, not by device: the current device may have changed since.
+        if let Some(pool) = self.0.iter().find(|p| p.contains(ptr)) {
+            pool.free(ptr, nbytes)
+        }
     }
 
     fn host_accessible(&self) -> bool {
@@ -50,11 +91,12 @@ unsafe impl Allocator for EmuAllocator {
     }
 }
 
-/// The pool behind a device, if it is an emu device.
+/// The pool behind a device, if it is an emu device (no index: the thread's
+/// current device of its type).
 pub fn pool_of(device: Device) -> Result<&'static Pool> {
     match device.device_type() {
-        DeviceType::PrivateUse1 => Ok(&EMU_POOL),
-        DeviceType::PrivateUse2 => Ok(&EMU2_POOL),
+        DeviceType::PrivateUse1 => EMU_ALLOCATOR.pool(device),
+        DeviceType::PrivateUse2 => EMU2_ALLOCATOR.pool(device),
         _ => Err(OpalError::device(format!(
             "'{device}' is not an emu device"
         ))),

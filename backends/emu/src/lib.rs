@@ -11,11 +11,16 @@
 //! let dev = opal::Device::parse("emu").unwrap();
 //! ```
 //!
-//! Owns: the emu devices (pools, allocators, copies, kernels) and their
+//! `emu` has [`device::emu_device_count`] devices (2 unless `OPAL_EMU_DEVICES`
+//! says otherwise), each with its own memory pool and default generator; its
+//! device runtime ([`hooks`]) reports them to `opal::device`.
+//!
+//! Owns: the emu devices (pools, allocators, copies, kernels, hooks) and their
 //! registration. Must not: touch other backends or the runtime's internals.
 
 pub mod device;
 pub mod emu2;
+pub mod hooks;
 pub mod kernels;
 pub mod pool;
 
@@ -43,31 +48,41 @@ fn once(cell: &'static OnceLock<Result<(), String>>, f: impl FnOnce() -> Result<
         .map_err(OpalError::msg)
 }
 
-/// Registers the `emu` device (PrivateUse1): its allocator, its name, its kernels and
-/// the CPU fallback (and the Meta kernels its derived ops use). Idempotent.
+/// Registers the `emu` device (PrivateUse1): its allocator, its name, its kernels,
+/// the CPU fallback (and the Meta kernels its derived ops use) and its device
+/// runtime hooks. Idempotent.
 pub fn init() -> Result<()> {
     static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     once(&INIT, || {
         opal_meta::init()?;
         opal::tensor::register_allocator(DeviceType::PrivateUse1, &device::EMU_ALLOCATOR);
         generated::register::<Emu>()?.leak();
-        Ok(())
+        let hooks = hooks::EmuHooks {
+            pools: &device::EMU_POOLS,
+            count: device::emu_device_count(),
+        };
+        opal::device::register_hooks(DeviceType::PrivateUse1, Box::new(hooks))
     })
 }
 
-/// Registers the `emu2` device (PrivateUse2): allocator, name and kernels (no
-/// fallback). Idempotent.
+/// Registers the `emu2` device (PrivateUse2): allocator, name, kernels (no
+/// fallback) and device runtime hooks (one device). Idempotent.
 pub fn init_emu2() -> Result<()> {
     static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     once(&INIT, || {
         opal_meta::init()?;
         opal::tensor::register_allocator(DeviceType::PrivateUse2, &device::EMU2_ALLOCATOR);
         generated2::register::<Emu2>()?.leak();
-        Ok(())
+        let hooks = hooks::EmuHooks {
+            pools: &device::EMU2_POOLS,
+            count: 1,
+        };
+        opal::device::register_hooks(DeviceType::PrivateUse2, Box::new(hooks))
     })
 }
 
-/// The memory and copy counters of an emu device (`emu` or `emu2`).
+/// The memory and copy counters of an emu device (`emu` or `emu2`; without an
+/// index, the thread's current one).
 pub fn stats(device: opal::Device) -> Result<StatsSnapshot> {
     Ok(device::pool_of(device)?.snapshot())
 }

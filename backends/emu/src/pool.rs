@@ -1,6 +1,9 @@
-//! The emulated accelerator's memory: one fixed-size arena per device instance,
-//! carved into 64-byte-aligned blocks by a first-fit free list, with counters for
-//! allocations and for every byte copied in or out. The host never reads it
+//! The emulated accelerator's memory: one fixed-size arena per device, carved into
+//! 64-byte-aligned blocks by a first-fit free list, with counters for allocations
+//! and for every byte copied in or out. Like a caching device allocator, freed
+//! blocks stay reserved in a cache that serves later requests of the same size;
+//! [`Pool::empty_cache`] (or an allocation that would otherwise fail) returns them
+//! to the free list. The host never reads it
 //! directly: tensors on an emu device are not host-accessible (their allocator says
 //! so, and the runtime refuses `to_vec`, printing and CPU kernels on them), and data
 //! moves only through the explicit copies in [`crate::device`].
@@ -27,6 +30,8 @@ pub struct Stats {
     pub frees: AtomicU64,
     pub bytes_in_use: AtomicU64,
     pub peak_bytes: AtomicU64,
+    /// Bytes of freed blocks kept in the cache (reserved = in use + cached).
+    pub cached_bytes: AtomicU64,
     /// Bytes copied host -> device.
     pub h2d_bytes: AtomicU64,
     /// Bytes copied device -> host.
@@ -44,6 +49,7 @@ pub struct StatsSnapshot {
     pub frees: u64,
     pub bytes_in_use: u64,
     pub peak_bytes: u64,
+    pub cached_bytes: u64,
     pub h2d_bytes: u64,
     pub d2h_bytes: u64,
     pub d2d_bytes: u64,
@@ -52,6 +58,8 @@ pub struct StatsSnapshot {
 
 struct Arena {
     base: NonNull<u8>,
+    /// Size in bytes.
+    cap: usize,
     /// Free blocks `(offset, len)`, sorted by offset, never adjacent.
     free: Mutex<Vec<(usize, usize)>>,
 }
@@ -67,6 +75,8 @@ pub struct Pool {
     name: &'static str,
     capacity: usize,
     arena: OnceLock<Option<Arena>>,
+    /// Freed blocks `(offset, len)` still reserved, reused for requests of `len`.
+    cache: Mutex<Vec<(usize, usize)>>,
     pub stats: Stats,
 }
 
@@ -81,11 +91,13 @@ impl Pool {
             name,
             capacity,
             arena: OnceLock::new(),
+            cache: Mutex::new(Vec::new()),
             stats: Stats {
                 allocations: AtomicU64::new(0),
                 frees: AtomicU64::new(0),
                 bytes_in_use: AtomicU64::new(0),
                 peak_bytes: AtomicU64::new(0),
+                cached_bytes: AtomicU64::new(0),
                 h2d_bytes: AtomicU64::new(0),
                 d2h_bytes: AtomicU64::new(0),
                 d2d_bytes: AtomicU64::new(0),
@@ -111,6 +123,7 @@ impl Pool {
                 let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
                 Some(Arena {
                     base,
+                    cap,
                     free: Mutex::new(vec![(0, cap)]),
                 })
             })
@@ -128,22 +141,24 @@ impl Pool {
             .arena()
             .ok_or_else(|| format!("{}: cannot reserve the device arena", self.name))?;
         let need = nbytes.next_multiple_of(ALIGN);
-        let mut free = lock(&arena.free);
-        let Some(i) = free.iter().position(|&(_, len)| len >= need) else {
-            let in_use = self.stats.bytes_in_use.load(Ordering::Relaxed);
-            return Err(format!(
-                "{}: out of device memory allocating {nbytes} bytes ({in_use} of {} in use)",
-                self.name,
-                self.capacity()
-            ));
+        let off = match self.take_cached(need) {
+            Some(off) => off,
+            None => match take_free(arena, need) {
+                Some(off) => off,
+                None => {
+                    // Like a caching allocator under pressure: release the cache, retry.
+                    self.empty_cache();
+                    take_free(arena, need).ok_or_else(|| {
+                        let in_use = self.stats.bytes_in_use.load(Ordering::Relaxed);
+                        format!(
+                            "{}: out of device memory allocating {nbytes} bytes ({in_use} of {} in use)",
+                            self.name,
+                            self.capacity()
+                        )
+                    })?
+                }
+            },
         };
-        let (off, len) = free[i];
-        if len == need {
-            free.remove(i);
-        } else {
-            free[i] = (off + need, len - need);
-        }
-        drop(free);
         self.stats.allocations.fetch_add(1, Ordering::Relaxed);
         let now = self
             .stats
@@ -155,6 +170,44 @@ impl Pool {
         Ok(unsafe { NonNull::new_unchecked(arena.base.as_ptr().add(off)) })
     }
 
+    /// A cached block of exactly `need` bytes, if any.
+    fn take_cached(&self, need: usize) -> Option<usize> {
+        let mut cache = lock(&self.cache);
+        let i = cache.iter().position(|&(_, len)| len == need)?;
+        let (off, _) = cache.swap_remove(i);
+        self.stats
+            .cached_bytes
+            .fetch_sub(need as u64, Ordering::Relaxed);
+        Some(off)
+    }
+
+    /// Whether `ptr` points into this pool's arena (a block it handed out).
+    pub fn contains(&self, ptr: NonNull<u8>) -> bool {
+        let Some(Some(arena)) = self.arena.get() else {
+            return false;
+        };
+        let off = (ptr.as_ptr() as usize).wrapping_sub(arena.base.as_ptr() as usize);
+        off < arena.cap
+    }
+
+    /// Returns every cached block to the free list (reserved drops to in use).
+    pub fn empty_cache(&self) {
+        let Some(arena) = self.arena() else { return };
+        let blocks = std::mem::take(&mut *lock(&self.cache));
+        for (off, len) in blocks {
+            give_back(arena, off, len);
+            self.stats
+                .cached_bytes
+                .fetch_sub(len as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Makes the peak the current allocation.
+    pub fn reset_peak(&self) {
+        let now = self.stats.bytes_in_use.load(Ordering::Relaxed);
+        self.stats.peak_bytes.store(now, Ordering::Relaxed);
+    }
+
     /// Returns a block from [`Pool::alloc`] of `nbytes`.
     pub fn free(&self, ptr: NonNull<u8>, nbytes: usize) {
         if nbytes == 0 {
@@ -163,19 +216,10 @@ impl Pool {
         let Some(arena) = self.arena() else { return };
         let need = nbytes.next_multiple_of(ALIGN);
         let off = (ptr.as_ptr() as usize).wrapping_sub(arena.base.as_ptr() as usize);
-        let mut free = lock(&arena.free);
-        let i = free.partition_point(|&(o, _)| o < off);
-        free.insert(i, (off, need));
-        // Merge with the next, then the previous block.
-        if i + 1 < free.len() && free[i].0 + free[i].1 == free[i + 1].0 {
-            free[i].1 += free[i + 1].1;
-            free.remove(i + 1);
-        }
-        if i > 0 && free[i - 1].0 + free[i - 1].1 == free[i].0 {
-            free[i - 1].1 += free[i].1;
-            free.remove(i);
-        }
-        drop(free);
+        lock(&self.cache).push((off, need));
+        self.stats
+            .cached_bytes
+            .fetch_add(need as u64, Ordering::Relaxed);
         self.stats.frees.fetch_add(1, Ordering::Relaxed);
         self.stats
             .bytes_in_use
@@ -191,6 +235,7 @@ impl Pool {
             frees: g(&s.frees),
             bytes_in_use: g(&s.bytes_in_use),
             peak_bytes: g(&s.peak_bytes),
+            cached_bytes: g(&s.cached_bytes),
             h2d_bytes: g(&s.h2d_bytes),
             d2h_bytes: g(&s.d2h_bytes),
             d2d_bytes: g(&s.d2d_bytes),
@@ -201,6 +246,35 @@ impl Pool {
     /// The device name this pool serves.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+}
+
+/// Takes `need` bytes from the first free block large enough.
+fn take_free(arena: &Arena, need: usize) -> Option<usize> {
+    let mut free = lock(&arena.free);
+    let i = free.iter().position(|&(_, len)| len >= need)?;
+    let (off, len) = free[i];
+    if len == need {
+        free.remove(i);
+    } else {
+        free[i] = (off + need, len - need);
+    }
+    Some(off)
+}
+
+/// Returns the block `(off, len)` to the free list, merging it with its neighbours.
+fn give_back(arena: &Arena, off: usize, len: usize) {
+    let mut free = lock(&arena.free);
+    let i = free.partition_point(|&(o, _)| o < off);
+    free.insert(i, (off, len));
+    // Merge with the next, then the previous block.
+    if i + 1 < free.len() && free[i].0 + free[i].1 == free[i + 1].0 {
+        free[i].1 += free[i + 1].1;
+        free.remove(i + 1);
+    }
+    if i > 0 && free[i - 1].0 + free[i - 1].1 == free[i].0 {
+        free[i - 1].1 += free[i].1;
+        free.remove(i);
     }
 }
 

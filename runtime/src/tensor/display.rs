@@ -2,13 +2,15 @@
 //! elements, 4-digit fixed or scientific floats, integer-valued floats as `1.`, lines
 //! wrapped at 80 columns, tensors over 1000 elements summarized with `...` (3 edge
 //! items per dimension), and `dtype=`/`device=`/`size=` suffixes where PyTorch shows
-//! them. An undefined tensor prints as `tensor(undefined)` (PyTorch's C++ prints
+//! them. Tensors in device memory print the values of a copy on the host (through
+//! `_to_copy`). An undefined tensor prints as `tensor(undefined)` (PyTorch's C++ prints
 //! `[ Tensor (undefined) ]`; Python never sees one, it gets `None`).
 //!
 //! Owns: text rendering only. Must not: change tensors.
 
 use super::storage::StorageBorrow;
 use super::Tensor;
+use crate::device::Device;
 use crate::dtype::{default_complex_dtype, default_dtype, scalar_from_bytes, DType};
 use crate::scalar::Scalar;
 use std::fmt;
@@ -191,10 +193,34 @@ impl fmt::Display for Tensor {
             // would pass it off as an empty tensor.
             return f.write_str("tensor(undefined)");
         }
+        let device = self.device();
+        if !device.is_meta() && self.numel() > 0 && !self.storage().is_host_accessible() {
+            // Device memory: print the values of a copy on the host, as PyTorch does.
+            let copy = crate::ops::_to_copy::call(
+                self,
+                None,
+                None,
+                Some(Device::cpu()),
+                None,
+                false,
+                None,
+            );
+            if let Ok(host) = copy {
+                return host.render(device, f);
+            }
+        }
+        self.render(device, f)
+    }
+}
+
+impl Tensor {
+    /// Prints this (defined) tensor as living on `device` (a host copy of a device
+    /// tensor prints with the device's suffix).
+    fn render(&self, device: Device, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dtype = self.dtype();
         let mut suffixes = Vec::new();
-        if !self.device().is_cpu() {
-            suffixes.push(format!("device='{}'", self.device()));
+        if !device.is_cpu() {
+            suffixes.push(format!("device='{device}'"));
         }
         // Borrow first, then load the data pointer (a resize may replace it until then).
         let borrow = StorageBorrow::acquire(self.storage(), false);

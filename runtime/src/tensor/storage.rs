@@ -43,6 +43,12 @@ pub unsafe trait Allocator: Send + Sync + 'static {
     fn host_accessible(&self) -> bool {
         true
     }
+
+    /// Whether the memory is pinned (page-locked) host memory from a device's host
+    /// allocator (see `opal::device::DeviceHooks::host_allocator`).
+    fn is_pinned(&self) -> bool {
+        false
+    }
 }
 
 /// The dangling, 64-aligned pointer used for zero-byte allocations.
@@ -199,6 +205,8 @@ pub struct StorageBuf {
     /// Small-buffer optimization: tiny tensors of the built-in CPU allocator keep
     /// their bytes here, saving an allocation.
     inline: InlineBuf,
+    /// Metadata a backend attached (`Tensor::set_backend_meta`), shared by views.
+    backend_meta: crate::device_runtime::backend_meta::MetaSlot,
 }
 
 /// [`StorageBuf::dtype_class`]: bool tensors.
@@ -215,7 +223,8 @@ struct InlineBuf(UnsafeCell<[u8; INLINE_BYTES]>);
 
 // SAFETY: the bytes (heap or inline) are only accessed under the borrow protocol
 // (`borrow`), or through raw pointers whose dereference is the caller's `unsafe`
-// responsibility; all other fields are atomics or immutable.
+// responsibility; all other fields are atomics or immutable (the backend metadata slot is an
+// atomic pointer whose map is only read or replaced under a global lock).
 unsafe impl Sync for StorageBuf {}
 // SAFETY: see Sync; the buffer owns its bytes and may be freed from any thread.
 unsafe impl Send for StorageBuf {}
@@ -237,6 +246,8 @@ impl StorageBuf {
         nbytes: usize,
         device: Device,
     ) -> Result<(*mut u8, &'static dyn Allocator)> {
+        // `emu:7` with two emu devices is an error here, before any allocator runs.
+        crate::device_runtime::check_device(device)?;
         let custom_cpu = !ALLOCATORS[DeviceType::Cpu as usize]
             .load(Ordering::Relaxed)
             .is_null();
@@ -253,6 +264,7 @@ impl StorageBuf {
         device: Device,
         allocator: &'static dyn Allocator,
     ) -> Result<StorageBuf> {
+        crate::device_runtime::check_device(device)?;
         let p = allocator.allocate(device, nbytes)?;
         Ok(StorageBuf::with_ptr(p.as_ptr(), nbytes, device, allocator))
     }
@@ -283,6 +295,7 @@ impl StorageBuf {
             version: AtomicU64::new(0),
             dtype_class: AtomicU8::new(0),
             inline: InlineBuf(UnsafeCell::new([0; INLINE_BYTES])),
+            backend_meta: crate::device_runtime::backend_meta::MetaSlot::new(),
         }
     }
 
@@ -348,6 +361,18 @@ impl StorageBuf {
     #[inline]
     pub fn is_host_accessible(&self) -> bool {
         self.host_accessible
+    }
+
+    /// The backend metadata slot (see `Tensor::backend_meta`).
+    #[inline]
+    pub(crate) fn backend_meta(&self) -> &crate::device_runtime::backend_meta::MetaSlot {
+        &self.backend_meta
+    }
+
+    /// Whether the bytes are pinned host memory (their allocator says so).
+    #[inline]
+    pub fn is_pinned(&self) -> bool {
+        self.allocator.is_pinned()
     }
 
     /// Start of the buffer. Dereferencing it is `unsafe`: hold a borrow (tensor

@@ -39,6 +39,16 @@ pub(crate) fn check_options(
     Ok(())
 }
 
+/// The factory's result in pinned host memory when `pin_memory` asks for it
+/// (through the accelerator's host allocator: `Tensor::pin_memory`).
+fn pinned_if(t: Tensor, pin_memory: Option<bool>, op: &str) -> Result<Tensor> {
+    if pin_memory == Some(true) {
+        t.pin_memory().map_err(in_op(op))
+    } else {
+        Ok(t)
+    }
+}
+
 fn check_size(size: &[i64], op: &str) -> Result<()> {
     if let Some(s) = size.iter().find(|&&s| s < 0) {
         return Err(err(
@@ -77,12 +87,11 @@ pub fn empty(
     pin_memory: Option<bool>,
     memory_format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
-    let _ = pin_memory;
     check_options(layout, device, "empty")?;
     check_size(size, "empty")?;
     let dtype = dtype.unwrap_or_else(opal::dtype::default_dtype);
     check_nbytes(size, dtype, "empty")?;
-    match memory_format {
+    let t = match memory_format {
         None | Some(MemoryFormat::Contiguous) => {
             crate::out::empty(size, dtype).map_err(in_op("empty"))
         }
@@ -91,7 +100,8 @@ pub fn empty(
             "memory format Preserve needs an input tensor; empty has none",
         )),
         Some(format) => channels_last_empty(size, dtype, format),
-    }
+    }?;
+    pinned_if(t, pin_memory, "empty")
 }
 
 /// Channels-last storage: allocate the physical `N, spatial.., C` order
@@ -129,14 +139,14 @@ pub fn zeros(
     device: Option<Device>,
     pin_memory: Option<bool>,
 ) -> Result<Tensor> {
-    let _ = pin_memory;
     check_options(layout, device, "zeros")?;
-    filled(
+    let t = filled(
         size,
         &Scalar::Int(0),
         dtype.unwrap_or_else(opal::dtype::default_dtype),
         "zeros",
-    )
+    )?;
+    pinned_if(t, pin_memory, "zeros")
 }
 
 /// Ones of `size`.
@@ -147,14 +157,14 @@ pub fn ones(
     device: Option<Device>,
     pin_memory: Option<bool>,
 ) -> Result<Tensor> {
-    let _ = pin_memory;
     check_options(layout, device, "ones")?;
-    filled(
+    let t = filled(
         size,
         &Scalar::Int(1),
         dtype.unwrap_or_else(opal::dtype::default_dtype),
         "ones",
-    )
+    )?;
+    pinned_if(t, pin_memory, "ones")
 }
 
 /// The dtype PyTorch infers for `full` from its fill value.
@@ -176,14 +186,14 @@ pub fn full(
     device: Option<Device>,
     pin_memory: Option<bool>,
 ) -> Result<Tensor> {
-    let _ = pin_memory;
     check_options(layout, device, "full")?;
-    filled(
+    let t = filled(
         size,
         fill_value,
         dtype.unwrap_or_else(|| dtype_of_fill(fill_value)),
         "full",
-    )
+    )?;
+    pinned_if(t, pin_memory, "full")
 }
 
 /// `like`-ops use the input's dtype unless one is given.
@@ -200,14 +210,15 @@ pub fn zeros_like(
     pin_memory: Option<bool>,
     memory_format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
-    let _ = (pin_memory, memory_format);
+    let _ = memory_format;
     check_options(layout, device, "zeros_like")?;
-    filled(
+    let t = filled(
         self_.sizes(),
         &Scalar::Int(0),
         like_dtype(self_, dtype),
         "zeros_like",
-    )
+    )?;
+    pinned_if(t, pin_memory, "zeros_like")
 }
 
 /// Ones shaped like `self_`.
@@ -219,14 +230,15 @@ pub fn ones_like(
     pin_memory: Option<bool>,
     memory_format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
-    let _ = (pin_memory, memory_format);
+    let _ = memory_format;
     check_options(layout, device, "ones_like")?;
-    filled(
+    let t = filled(
         self_.sizes(),
         &Scalar::Int(1),
         like_dtype(self_, dtype),
         "ones_like",
-    )
+    )?;
+    pinned_if(t, pin_memory, "ones_like")
 }
 
 /// `fill_value` shaped like `self_` (in `self_`'s dtype unless `dtype` is given).
@@ -240,14 +252,15 @@ pub fn full_like(
     pin_memory: Option<bool>,
     memory_format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
-    let _ = (pin_memory, memory_format);
+    let _ = memory_format;
     check_options(layout, device, "full_like")?;
-    filled(
+    let t = filled(
         self_.sizes(),
         fill_value,
         like_dtype(self_, dtype),
         "full_like",
-    )
+    )?;
+    pinned_if(t, pin_memory, "full_like")
 }
 
 /// The `n x n` identity matrix.
