@@ -1,8 +1,8 @@
 //! Located errors and their rendering: every problem found while loading a YAML is
 //! a [`Diagnostic`] (message, location, label, hint); a run collects all of them
 //! into [`Diagnostics`], rendered as `path:line:col`, a snippet and the hint: by
-//! miette's graphical renderer with the `fancy` feature, by [`Handler::Plain`]
-//! (plain text, no dependencies) without it.
+//! miette's graphical renderer with the `fancy` feature, by a small plain-text
+//! renderer (no dependencies) without it.
 //!
 //! Owns: the error values of parsing/loading/validation and their text form.
 //! Must not: decide what is an error (that is `parse` and `validate`), exit the
@@ -112,8 +112,9 @@ impl Diagnostics {
         self.items.sort_by_key(|d| (d.loc.line, d.loc.col));
     }
 
-    /// Renders the problems (see [`Handler`]): no colors and a fixed width when
-    /// `color` is false, so the output is stable for snapshots. At most [`MAX_RENDERED`]
+    /// Renders the problems (graphically with the `fancy` feature, as plain text
+    /// without it): no colors and a fixed width when `color` is false, so the
+    /// output is stable for snapshots. At most [`MAX_RENDERED`]
     /// are shown in full, then a line says how many more there are; the closing
     /// count is always the total.
     pub fn render(&self, color: bool, width: usize) -> String {
