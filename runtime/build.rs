@@ -1,23 +1,39 @@
-//! Generates Opal's operator layer from the root `native_functions.yaml` into
-//! `$OUT_DIR/opal_ops/` (included by `src/ops/mod.rs`).
+//! Generates Opal's operator layer from this crate's `native_functions.yaml` into
+//! `$OUT_DIR/opal_ops/` (included by `src/ops/mod.rs`), and tells the build scripts
+//! of backend crates where that YAML is.
+//!
+//! The YAML (and `tags.yaml` beside it) ship inside this package. This crate declares
+//! `links = "opal"`, so the `cargo:native_yaml=<path>` line below reaches every crate
+//! that depends on it directly as the environment variable `DEP_OPAL_NATIVE_YAML` of
+//! its build script (`opal_codegen::BackendBuilder::native_from_opal` reads it):
+//! backends generate against the very YAML `opal` was generated from, without a path
+//! into Opal's repository.
 //!
 //! Owns: only the call of `opal_codegen::Builder`. Must not: generate anything by
 //! hand. Reruns only when build.rs or the YAML files change; unchanged outputs are
 //! not rewritten, so a no-op build recompiles nothing.
 
-#[global_allocator]
-static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
-
 use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    let Some(out_dir) = std::env::var_os("OUT_DIR") else {
-        eprintln!("opal build.rs: OUT_DIR is not set (run through cargo)");
+    let (Some(out_dir), Some(manifest_dir)) = (
+        std::env::var_os("OUT_DIR"),
+        std::env::var_os("CARGO_MANIFEST_DIR"),
+    ) else {
+        eprintln!("opal build.rs: OUT_DIR or CARGO_MANIFEST_DIR is not set (run through cargo)");
         std::process::exit(1);
     };
+    // Build scripts run in the package root: generate from the relative path (it is
+    // what the generated files' headers and any diagnostics show), publish the
+    // absolute one.
+    let native = "native_functions.yaml";
+    println!(
+        "cargo:native_yaml={}",
+        PathBuf::from(manifest_dir).join(native).display()
+    );
     let result = opal_codegen::Builder::new()
-        .native_yaml("../native_functions.yaml")
+        .native_yaml(native)
         .namespace("aten")
         .out_dir(PathBuf::from(out_dir).join("opal_ops"))
         .runtime_crate()

@@ -1,18 +1,18 @@
 //! Generates the kernel traits and registration of `emu` and `emu2` from their
-//! backend YAMLs against the root `native_functions.yaml` (into `OUT_DIR`).
+//! backend YAMLs against `opal`'s own `native_functions.yaml` (into `OUT_DIR`). Like
+//! any out-of-tree backend, it gets that YAML from `opal` itself: `opal-runtime`'s
+//! build script publishes its path, which cargo hands to this script as
+//! `DEP_OPAL_NATIVE_YAML` (read by `opal_codegen::opal_native_yaml`).
 //!
-//! For the evolution tests it also writes an *evolved* copy of the root YAML (new
+//! For the evolution tests it also writes an *evolved* copy of that YAML (new
 //! defaulted arguments on ops emu implements) and generates both backends against
 //! it, self-contained, under the operator namespace `evolved`
 //! (`backend_emu_evolved.rs`, `backend_emu2_evolved.rs`); only `tests/evolution.rs`
 //! includes those.
 
-#[global_allocator]
-static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
-
 use std::path::PathBuf;
 
-/// (schema in the root YAML, evolved schema): defaulted arguments added at the end
+/// (schema in opal's YAML, evolved schema): defaulted arguments added at the end
 /// of the keyword-only arguments, before `out`, and among the positional ones.
 const EVOLUTION: &[(&str, &str)] = &[
     (
@@ -52,27 +52,30 @@ const EVOLUTION: &[(&str, &str)] = &[
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    let native = "../../native_functions.yaml";
-    // The root YAML is the one `opal` generates its ops from, so the output refers to
-    // `::opal::ops` for the per-op items instead of carrying a copy.
+    // The YAML `opal` generated its ops from, so the output refers to `::opal::ops`
+    // for the per-op items instead of carrying a copy.
+    let native = opal_codegen::opal_native_yaml().unwrap_or_else(|e| {
+        eprintln!("emu build.rs: {e}");
+        std::process::exit(1)
+    });
     for yaml in ["emu.yaml", "emu2.yaml"] {
         opal_codegen::BackendBuilder::new(yaml)
-            .native(native)
+            .native_from_opal()
             .ops_path("::opal::ops")
             .run_or_exit();
     }
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     let dir = out.join("evolved");
-    let text = std::fs::read_to_string(native).unwrap_or_else(|e| {
-        eprintln!("cannot read {native}: {e}");
+    let text = std::fs::read_to_string(&native).unwrap_or_else(|e| {
+        eprintln!("cannot read {}: {e}", native.display());
         std::process::exit(1)
     });
     let mut evolved = text.clone();
     for (from, to) in EVOLUTION {
         let line = format!("- func: {from}\n");
         if !evolved.contains(&line) {
-            eprintln!("build.rs: the root YAML no longer has `{from}`; update EVOLUTION");
+            eprintln!("build.rs: opal's YAML no longer has `{from}`; update EVOLUTION");
             std::process::exit(1);
         }
         evolved = evolved.replace(&line, &format!("- func: {to}\n"));

@@ -1,6 +1,8 @@
 //! Located errors and their rendering: every problem found while loading a YAML is
 //! a [`Diagnostic`] (message, location, label, hint); a run collects all of them
-//! into [`Diagnostics`], rendered through miette as `path:line:col` plus a snippet.
+//! into [`Diagnostics`], rendered as `path:line:col`, a snippet and the hint: by
+//! miette's graphical renderer with the `fancy` feature, by a small plain-text
+//! renderer (no dependencies) without it.
 //!
 //! Owns: the error values of parsing/loading/validation and their text form.
 //! Must not: decide what is an error (that is `parse` and `validate`), exit the
@@ -9,9 +11,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(feature = "fancy")]
+use miette::{GraphicalReportHandler, GraphicalTheme};
 use miette::{
-    GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError, MietteSpanContents,
-    SourceCode, SourceSpan, SpanContents,
+    LabeledSpan, MietteError, MietteSpanContents, Severity, SourceCode, SourceSpan, SpanContents,
 };
 
 use crate::model::Loc;
@@ -109,12 +112,17 @@ impl Diagnostics {
         self.items.sort_by_key(|d| (d.loc.line, d.loc.col));
     }
 
-    /// Renders the problems with miette: no colors and a fixed width when `color`
-    /// is false, so the output is stable for snapshots. At most [`MAX_RENDERED`]
+    /// Renders the problems (graphically with the `fancy` feature, as plain text
+    /// without it): no colors and a fixed width when `color` is false, so the
+    /// output is stable for snapshots. At most [`MAX_RENDERED`]
     /// are shown in full, then a line says how many more there are; the closing
     /// count is always the total.
     pub fn render(&self, color: bool, width: usize) -> String {
-        let handler = handler(color, width);
+        self.render_with(&handler(color, width))
+    }
+
+    /// [`Diagnostics::render`] with a given handler.
+    pub(crate) fn render_with(&self, handler: &Handler) -> String {
         let mut out = String::new();
         for d in self.items.iter().take(MAX_RENDERED) {
             let report = Report {
@@ -154,16 +162,138 @@ pub(crate) fn push_more(out: &mut String, path: &str, total: usize) {
     }
 }
 
-/// The miette handler of every rendering.
-pub(crate) fn handler(color: bool, width: usize) -> GraphicalReportHandler {
-    let theme = if color {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
+/// The handler of every rendering: miette's graphical renderer with the `fancy`
+/// feature, [`Handler::Plain`] without it.
+pub(crate) fn handler(color: bool, width: usize) -> Handler {
+    #[cfg(feature = "fancy")]
+    {
+        let theme = if color {
+            GraphicalTheme::unicode()
+        } else {
+            GraphicalTheme::unicode_nocolor()
+        };
+        Handler::Graphical(Box::new(
+            GraphicalReportHandler::new_themed(theme)
+                .with_width(width)
+                .with_links(false),
+        ))
+    }
+    #[cfg(not(feature = "fancy"))]
+    {
+        let _ = (color, width);
+        Handler::Plain
+    }
+}
+
+/// Draws one miette report.
+pub(crate) enum Handler {
+    /// miette's renderer: boxes, underlines, wrapping at a width, colors on request.
+    #[cfg(feature = "fancy")]
+    Graphical(Box<GraphicalReportHandler>),
+    /// Plain text, one report as
+    ///
+    /// ```text
+    /// error: path:3:5: message [opal::code]
+    ///   |
+    /// 2 | the line before
+    /// 3 |   the line
+    ///   |     ^^^^ label
+    /// 4 | the line after
+    ///   = hint: how to fix it
+    /// ```
+    ///
+    /// and each related report after it the same way (a note says `note:`).
+    // Built by `handler` only without `fancy`; the tests build it either way.
+    #[cfg_attr(feature = "fancy", allow(dead_code))]
+    Plain,
+}
+
+impl Handler {
+    /// Appends `report` to `out`.
+    pub(crate) fn render_report(
+        &self,
+        out: &mut String,
+        report: &dyn miette::Diagnostic,
+    ) -> fmt::Result {
+        match self {
+            #[cfg(feature = "fancy")]
+            Handler::Graphical(h) => h.render_report(out, report),
+            Handler::Plain => render_plain(out, report),
+        }
+    }
+}
+
+/// [`Handler::Plain`]'s rendering of `d` and its related reports.
+fn render_plain(out: &mut String, d: &dyn miette::Diagnostic) -> fmt::Result {
+    use fmt::Write;
+    let severity = match d.severity() {
+        Some(Severity::Advice) => "note",
+        Some(Severity::Warning) => "warning",
+        Some(Severity::Error) | None => "error",
     };
-    GraphicalReportHandler::new_themed(theme)
-        .with_width(width)
-        .with_links(false)
+    write!(out, "{severity}: {d}")?;
+    if let Some(code) = d.code() {
+        write!(out, " [{code}]")?;
+    }
+    out.push('\n');
+    if let (Some(src), Some(labels)) = (d.source_code(), d.labels()) {
+        for label in labels {
+            if let Ok(contents) = src.read_span(label.inner(), 1, 1) {
+                plain_snippet(out, contents.as_ref(), &label)?;
+            }
+        }
+    }
+    if let Some(help) = d.help() {
+        writeln!(out, "  = hint: {help}")?;
+    }
+    for related in d.related().into_iter().flatten() {
+        render_plain(out, related)?;
+    }
+    Ok(())
+}
+
+/// The numbered lines of `contents` with carets under `label`'s span and its text
+/// after the carets of the span's first line.
+fn plain_snippet(
+    out: &mut String,
+    contents: &dyn SpanContents<'_>,
+    label: &LabeledSpan,
+) -> fmt::Result {
+    use fmt::Write;
+    let data = String::from_utf8_lossy(contents.data());
+    let data = data.strip_suffix('\n').unwrap_or(&data);
+    let start = label.offset().saturating_sub(contents.span().offset());
+    let end = start + label.len();
+    let first = contents.line() + 1;
+    let width = (first + data.split('\n').count()).to_string().len();
+    writeln!(out, "{:width$} |", "")?;
+    let mut at = 0;
+    let mut labelled = false;
+    for (i, line) in data.split('\n').enumerate() {
+        let text = line.strip_suffix('\r').unwrap_or(line);
+        writeln!(out, "{:>width$} | {text}", first + i)?;
+        let line_end = at + text.len();
+        // The part of [start, end) on this line (an empty span marks one character).
+        let (from, to) = (start.max(at), end.min(line_end));
+        if from <= line_end && (from < to || (from == start && start >= at)) {
+            let column = |byte: usize| text.get(..byte - at).map_or(0, |t| t.chars().count());
+            let (c0, c1) = (column(from), column(to.max(from)));
+            write!(
+                out,
+                "{:width$} | {}{}",
+                "",
+                " ".repeat(c0),
+                "^".repeat(c1.saturating_sub(c0).max(1))
+            )?;
+            match label.label() {
+                Some(l) if !labelled && !l.is_empty() => writeln!(out, " {l}")?,
+                _ => out.push('\n'),
+            }
+            labelled = true;
+        }
+        at += line.len() + 1;
+    }
+    Ok(())
 }
 
 impl fmt::Display for Diagnostics {
@@ -373,5 +503,51 @@ impl SourceCode for Excerpt {
             column,
             inner.line_count(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain renderer (what build scripts show: they do not enable `fancy`)
+    /// gives the location, the numbered lines around it, carets under the span with
+    /// the label, the hint and the code.
+    #[test]
+    fn plain_rendering_has_location_snippet_label_and_hint() {
+        let src = "- func: a(Tensor self) -> Tensor\n  bogus: 1\n- func: b() -> Tensor\n";
+        let offset = src.find("bogus").unwrap();
+        let loc = Loc {
+            offset,
+            len: "bogus".len(),
+            line: 2,
+            col: 3,
+        };
+        let mut d = Diagnostics::new("ops.yaml", src);
+        d.push(
+            Diagnostic::new("opal::unknown_key", loc, "unknown key `bogus`")
+                .label("not a key")
+                .hint("remove it"),
+        );
+        d.push(Diagnostic::new(
+            "opal::other",
+            Loc::SYNTHETIC,
+            "a problem without a place",
+        ));
+        let text = d.render_with(&Handler::Plain);
+        let expected = "\
+error: ops.yaml:2:3: unknown key `bogus` [opal::unknown_key]
+  |
+1 | - func: a(Tensor self) -> Tensor
+2 |   bogus: 1
+  |   ^^^^^ not a key
+3 | - func: b() -> Tensor
+  = hint: remove it
+
+error: ops.yaml: a problem without a place [opal::other]
+
+ops.yaml: 2 errors
+";
+        assert_eq!(text, expected);
     }
 }

@@ -24,17 +24,25 @@ pub mod builder;
 pub mod emit;
 pub mod ident;
 
-pub use backend::BackendBuilder;
+pub use backend::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use builder::Builder;
 
-/// The global allocator Opal's code-generating programs install: the CLI, Opal's
-/// build scripts and the codegen benches. Generation builds and drops millions of
-/// small token and syntax-tree nodes on two threads; with glibc's allocator,
-/// `malloc`/`free` took about a third of backend generation. Install it in a
-/// backend's `build.rs` the same way:
+/// The global allocator for programs that generate code: with the `mimalloc`
+/// feature (which `cli` enables) it is mimalloc, otherwise the system allocator.
+/// Generation builds and drops millions of small token and syntax-tree nodes on two
+/// threads; with glibc's allocator, `malloc`/`free` took about a third of backend
+/// generation of 400 ops, while Opal's own build scripts (a few hundred ops, under a
+/// second) gain less than compiling mimalloc's C sources costs, so they use the
+/// default. Install it in a `build.rs` that generates from a large YAML, with
+/// `features = ["mimalloc"]` on the build-dependency:
 ///
 /// ```ignore
 /// #[global_allocator]
 /// static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
 /// ```
+#[cfg(feature = "mimalloc")]
 pub use mimalloc::MiMalloc as BuildAllocator;
+/// The global allocator for programs that generate code: the system allocator,
+/// since the `mimalloc` feature is off (see that feature in `Cargo.toml`).
+#[cfg(not(feature = "mimalloc"))]
+pub use std::alloc::System as BuildAllocator;

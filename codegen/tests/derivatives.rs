@@ -1,4 +1,4 @@
-//! `derivatives.yaml` as codegen input: PyTorch 2.15's whole file and Opal's root
+//! `derivatives.yaml` as codegen input: PyTorch 2.15's whole file and Opal's
 //! file load and validate without errors, formulas parse into the expected trees
 //! and point at their text, and each kind of mistake is reported at its
 //! `line:col` with a useful hint (fixtures in `tests/fixtures/derivatives/`).
@@ -29,7 +29,7 @@ fn pytorch_native() -> &'static NativeFunctions {
 fn opal_native() -> &'static NativeFunctions {
     static N: OnceLock<NativeFunctions> = OnceLock::new();
     N.get_or_init(|| {
-        opal_codegen::load(format!("{ROOT}native_functions.yaml")).unwrap_or_else(|d| panic!("{d}"))
+        opal_codegen::load(format!("{ROOT}runtime/native_functions.yaml")).unwrap_or_else(|d| panic!("{d}"))
     })
 }
 
@@ -254,7 +254,7 @@ fn pytorch_2_15_formulas_point_at_their_text_and_print_back() {
 
 #[test]
 fn opal_root_derivatives_validate_against_the_root_native_functions() {
-    let d = load_derivatives(format!("{ROOT}derivatives.yaml"), opal_native())
+    let d = load_derivatives(format!("{ROOT}runtime/derivatives.yaml"), opal_native())
         .unwrap_or_else(|d| panic!("{d}"));
     // The operators a training loop differentiates through.
     let needed = [
@@ -322,7 +322,7 @@ fn opal_root_derivatives_validate_against_the_root_native_functions() {
     }
 }
 
-/// Loads a fixture against Opal's root native_functions.yaml and checks that a
+/// Loads a fixture against Opal's runtime/native_functions.yaml and checks that a
 /// problem of kind `code` is reported at `line:col` with a hint containing
 /// `hint`, in the value and in the rendering.
 fn reports(file: &str, code: &str, line: u32, col: u32, hint: &str) {

@@ -29,7 +29,7 @@ fn a_good_file_prints_one_summary_line() {
     );
     assert!(out.stderr.is_empty());
 
-    let out = check(&[&format!("{ROOT}derivatives.yaml")]);
+    let out = check(&[&format!("{ROOT}runtime/derivatives.yaml")]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -41,7 +41,7 @@ fn a_good_file_prints_one_summary_line() {
 #[test]
 fn errors_go_to_stderr_with_exit_1() {
     let fixture = format!("{ROOT}codegen/tests/fixtures/derivatives/unknown_method.yaml");
-    let native = format!("{ROOT}native_functions.yaml");
+    let native = format!("{ROOT}runtime/native_functions.yaml");
     let out = check(&["--native", &native, &fixture]);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());

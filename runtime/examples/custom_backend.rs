@@ -3,7 +3,7 @@
 //! `opal::dispatch::Library`, and runs those ops on `toy` tensors. An op without a
 //! `toy` kernel is an error naming the op, the key and the device.
 //!
-//! Run: `cargo run --release -p opal --example custom_backend`
+//! Run: `cargo run --release -p opal-runtime --example custom_backend`
 
 use opal::dispatch::{DispatchKey, DispatchKeySet, Library};
 use opal::tensor::{register_allocator, CpuAllocator};

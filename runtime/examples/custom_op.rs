@@ -3,7 +3,7 @@
 //! it, and calls it both typed (through an `OpSlot`, as generated stubs do) and
 //! boxed (by name, with an `IValue` stack).
 //!
-//! Run: `cargo run --release -p opal --example custom_op`
+//! Run: `cargo run --release -p opal-runtime --example custom_op`
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! metadata), as a check that Opal reads and writes the format:
 //!
 //! ```text
-//! cargo run --release -p opal --example resave -- IN OUT
+//! cargo run --release -p opal-runtime --example resave -- IN OUT
 //! ```
 //!
 //! Exits with status 1 and a message naming the problem on bad arguments or a file

@@ -2,7 +2,7 @@
 //! `y = sin(2 x0) + x1^2`, with the backward pass written by hand in Opal ops.
 //! Asserts that the loss falls to under a fifth of its starting value.
 //!
-//! Run: `cargo run --release -p opal --example train_mlp`
+//! Run: `cargo run --release -p opal-runtime --example train_mlp`
 
 use opal::ops;
 use opal::{Device, Generator, Result, Scalar, Tensor};

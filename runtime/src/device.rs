@@ -26,6 +26,7 @@ pub use crate::device_runtime::{
 };
 
 /// The kind of a device.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum DeviceType {
@@ -196,6 +197,8 @@ pub fn register_privateuse_backend(key: DispatchKey, name: &str) -> Result<()> {
         )));
     }
     names[slot] = Some(Box::leak(name.to_string().into_boxed_str()));
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "opal", key = %key, name, "registered a PrivateUse backend name");
     Ok(())
 }
 

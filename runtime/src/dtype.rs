@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// A tensor element type (PyTorch's `ScalarType`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum DType {
@@ -46,6 +47,7 @@ pub enum DType {
 pub type ScalarType = DType;
 
 /// Category of a dtype for promotion: bool < integral < floating < complex.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Category {
     /// `bool`.
@@ -419,6 +421,7 @@ impl ResultType {
 }
 
 /// A complex number with components of type `T` (`Complex<f32>` is `C64`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Complex<T> {

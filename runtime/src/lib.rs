@@ -22,7 +22,7 @@
 //!
 //! More complete programs are in `runtime/examples/`: `train_mlp` (a training loop
 //! with hand-written gradients), `custom_backend` and `custom_op`
-//! (`cargo run --release -p opal --example train_mlp`).
+//! (`cargo run --release -p opal-runtime --example train_mlp`).
 //!
 //! # Module map
 //!
@@ -41,8 +41,19 @@
 //! | [`fallback`] | the boxed CPU fallback for device backends and the device transfer registry |
 //! | [`interop`] | `std::ops` operators, `Vec`/slice conversions, [`Tensor::equal`], [`Tensor::allclose`] |
 //! | [`ops`] | generated operators (written by `opal-codegen` via `build.rs`) |
+//! | [`warning`] | warnings of library code: stderr, or `tracing` events with the `tracing` feature |
 //!
 //! The API used by generated code and backends is fixed in `docs/design.md`.
+//!
+//! # Features
+//!
+//! - `serde`: `Serialize`/`Deserialize` for the plain value types ([`DType`],
+//!   [`dtype::Category`], [`Complex`], [`DeviceType`], [`Device`] as
+//!   `{"type": .., "index": ..}`, [`Scalar`], [`Layout`], [`MemoryFormat`],
+//!   [`QScheme`], [`Dimname`] as its name, [`Stream`]).
+//! - `tracing`: [`warning::warn`] emits `tracing` events instead of printing; the
+//!   CPU fallback runs each op in a `cpu_fallback` span and registering a PrivateUse
+//!   backend name is an event. Without the feature none of it is compiled in.
 //!
 //! # Quick tour
 //!
@@ -92,8 +103,11 @@ pub mod ivalue;
 pub mod ops;
 pub mod scalar;
 pub mod serialize;
+#[cfg(feature = "serde")]
+mod serde_impls;
 pub mod tensor;
 pub mod types;
+pub mod warning;
 
 pub use device::{register_privateuse_backend, Device, DeviceType};
 pub use dtype::{promote_types, Complex, DType, Element, ScalarType};

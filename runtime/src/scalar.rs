@@ -11,6 +11,7 @@ use crate::error::{OpalError, Result};
 use std::fmt;
 
 /// A Python-style number: bool, int, float or complex. `Copy`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Scalar {
     /// A boolean.

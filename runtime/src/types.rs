@@ -14,6 +14,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 /// How a tensor's elements are laid out (schema type `Layout`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Layout {
     /// Dense, sizes + strides.
@@ -36,6 +37,7 @@ pub enum Layout {
 }
 
 /// Memory format requests (schema type `MemoryFormat`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum MemoryFormat {
     /// Row-major contiguous.
@@ -50,6 +52,7 @@ pub enum MemoryFormat {
 }
 
 /// Quantization schemes (schema type `QScheme`).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub enum QScheme {
     /// One scale/zero point, affine.
@@ -118,6 +121,7 @@ impl fmt::Display for Dimname {
 
 /// An execution stream of a device (schema type `Stream`): plain data, the device
 /// and a backend-defined id (0 = the default stream).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Stream {
     /// The device the stream belongs to.

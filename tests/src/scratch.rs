@@ -29,7 +29,7 @@ pub fn create(dir: &Path, name: &str, lib_rs: &str) -> std::io::Result<()> {
     let runtime = workspace_root().join("runtime");
     let manifest = format!(
         "[package]\nname = \"{name}\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\nopal = {{ path = {:?} }}\n\n[workspace]\n",
+         [dependencies]\nopal = {{ path = {:?}, package = \"opal-runtime\" }}\n\n[workspace]\n",
         runtime.display().to_string()
     );
     std::fs::write(dir.join("Cargo.toml"), manifest)?;

@@ -1,4 +1,4 @@
-//! Behaviour of the operator layer generated into `opal` (from the root
+//! Behaviour of the operator layer generated into `opal` (from the runtime crate's
 //! `native_functions.yaml`): typed stubs and options, methods, boxed calls served by
 //! typed kernels, structured derivation of `add`/`add_` from an `add.out` kernel and
 //! a Meta kernel, and BackendSelect routing of factory ops by `device`.

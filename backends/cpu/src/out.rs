@@ -60,7 +60,9 @@ pub fn check_out_dtype(result: DType, out_dtype: DType, op: &str) -> Result<()> 
 static WARNED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// Resizes `out` to `shape` when it differs. Resizing a tensor that had elements is
-/// allowed but deprecated in PyTorch, which warns; we warn once per op on stderr.
+/// allowed but deprecated in PyTorch, which warns; we warn once per op through
+/// [`opal::warning::warn`] (stderr, or a `tracing` event with opal's `tracing`
+/// feature).
 pub fn resize_out(out: &Tensor, shape: &[i64], op: &str) -> Result<()> {
     if out.sizes() == shape {
         return Ok(());
@@ -68,9 +70,12 @@ pub fn resize_out(out: &Tensor, shape: &[i64], op: &str) -> Result<()> {
     if out.numel() != 0 {
         if let Ok(mut g) = WARNED.lock() {
             if g.get_or_insert_with(HashSet::new).insert(op.to_string()) {
-                eprintln!(
-                    "warning: {op}: an output with one or more elements was resized since it had shape {:?}, which does not match the required output shape {shape:?}",
-                    out.sizes()
+                opal::warning::warn(
+                    op,
+                    &format!(
+                        "an output with one or more elements was resized since it had shape {:?}, which does not match the required output shape {shape:?}",
+                        out.sizes()
+                    ),
                 );
             }
         }

@@ -18,7 +18,7 @@ fn funcs(text: &str) -> Vec<String> {
 
 #[test]
 fn func_lines_are_pytorch_2_15_verbatim_and_cover_golden_ops() {
-    let ours = std::fs::read_to_string(root().join("native_functions.yaml"))
+    let ours = std::fs::read_to_string(root().join("runtime/native_functions.yaml"))
         .expect("native_functions.yaml");
     let shared = root().join("../shared/fixtures");
     let Ok(theirs) = std::fs::read_to_string(shared.join("pytorch-2.15/native_functions.yaml"))

@@ -32,12 +32,12 @@ pub use emu2::Emu2;
 pub use kernels::Emu;
 pub use pool::StatsSnapshot;
 
-/// Generated from `emu.yaml` against the root `native_functions.yaml` by `build.rs`.
+/// Generated from `emu.yaml` against `opal`'s own `native_functions.yaml` by `build.rs`.
 pub mod generated {
     include!(concat!(env!("OUT_DIR"), "/backend_emu.rs"));
 }
 
-/// Generated from `emu2.yaml` against the root `native_functions.yaml` by `build.rs`.
+/// Generated from `emu2.yaml` against `opal`'s own `native_functions.yaml` by `build.rs`.
 pub mod generated2 {
     include!(concat!(env!("OUT_DIR"), "/backend_emu2.rs"));
 }

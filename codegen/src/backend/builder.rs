@@ -4,11 +4,13 @@
 //! bytes change, and fails the build with the same `path:line:col` diagnostics as
 //! the CLI.
 //!
-//! In the `main` of a backend crate's `build.rs`:
+//! In the `main` of a backend crate's `build.rs` (the crate depends on `opal-runtime`
+//! in `[dependencies]`, whose build script publishes the path of the YAML it was
+//! generated from; see [`opal_native_yaml`]):
 //!
 //! ```no_run
 //! opal_codegen::BackendBuilder::new("backend.yaml")
-//!     .native("../../native_functions.yaml")
+//!     .native_from_opal()
 //!     .ops_path("::opal::ops") // the YAML opal itself was generated from
 //!     .run_or_exit();
 //! // and in src/lib.rs:
@@ -22,11 +24,37 @@ use std::path::{Path, PathBuf};
 use super::report::BackendErrors;
 use super::run::{generate_code, load_inputs, write_if_changed};
 
+/// The environment variable that carries the path of `opal`'s own
+/// `native_functions.yaml` to build scripts. The `opal-runtime` package declares
+/// `links = "opal"` and its build script prints `cargo:native_yaml=<absolute path>`
+/// (a file inside that package, `tags.yaml` beside it), so cargo sets this variable
+/// for the build script of every package that depends on `opal-runtime` directly
+/// (in `[dependencies]`).
+pub const OPAL_NATIVE_YAML_VAR: &str = "DEP_OPAL_NATIVE_YAML";
+
+/// The `native_functions.yaml` that the `opal` crate of this build was generated
+/// from, as its build script published it (see [`OPAL_NATIVE_YAML_VAR`]); an error
+/// naming the fix when the variable is not set (outside a build script, or in a
+/// crate that does not depend on `opal-runtime` directly).
+pub fn opal_native_yaml() -> Result<PathBuf, String> {
+    std::env::var_os(OPAL_NATIVE_YAML_VAR)
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            format!(
+                "{OPAL_NATIVE_YAML_VAR} is not set: call this from the build script of a crate \
+                 that lists opal-runtime under [dependencies] (not only [build-dependencies])"
+            )
+        })
+}
+
 /// Generates a backend module from `build.rs`.
 #[derive(Clone, Debug)]
 pub struct BackendBuilder {
     backend: PathBuf,
-    native: Option<PathBuf>,
+    /// `Err` when [`BackendBuilder::native_from_opal`] found no path.
+    native: Option<Result<PathBuf, String>>,
+    /// Whether `native` came from [`OPAL_NATIVE_YAML_VAR`].
+    from_opal: bool,
     out_dir: Option<PathBuf>,
     file_name: Option<String>,
     namespace: Option<String>,
@@ -41,6 +69,7 @@ impl BackendBuilder {
         BackendBuilder {
             backend: backend.as_ref().to_path_buf(),
             native: None,
+            from_opal: false,
             out_dir: None,
             file_name: None,
             namespace: None,
@@ -49,9 +78,21 @@ impl BackendBuilder {
         }
     }
 
-    /// The native_functions.yaml to generate against (required).
+    /// The native_functions.yaml to generate against (this or
+    /// [`BackendBuilder::native_from_opal`] is required).
     pub fn native(mut self, path: impl AsRef<Path>) -> Self {
-        self.native = Some(path.as_ref().to_path_buf());
+        self.native = Some(Ok(path.as_ref().to_path_buf()));
+        self.from_opal = false;
+        self
+    }
+
+    /// Generate against the `native_functions.yaml` that `opal` itself was generated
+    /// from ([`opal_native_yaml`]): what an out-of-tree backend wants, with
+    /// `.ops_path("::opal::ops")`. [`BackendBuilder::run`] fails with the reason when
+    /// the path is not available.
+    pub fn native_from_opal(mut self) -> Self {
+        self.from_opal = true;
+        self.native = Some(opal_native_yaml());
         self
     }
 
@@ -92,11 +133,19 @@ impl BackendBuilder {
     pub fn run(&self) -> Result<PathBuf, Box<dyn std::error::Error>> {
         if self.cargo_output {
             println!("cargo:rerun-if-changed={}", self.backend.display());
+            if self.from_opal {
+                println!("cargo:rerun-if-env-changed={OPAL_NATIVE_YAML_VAR}");
+            }
         }
-        let native = self
-            .native
-            .as_ref()
-            .ok_or("BackendBuilder: call .native(<native_functions.yaml>)")?;
+        let native =
+            match &self.native {
+                Some(Ok(path)) => path,
+                Some(Err(e)) => return Err(format!("BackendBuilder: {e}").into()),
+                None => return Err(
+                    "BackendBuilder: call .native(<native_functions.yaml>) or .native_from_opal()"
+                        .into(),
+                ),
+            };
         if self.cargo_output {
             println!("cargo:rerun-if-changed={}", native.display());
             let tags = native.with_file_name("tags.yaml");
@@ -133,5 +182,38 @@ impl BackendBuilder {
                 std::process::exit(1)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Outside a build script of a crate depending on `opal-runtime` (as in this
+    /// test), `native_from_opal` fails the run with the variable's name and the fix.
+    /// The path itself is read by every Opal backend's build (cpu, meta, emu).
+    #[test]
+    fn native_from_opal_without_the_variable_names_the_fix() {
+        assert!(std::env::var_os(OPAL_NATIVE_YAML_VAR).is_none());
+        let err = BackendBuilder::new("backend.yaml")
+            .native_from_opal()
+            .cargo_output(false)
+            .run()
+            .expect_err("no DEP_OPAL_NATIVE_YAML here")
+            .to_string();
+        assert!(
+            err.contains("DEP_OPAL_NATIVE_YAML is not set")
+                && err.contains("opal-runtime under [dependencies]"),
+            "{err}"
+        );
+        // A path given later wins over the missing one.
+        let err = BackendBuilder::new("missing-backend.yaml")
+            .native_from_opal()
+            .native("missing-native.yaml")
+            .cargo_output(false)
+            .run()
+            .expect_err("the files do not exist")
+            .to_string();
+        assert!(!err.contains("DEP_OPAL_NATIVE_YAML"), "{err}");
     }
 }

@@ -23,7 +23,7 @@ pub mod run;
 pub mod spec;
 pub mod yaml;
 
-pub use builder::BackendBuilder;
+pub use builder::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use compat::{classify, AddedArg, Compat, Incompatibility};
 pub use coverage::{coverage, Coverage, Format, Status};
 pub use emit::{generate, BackendCode, BackendEmitOptions};

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use miette::LabeledSpan;
 
-use crate::diagnostics::{self, Diagnostic, Diagnostics, Excerpt, MAX_RENDERED};
+use crate::diagnostics::{self, Diagnostic, Diagnostics, Excerpt, Handler, MAX_RENDERED};
 use crate::model::Loc;
 
 /// A place in the native YAML that explains a backend problem.
@@ -57,11 +57,15 @@ impl BackendErrors {
     /// Renders every problem: no colors and a fixed width when `color` is false, so
     /// the output is stable for snapshots.
     pub fn render(&self, color: bool, width: usize) -> String {
+        self.render_with(&diagnostics::handler(color, width))
+    }
+
+    /// [`BackendErrors::render`] with a given handler.
+    pub(crate) fn render_with(&self, handler: &Handler) -> String {
         let mut out = String::new();
         if let Some(n) = &self.native_errors {
-            out.push_str(&n.render(color, width));
+            out.push_str(&n.render_with(handler));
         }
-        let handler = diagnostics::handler(color, width);
         for item in self.items.iter().take(MAX_RENDERED) {
             let note = match (&item.note, &self.native) {
                 (Some(n), Some(f)) if !n.loc.is_synthetic() => Some(Part {
@@ -176,5 +180,66 @@ impl miette::Diagnostic for Part {
                 self.related.iter().map(|r| r as &dyn miette::Diagnostic),
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain renderer shows a pinned-schema note in the native YAML after the
+    /// problem in the backend YAML, each with its own location and snippet.
+    #[test]
+    fn plain_rendering_shows_the_note_in_the_native_yaml() {
+        let backend = "backend: Emu\nsupported:\n  - func: relu(Tensor self, int x) -> Tensor\n";
+        let native = "- func: relu(Tensor self) -> Tensor\n";
+        let at = |text: &str, what: &str, line: u32| Loc {
+            offset: text.find(what).unwrap(),
+            len: what.len(),
+            line,
+            col: 1 + text
+                .lines()
+                .nth(line as usize - 1)
+                .unwrap()
+                .find(what)
+                .unwrap() as u32,
+        };
+        let errors = BackendErrors {
+            backend: SourceFile {
+                path: "emu.yaml".into(),
+                text: backend.into(),
+            },
+            native: Some(SourceFile {
+                path: "native.yaml".into(),
+                text: native.into(),
+            }),
+            items: vec![BackendDiagnostic {
+                diag: Diagnostic::new(
+                    "opal::backend::pinned",
+                    at(backend, "int x", 3),
+                    "`relu`: the pinned schema has an argument the current one lacks",
+                )
+                .label("not in the current schema"),
+                note: Some(Note {
+                    loc: at(native, "relu(Tensor self)", 1),
+                    label: "the current schema".into(),
+                }),
+            }],
+            native_errors: None,
+        };
+        let expected = "\
+error: emu.yaml:3:29: `relu`: the pinned schema has an argument the current one lacks [opal::backend::pinned]
+  |
+2 | supported:
+3 |   - func: relu(Tensor self, int x) -> Tensor
+  |                             ^^^^^ not in the current schema
+note: native.yaml:1:9: the current schema [opal::backend::note]
+  |
+1 | - func: relu(Tensor self) -> Tensor
+  |         ^^^^^^^^^^^^^^^^^ the current schema
+
+emu.yaml: 1 error
+";
+        assert_eq!(errors.render_with(&Handler::Plain), expected);
     }
 }

@@ -160,6 +160,8 @@ fn to_cpu_tracked(t: &Tensor, target: &mut Option<Device>, op: &str) -> Result<O
 pub fn cpu_fallback(op: &OperatorHandle, _ks: DispatchKeySet, stack: &mut Stack) -> Result<()> {
     CALLS.fetch_add(1, Ordering::Relaxed);
     let name = op.name();
+    #[cfg(feature = "tracing")]
+    let _span = tracing::debug_span!(target: "opal", "cpu_fallback", op = %name).entered();
     let def = op
         .def()
         .ok_or_else(|| OpalError::msg(format!("CPU fallback: '{name}' is not defined")))?;
