@@ -7,7 +7,7 @@
 //! do, and pay nothing for it.
 //!
 //! [`backward`] and [`grad`] run the recorded graph from outputs to inputs
-//! ([`engine`]): each node turns the gradients of its forward outputs into
+//! (the `engine` module): each node turns the gradients of its forward outputs into
 //! gradients of its forward inputs, the engine sums what reaches the same place,
 //! reduces broadcast gradients to their input's shape, and accumulates into the
 //! leaves' `.grad`. Saved tensors remember their storage's version, so a backward
