@@ -29,7 +29,8 @@ fn pytorch_native() -> &'static NativeFunctions {
 fn opal_native() -> &'static NativeFunctions {
     static N: OnceLock<NativeFunctions> = OnceLock::new();
     N.get_or_init(|| {
-        opal_codegen::load(format!("{ROOT}runtime/native_functions.yaml")).unwrap_or_else(|d| panic!("{d}"))
+        opal_codegen::load(format!("{ROOT}runtime/native_functions.yaml"))
+            .unwrap_or_else(|d| panic!("{d}"))
     })
 }
 

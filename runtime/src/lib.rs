@@ -102,9 +102,9 @@ pub mod interop;
 pub mod ivalue;
 pub mod ops;
 pub mod scalar;
-pub mod serialize;
 #[cfg(feature = "serde")]
 mod serde_impls;
+pub mod serialize;
 pub mod tensor;
 pub mod types;
 pub mod warning;

@@ -572,7 +572,7 @@ fn fallback_module(entries: &[Entry]) -> TokenStream {
             ::opal::fallback::call(&#path::ops::#id::DEF, ks, ::std::vec![#(#ns.into_ivalue()),*])
         }
     };
-    let full_fns = entries
+    let full_fns: Vec<TokenStream> = entries
         .iter()
         .filter(|e| matches!(e.compat, Compat::Adapter { .. }))
         .map(|e| {
@@ -592,8 +592,9 @@ fn fallback_module(entries: &[Entry]) -> TokenStream {
                     #body
                 }
             }
-        });
-    let ker_fns = entries
+        })
+        .collect();
+    let ker_fns: Vec<TokenStream> = entries
         .iter()
         .filter(|e| !std::ptr::eq(e.cur, e.ker))
         .map(|e| {
@@ -619,7 +620,19 @@ fn fallback_module(entries: &[Entry]) -> TokenStream {
                     #body
                 }
             }
-        });
+        })
+        .collect();
+    // An empty module imports nothing (an unused import warns under deny(warnings)).
+    let prelude = (!ker_fns.is_empty()).then(|| {
+        quote!(
+            use super::ops::prelude::*;
+        )
+    });
+    let full_prelude = (!full_fns.is_empty()).then(|| {
+        quote!(
+            use super::super::ops::prelude::*;
+        )
+    });
     quote! {
         /// The CPU fallback for the pinned ops, with each kernel's own signature, so a
         /// kernel can hand cases it does not handle (an unsupported dtype, say) to the
@@ -627,14 +640,14 @@ fn fallback_module(entries: &[Entry]) -> TokenStream {
         /// op: `::opal::fallback::call(&ops::<op>::DEF, ks, <boxed arguments>)`.)
         #[allow(dead_code, non_snake_case, reason = "kernels call the helpers they need; names follow operator names")]
         pub mod fallback {
-            use super::ops::prelude::*;
+            #prelude
 
             #(#ker_fns)*
 
             /// The same with the current schema's arguments, for adapted ops (what an
             /// adapter calls for argument values its pinned kernel predates).
             pub mod full {
-                use super::super::ops::prelude::*;
+                #full_prelude
 
                 #(#full_fns)*
             }
