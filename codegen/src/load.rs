@@ -18,7 +18,8 @@ pub fn load(path: impl AsRef<Path>) -> Result<NativeFunctions, Diagnostics> {
     load_with_tags(path, beside.is_file().then_some(beside.as_path()))
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, Diagnostics> {
+/// The bytes of `path`, or a located "cannot read the file" diagnostic.
+pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Diagnostics> {
     std::fs::read(path).map_err(|e| {
         let mut d = Diagnostics::new(path.display().to_string(), "");
         d.push(

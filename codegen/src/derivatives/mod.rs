@@ -18,8 +18,8 @@ pub mod validate;
 
 use std::path::Path;
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
-use crate::model::{Loc, NativeFunctions};
+use crate::diagnostics::Diagnostics;
+use crate::model::NativeFunctions;
 pub use load::parse_derivatives;
 pub use model::*;
 pub use validate::NativeVocabulary;
@@ -31,18 +31,7 @@ pub fn load_derivatives(
 ) -> Result<Derivatives, Diagnostics> {
     let path = path.as_ref();
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| {
-        let mut d = Diagnostics::new(name.clone(), "");
-        d.push(
-            Diagnostic::new(
-                "opal::io",
-                Loc::SYNTHETIC,
-                format!("cannot read the file: {e}"),
-            )
-            .hint("check the path"),
-        );
-        d
-    })?;
+    let bytes = crate::load::read(path)?;
     match crate::parse::decode(&bytes) {
         Ok(src) => load_derivatives_str(src, &name, native),
         Err(e) => {
