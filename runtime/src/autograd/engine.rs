@@ -124,7 +124,7 @@ fn run(
         capture.map(|ins| ins.iter().map(|t| slot_of(&t.gradient_edge())).collect());
     let mut captured: Vec<Option<Tensor>> = vec![None; capture.map_or(0, <[Tensor]>::len)];
 
-    let mut tasks = discover(roots.iter().map(|(e, _)| e))?;
+    let mut tasks = discover(roots.iter().map(|(e, _)| e));
     for (edge, g) in roots {
         route(
             &edge,
@@ -179,7 +179,7 @@ fn run(
 }
 
 /// Every node reachable from `roots`, with the number of edges into it.
-fn discover<'e>(roots: impl Iterator<Item = &'e Edge>) -> Result<HashMap<usize, Task>> {
+fn discover<'e>(roots: impl Iterator<Item = &'e Edge>) -> HashMap<usize, Task> {
     let mut tasks: HashMap<usize, Task> = HashMap::new();
     let mut stack: Vec<Arc<dyn Node>> = Vec::new();
     let visit = |n: &Arc<dyn Node>, tasks: &mut HashMap<usize, Task>, stack: &mut Vec<_>| {
@@ -209,7 +209,7 @@ fn discover<'e>(roots: impl Iterator<Item = &'e Edge>) -> Result<HashMap<usize, 
             }
         }
     }
-    Ok(tasks)
+    tasks
 }
 
 /// Sends gradient `g` along `edge`: into the target node's buffer, into a captured
@@ -258,7 +258,8 @@ fn route(
     Ok(())
 }
 
-fn sum(acc: Option<Tensor>, g: Tensor) -> Result<Tensor> {
+/// `acc + g` (just `g` when nothing was there yet).
+pub(super) fn sum(acc: Option<Tensor>, g: Tensor) -> Result<Tensor> {
     match acc {
         None => Ok(g),
         Some(a) => ops::add_tensor(&a, &g),

@@ -165,13 +165,9 @@ impl Tensor {
     pub(crate) fn accumulate_grad(&self, g: Tensor) -> Result<()> {
         let m = self.autograd_meta_or_init();
         let mut slot = lock(&m.grad);
-        *slot = Some(match slot.take() {
-            None => g,
-            Some(prev) => {
-                let _no_grad = super::NoGradGuard::new();
-                crate::ops::add_tensor(&prev, &g)?
-            }
-        });
+        let _no_grad = super::NoGradGuard::new();
+        // On an `Err` the previous gradient stays.
+        *slot = Some(super::engine::sum(slot.clone(), g)?);
         Ok(())
     }
 
