@@ -9,6 +9,9 @@
 //! backends generate against the very YAML `opal` was generated from, without a path
 //! into Opal's repository.
 //!
+//! It also generates the autograd kernels from `derivatives.yaml` (`autograd.rs`,
+//! included by `src/autograd/generated.rs`).
+//!
 //! Owns: only the call of `opal_codegen::Builder`. Must not: generate anything by
 //! hand. Reruns only when build.rs or the YAML files change; unchanged outputs are
 //! not rewritten, so a no-op build recompiles nothing.
@@ -34,6 +37,7 @@ fn main() {
     );
     let result = opal_codegen::Builder::new()
         .native_yaml(native)
+        .derivatives_yaml("derivatives.yaml")
         .namespace("aten")
         .out_dir(PathBuf::from(out_dir).join("opal_ops"))
         .runtime_crate()

@@ -34,6 +34,7 @@ use crate::emit::{self, EmitError, EmitOptions, RuntimePath, Unsupported};
 pub struct Builder {
     native_yaml: Option<PathBuf>,
     tags: Option<PathBuf>,
+    derivatives: Option<PathBuf>,
     namespace: String,
     out_dir: Option<PathBuf>,
     runtime: RuntimePath,
@@ -92,6 +93,7 @@ impl Builder {
         Builder {
             native_yaml: None,
             tags: None,
+            derivatives: None,
             namespace: "aten".to_string(),
             out_dir: None,
             runtime: RuntimePath::Opal,
@@ -139,6 +141,13 @@ impl Builder {
         self
     }
 
+    /// Also generates autograd kernels (`autograd.rs`) from the `derivatives.yaml`
+    /// at `path`, checked against the native YAML.
+    pub fn derivatives_yaml(mut self, path: impl AsRef<Path>) -> Self {
+        self.derivatives = Some(path.as_ref().to_path_buf());
+        self
+    }
+
     /// Loads, generates and writes. Files whose bytes are unchanged are not touched;
     /// `ops_NNN.rs` files left over from a larger earlier output are removed.
     pub fn generate(self) -> Result<Report, Error> {
@@ -173,8 +182,30 @@ impl Builder {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
         };
-        let generated = emit::generate(&model, &opts)
+        let mut generated = emit::generate(&model, &opts)
             .map_err(|errs| Error::Load(emit_diagnostics(&yaml, &errs)))?;
+        if let Some(dpath) = &self.derivatives {
+            if self.cargo_directives {
+                println!("cargo:rerun-if-changed={}", dpath.display());
+            }
+            let derivs =
+                crate::derivatives::load_derivatives(dpath, &model).map_err(Error::Load)?;
+            let text = emit::autograd::generate(
+                &model,
+                &derivs,
+                &self.namespace,
+                &self.runtime,
+                &opts.source,
+            )
+            .map_err(|errs| {
+                let src = std::fs::read_to_string(dpath).unwrap_or_default();
+                let mut d = Diagnostics::new(dpath.display().to_string(), src);
+                errs.into_iter().for_each(|e| d.push(e));
+                d.sort();
+                Error::Load(d)
+            })?;
+            generated.files.push(("autograd.rs".to_string(), text));
+        }
         if self.cargo_directives {
             for u in &generated.unsupported {
                 println!(

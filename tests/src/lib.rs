@@ -1,3 +1,4 @@
 //! Opal's cross-crate tests.
 
+pub mod golden;
 pub mod scratch;

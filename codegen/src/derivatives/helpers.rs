@@ -318,3 +318,59 @@ pub const DISPATCH_KEYS: &[&str] = &[
     "AutogradXPU",
     "Default",
 ];
+
+/// The helpers Opal's runtime implements (`opal::autograd::helpers`), with the
+/// signatures the autograd generator calls them by: `name(Type arg, ...) -> Type`,
+/// in schema types plus `TensorOptions`, `Tensor*N` (N tensors at once) and `T[][]`;
+/// `=None` marks a parameter a formula may leave out; `@rust_name` names the Rust
+/// function of an overload. A helper formulas call that is not here is a build
+/// error naming the formula.
+pub const IMPLEMENTED: &[&str] = &[
+    "maybe_multiply(Tensor t, Scalar s) -> Tensor",
+    "mul_tensor_backward(Tensor grad, Tensor other, ScalarType self_st) -> Tensor",
+    "mul_tensor_backward(Tensor grad, Scalar other, ScalarType self_st) -> Tensor @mul_tensor_backward_scalar",
+    "div_tensor_self_backward(Tensor grad, Tensor other, ScalarType self_st, str? rounding_mode=None) -> Tensor",
+    "div_tensor_other_backward(Tensor grad, Tensor self, Tensor other, str? rounding_mode=None) -> Tensor",
+    "pow_backward(Tensor grad, Tensor self, Scalar exponent) -> Tensor",
+    "pow_backward_self(Tensor grad, Tensor self, Tensor exponent) -> Tensor",
+    "pow_backward_exponent(Tensor grad, Tensor self, Tensor exponent, Tensor result) -> Tensor",
+    "masked_fill_inplace_if_safe(Tensor t, Tensor mask, Scalar value) -> Tensor",
+    "atan2_backward(Tensor grad, Tensor self, Tensor other, bool[] mask) -> Tensor*2",
+    "clamp_backward(Tensor grad, Tensor self, Scalar? min, Scalar? max) -> Tensor",
+    "log1p_backward(Tensor grad, Tensor self) -> Tensor",
+    "infinitely_differentiable_silu_backward(Tensor grad, Tensor self) -> Tensor",
+    "sum_backward(Tensor grad, int[] sizes, int[]? dim, bool keepdim) -> Tensor",
+    "mean_backward(Tensor grad, int[] sizes, int[]? dim, int numel, bool keepdim) -> Tensor",
+    "prod_backward(Tensor grad, Tensor self, Tensor result) -> Tensor",
+    "restore_reduced_dims(Tensor t, int[] dim, bool keepdim) -> Tensor",
+    "scale_grad_by_count(Tensor grad, Tensor mask, int[] dim) -> Tensor",
+    "var_backward(Tensor grad, Tensor self, int[]? dim, Scalar? correction, bool keepdim) -> Tensor",
+    "std_backward(Tensor result, Tensor grad, Tensor self, int[]? dim, Scalar? correction, bool keepdim) -> Tensor",
+    "logsumexp_backward(Tensor grad, Tensor self, Tensor result, int[] dim, bool keepdim) -> Tensor",
+    "linalg_vector_norm_backward(Tensor grad, Tensor self, Scalar ord, Tensor result, int[]? dim, bool keepdim) -> Tensor",
+    "cumsum_backward(Tensor grad, int dim) -> Tensor",
+    "mm_mat1_backward(Tensor grad, Tensor mat2, int[] sizes, int[] strides, Layout layout, Scalar alpha) -> Tensor",
+    "mm_mat2_backward(Tensor grad, Tensor mat1, int[] sizes, int[] strides, Layout layout, Scalar alpha) -> Tensor",
+    "permute_backwards(Tensor grad, int[] dims) -> Tensor",
+    "sum_to(Tensor grad, int[] sizes) -> Tensor",
+    "unsqueeze_to(Tensor grad, int dim, int[] sizes) -> Tensor",
+    "slice_backward_wrapper(Tensor grad, int[] sizes, int dim, int? start, int? end, int step) -> Tensor",
+    "split_backward(Tensor[] grads, int split_size, int dim, int[] sizes, TensorOptions options) -> Tensor",
+    "to_args_sizes(Tensor[] tensors) -> int[][]",
+    "to_args_sizes_symint(Tensor[] tensors) -> int[][]",
+    "to_args_scalartypes(Tensor[] tensors) -> ScalarType[]",
+    "cat_tensors_backward(Tensor grad, int[][] sizes, ScalarType[] dtypes, int dim) -> Tensor[]",
+    "stack_tensors_backward(Tensor grad, int dim, ScalarType[] dtypes) -> Tensor[]",
+    "roll_backward(Tensor grad, int[] shifts, int[] dims) -> Tensor",
+    "repeat_backward(Tensor grad, int[] repeats, int[] sizes) -> Tensor",
+    "constant_pad_nd_backward(Tensor grad, int[] pad) -> Tensor",
+    "_to_copy_backward(Tensor grad, TensorOptions options) -> Tensor",
+    "index_backward(Tensor zeros, Tensor?[] indices, Tensor grad) -> Tensor",
+];
+
+/// Whether `name` is a helper of [`IMPLEMENTED`].
+pub fn is_implemented(name: &str) -> bool {
+    IMPLEMENTED
+        .iter()
+        .any(|s| s.split('(').next() == Some(name))
+}

@@ -53,7 +53,9 @@ impl<'n> NativeVocabulary<'n> {
     }
 
     fn is_function(&self, name: &str) -> bool {
-        Self::has(&self.functions, name) || helpers::FUNCTIONS.contains(&name)
+        Self::has(&self.functions, name)
+            || helpers::FUNCTIONS.contains(&name)
+            || helpers::is_implemented(name)
     }
 
     fn is_method(&self, name: &str) -> bool {

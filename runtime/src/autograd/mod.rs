@@ -19,7 +19,9 @@
 //! nodes (custom functions, or kernels generated from `derivatives.yaml`).
 
 mod engine;
+pub(crate) mod generated;
 mod grad_mode;
+pub mod helpers;
 mod meta;
 mod node;
 mod record;

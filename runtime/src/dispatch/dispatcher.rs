@@ -63,6 +63,8 @@ impl Dispatcher {
             // The CompositeImplicitAutograd kernels ship with the runtime: registered
             // here, before any op is defined or called, so they need no init call.
             crate::composite::register(&d);
+            // So are the autograd kernels generated from derivatives.yaml.
+            crate::autograd::generated::register(&d);
             d
         })
     }

@@ -1,0 +1,596 @@
+//! Autograd kernels from `derivatives.yaml`: one kernel per entry, registered at the
+//! `Autograd` alias key so every backend's tensors get it.
+//!
+//! A kernel runs the op below the autograd keys, and when grad mode is on and an
+//! input requires grad, records a backward node (`autograd::record`) that saves
+//! only what the entry's backward formulas read: the inputs and outputs they name
+//! (as `SavedTensor`s, checked against in-place changes) and the non-tensor
+//! arguments (cloned). The node computes only the gradients of inputs that need
+//! one. Each formula is translated by `formula`; one that does not translate is an
+//! error located in the derivatives file, so the build stops naming it.
+//!
+//! Owns: the layout of the generated `autograd.rs` and each kernel's body. Must
+//! not: parse formulas (see `crate::derivatives`) or decide Rust names and types of
+//! arguments (see `crate::ident`).
+
+mod formula;
+mod types;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+
+use crate::derivatives::model::{Body, DerivativeEntry, Derivatives, Mode, OutputDifferentiable};
+use crate::diagnostics::Diagnostic;
+use crate::emit::plan::{self, OpPlan};
+use crate::emit::{format_file, Ctx, RuntimePath};
+use crate::ident::{Passing, Types};
+use crate::model::{BaseTy, NativeFunctions, Type};
+use formula::{helper_table, NativeIndex, Scope};
+use types::{Ty, Val};
+
+/// The generated `autograd.rs`: one kernel per entry and `register`.
+pub fn generate(
+    native: &NativeFunctions,
+    derivs: &Derivatives,
+    namespace: &str,
+    runtime: &RuntimePath,
+    source: &str,
+) -> Result<String, Vec<Diagnostic>> {
+    let cx = Ctx::new(runtime);
+    let plan = plan::plan(native, namespace).map_err(|errs| {
+        errs.into_iter()
+            .map(|e| Diagnostic::new("opal::autograd_plan", e.loc, e.message))
+            .collect::<Vec<_>>()
+    })?;
+    let ops: BTreeMap<&str, &OpPlan> = plan.ops.iter().map(|o| (o.op_name.as_str(), o)).collect();
+    let index = NativeIndex::new(native);
+    let helpers = helper_table().map_err(|e| {
+        vec![Diagnostic::new(
+            "opal::autograd_helper",
+            Default::default(),
+            e,
+        )]
+    })?;
+    let mut errs = Vec::new();
+    let mut kernels = Vec::new();
+    let mut regs = Vec::new();
+    let mut node_names: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in &derivs.entries {
+        let name = entry.schema.name.to_string();
+        let Some(op) = ops.get(name.as_str()) else {
+            errs.push(
+                Diagnostic::new(
+                    "opal::autograd_no_op",
+                    entry.schema.loc,
+                    format!("`{name}` has no generated operator to differentiate"),
+                )
+                .hint("the operator is missing from native_functions.yaml or cannot be expressed in Rust"),
+            );
+            continue;
+        };
+        let camel = camel(&entry.schema.name.name.base);
+        let n = node_names.entry(camel.clone()).or_insert(0);
+        let node = format!("{camel}Backward{n}");
+        *n += 1;
+        let ctx = KernelCtx {
+            cx: &cx,
+            op,
+            entry,
+            node,
+            index: &index,
+            helpers: &helpers,
+        };
+        match ctx.kernel() {
+            Ok(k) => {
+                kernels.push(k);
+                let id = op.ident();
+                regs.push(quote!((ops::#id::DEF.name, ops::#id::kernel(#id))));
+            }
+            Err(mut e) => errs.append(&mut e),
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    let rt = cx.rt();
+    let count = regs.len();
+    let tokens = quote! {
+        use #rt::autograd::helpers as h;
+        use #rt::autograd::helpers::TensorOptions;
+        use #rt::autograd::{record, SavedTensor};
+        use #rt::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, KernelFunction};
+        use #rt::ops;
+        use #rt::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
+
+        #(#kernels)*
+
+        /// The generated autograd kernels: (operator name, kernel), for registration
+        /// at the `Autograd` alias key.
+        pub(crate) fn kernels() -> [(&'static str, KernelFunction); #count] {
+            [#(#regs),*]
+        }
+
+        /// Registers every generated autograd kernel with `d` at the `Autograd` alias
+        /// key; returns the operators whose registration failed, with the reason.
+        pub(crate) fn register(d: &Dispatcher) -> Vec<(&'static str, String)> {
+            let mut failed = Vec::new();
+            for (name, k) in kernels() {
+                match d.register_impl(name, DispatchKey::Autograd, k) {
+                    Ok(h) => h.leak(),
+                    Err(e) => failed.push((name, e.to_string())),
+                }
+            }
+            failed
+        }
+    };
+    let header = format!(
+        "// @generated by opal-codegen from {source} (derivatives.yaml): autograd kernels. Do not edit.\n"
+    );
+    format_file(&header, tokens).map_err(|e| {
+        vec![Diagnostic::new(
+            "opal::autograd_format",
+            Default::default(),
+            format!("generated autograd code does not parse: {e}"),
+        )]
+    })
+}
+
+/// `max_pool2d_with_indices` -> `MaxPool2DWithIndices`.
+fn camel(s: &str) -> String {
+    s.split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// What a tensor input of the op is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TensorArg {
+    One,
+    Optional,
+    List,
+}
+
+fn tensor_arg(t: &Type) -> Option<TensorArg> {
+    match t {
+        Type::Base(BaseTy::Tensor) => Some(TensorArg::One),
+        Type::Optional(inner) if **inner == Type::Base(BaseTy::Tensor) => Some(TensorArg::Optional),
+        Type::List { elem, .. } if **elem == Type::Base(BaseTy::Tensor) => Some(TensorArg::List),
+        _ => None,
+    }
+}
+
+struct KernelCtx<'a, 'm> {
+    cx: &'a Ctx,
+    op: &'a OpPlan<'m>,
+    entry: &'a DerivativeEntry,
+    node: String,
+    index: &'a NativeIndex<'m>,
+    helpers: &'a BTreeMap<String, Vec<formula::HelperSig>>,
+}
+
+impl KernelCtx<'_, '_> {
+    fn kernel(&self) -> Result<TokenStream, Vec<Diagnostic>> {
+        let op = self.op;
+        let entry = self.entry;
+        let section = entry
+            .section(None)
+            .or_else(|| entry.section(Some("Default")));
+        let formulas: Vec<_> = section
+            .map(|s| {
+                s.formulas
+                    .iter()
+                    .filter(|f| f.mode == Mode::Backward)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut used: BTreeSet<String> = BTreeSet::new();
+        for f in &formulas {
+            if let Some(e) = f.expr() {
+                e.walk(&mut |x| {
+                    if let Some(n) = x.as_ident() {
+                        used.insert(n.to_string());
+                    }
+                });
+            }
+        }
+
+        // The op's arguments and outputs.
+        let id = op.ident();
+        let params: Vec<TokenStream> = op
+            .args
+            .iter()
+            .map(|a| {
+                let (n, t) = (a.ident(), self.cx.types.arg(a.ty()));
+                quote!(#n: #t)
+            })
+            .collect();
+        let names: Vec<_> = op.args.iter().map(|a| a.ident()).collect();
+        let ret = self
+            .cx
+            .types
+            .result_type(self.cx.types.returns_type(op.return_types()));
+        let returns = &op.f.func.returns;
+        let single = returns.len() == 1;
+        let out_vars: Vec<proc_macro2::Ident> = if single {
+            vec![format_ident!("result")]
+        } else {
+            (0..returns.len())
+                .map(|i| format_ident!("result{i}"))
+                .collect()
+        };
+
+        let tensor_args: Vec<(usize, TensorArg)> = op
+            .args
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| tensor_arg(a.ty()).map(|k| (i, k)))
+            .collect();
+        let diff_out: Vec<bool> = (0..returns.len())
+            .map(|i| {
+                let declared = entry
+                    .output_differentiability
+                    .as_ref()
+                    .and_then(|o| o.values.get(i))
+                    .is_none_or(|v| !matches!(v, OutputDifferentiable::Always(false)));
+                declared && tensor_arg(&returns[i].ty).is_some()
+            })
+            .collect();
+
+        // Forward, and the early return when nothing is recorded.
+        let mut body = Vec::new();
+        let bind = if single {
+            quote!(let result = __out;)
+        } else {
+            quote!(let (#(#out_vars),*) = __out;)
+        };
+        let ret_expr = if single {
+            quote!(result)
+        } else {
+            quote!((#(#out_vars),*))
+        };
+        body.push(quote! {
+            let __out = ops::#id::redispatch(ks.below(DispatchKey::AutogradOther), #(#names),*)?;
+            #bind
+        });
+        if formulas.is_empty() || !diff_out.iter().any(|d| *d) {
+            // Nothing differentiable: the op only has to run below autograd.
+            return Ok(self.finish(&id, &params, &ret, body, ret_expr));
+        }
+        let undef_needed = tensor_args.iter().any(|(_, k)| *k == TensorArg::Optional)
+            || diff_out.iter().any(|d| !d);
+        if undef_needed {
+            body.push(quote!(let __undef = Tensor::undefined();));
+        }
+        let mut inputs = Vec::new();
+        let mut needs = Vec::new();
+        for (i, k) in &tensor_args {
+            let n = &names[*i];
+            match k {
+                TensorArg::One => {
+                    inputs.push(quote!(__inputs.push(#n);));
+                    needs.push(quote!(#n.requires_grad()));
+                }
+                TensorArg::Optional => {
+                    inputs.push(quote!(__inputs.push(#n.unwrap_or(&__undef));));
+                    needs.push(quote!(#n.is_some_and(|t| t.requires_grad())));
+                }
+                TensorArg::List => {
+                    inputs.push(quote!(__inputs.extend(#n.iter());));
+                    needs.push(quote!(#n.iter().any(|t| t.requires_grad())));
+                }
+            }
+        }
+        body.push(quote! {
+            let mut __inputs: Vec<&Tensor> = Vec::new();
+            #(#inputs)*
+            if !h::should_record(&__inputs) {
+                return Ok(#ret_expr);
+            }
+            let __needs = [#(#needs),*];
+        });
+
+        // What the formulas read: saved before recording, rebound inside the node.
+        let node = &self.node;
+        let mut saves = Vec::new();
+        let mut loads = Vec::new();
+        let mut vars: BTreeMap<String, Val> = BTreeMap::new();
+        for a in &op.args {
+            if !used.contains(&a.arg.name) {
+                continue;
+            }
+            let n = a.ident();
+            let s = format_ident!("__saved_{}", a.arg.name);
+            let aname = &a.arg.name;
+            let Some(ty) = Ty::of_schema(a.ty()) else {
+                return Err(vec![self.error(
+                    entry.loc,
+                    format!("argument `{aname}` has a type formulas cannot use"),
+                )]);
+            };
+            match tensor_arg(a.ty()) {
+                Some(TensorArg::One) => {
+                    saves.push(quote!(let #s = SavedTensor::input(#n, #node, #aname);));
+                    loads.push(quote!(let #n = #s.get()?;));
+                }
+                Some(TensorArg::Optional) => {
+                    saves.push(quote!(let #s = #n.map(|t| SavedTensor::input(t, #node, #aname));));
+                    loads.push(quote!(let #n = #s.as_ref().map(SavedTensor::get).transpose()?;));
+                }
+                Some(TensorArg::List) => {
+                    saves.push(quote!(let #s: Vec<SavedTensor> = #n.iter().map(|t| SavedTensor::input(t, #node, #aname)).collect();));
+                    loads.push(quote!(let #n = #s.iter().map(SavedTensor::get).collect::<Result<Vec<Tensor>>>()?;));
+                }
+                None => {
+                    let owned = arg_to_owned(quote!(#n), a.ty());
+                    saves.push(quote!(let #n = #owned;));
+                }
+            }
+            vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
+        }
+        for (i, r) in returns.iter().enumerate() {
+            let v = &out_vars[i];
+            let mut aliases = vec![if single {
+                "result".to_string()
+            } else {
+                format!("result{i}")
+            }];
+            if let Some(n) = &r.name {
+                aliases.push(n.clone());
+            }
+            if single {
+                aliases.push("result0".to_string());
+            }
+            if !aliases.iter().any(|a| used.contains(a)) {
+                continue;
+            }
+            let Some(ty) = Ty::of_schema(&r.ty) else {
+                return Err(vec![self.error(entry.loc, "an output formulas cannot use")]);
+            };
+            let s = format_ident!("__saved_{}", v);
+            let label = aliases[0].as_str();
+            if ty == Ty::Tensor {
+                saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
+                loads.push(quote!(let #v = #s.get()?;));
+            } else {
+                return Err(vec![
+                    self.error(entry.loc, "a saved output that is not one tensor")
+                ]);
+            }
+            for a in aliases {
+                vars.insert(a, Val::place(quote!(#v), ty.clone()));
+            }
+        }
+        if used.contains("grad") {
+            loads.push(quote!(let grad = h::grad_at(__grads, 0);));
+            vars.insert("grad".into(), Val::place(quote!(grad), Ty::Tensor));
+        }
+        if used.contains("grads") {
+            loads.push(quote!(let grads: Vec<Tensor> = (0..__grads.len()).map(|i| h::grad_at(__grads, i)).collect();));
+            vars.insert(
+                "grads".into(),
+                Val::place(quote!(grads), Ty::List(Box::new(Ty::Tensor))),
+            );
+        }
+
+        // One gradient variable per tensor input, filled by the formulas.
+        let arg_slot = |name: &str| -> Option<usize> {
+            tensor_args
+                .iter()
+                .position(|(i, _)| op.args[*i].arg.name == name)
+        };
+        let mut computes = Vec::new();
+        let mut errs = Vec::new();
+        let mut covered = vec![false; tensor_args.len()];
+        for f in &formulas {
+            if f.body == Body::NonDifferentiable {
+                continue;
+            }
+            let mut slots = Vec::new();
+            for k in &f.keys {
+                match arg_slot(&k.name) {
+                    Some(s) => slots.push(s),
+                    None => errs.push(self.error(
+                        k.loc,
+                        format!("`{}` is not a tensor argument of `{}`", k.name, op.op_name),
+                    )),
+                }
+            }
+            if slots.len() != f.keys.len() {
+                continue;
+            }
+            let expr = match &f.body {
+                Body::NonDifferentiable => continue,
+                Body::Expr(e) => e,
+                _ => continue,
+            };
+            let mut scope_vars = vars.clone();
+            if f.uses_grad_input_mask() {
+                let m = slots.iter().map(|s| quote!(__needs[#s]));
+                scope_vars.insert(
+                    "grad_input_mask".into(),
+                    Val::new(quote!(vec![#(#m),*]), Ty::List(Box::new(Ty::Bool))),
+                );
+            }
+            let scope = Scope {
+                vars: scope_vars,
+                native: self.index,
+                helpers: self.helpers,
+            };
+            let val = match scope.expr(expr) {
+                Ok(v) => v,
+                Err(u) => {
+                    let start = u.span.start as usize;
+                    let end = u.span.end as usize;
+                    errs.push(
+                        self.error(
+                            f.loc_of(start, end),
+                            format!(
+                                "cannot translate the formula of `{}` for {}: {}",
+                                op.op_name,
+                                f.keys
+                                    .iter()
+                                    .map(|k| k.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                u.reason
+                            ),
+                        ),
+                    );
+                    continue;
+                }
+            };
+            let cond = slots.iter().map(|s| quote!(__needs[#s]));
+            let value = val.owned();
+            let gvars: Vec<_> = slots.iter().map(|s| format_ident!("__g{}", s)).collect();
+            let list_slot = |s: usize| tensor_args[s].1 == TensorArg::List;
+            let expected = if slots.len() == 1 {
+                if list_slot(slots[0]) {
+                    Ty::List(Box::new(Ty::Tensor))
+                } else {
+                    Ty::Tensor
+                }
+            } else {
+                Ty::Tuple(slots.len())
+            };
+            if val.ty != expected {
+                errs.push(self.error(
+                    f.loc,
+                    format!(
+                        "the formula of `{}` for {} gives a value of type {}, expected {}",
+                        op.op_name,
+                        f.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+                        val.ty,
+                        expected
+                    ),
+                ));
+                continue;
+            }
+            for s in &slots {
+                covered[*s] = true;
+            }
+            if slots.len() == 1 {
+                let g = &gvars[0];
+                computes.push(quote! {
+                    if #(#cond)||* {
+                        #g = Some(#value);
+                    }
+                });
+            } else {
+                let tmp: Vec<_> = slots.iter().map(|s| format_ident!("__t{}", s)).collect();
+                computes.push(quote! {
+                    if #(#cond)||* {
+                        let (#(#tmp),*) = #value;
+                        #(#gvars = Some(#tmp);)*
+                    }
+                });
+            }
+        }
+        if !errs.is_empty() {
+            return Err(errs);
+        }
+        let mut decls = Vec::new();
+        let mut pushes = Vec::new();
+        for (s, (i, k)) in tensor_args.iter().enumerate() {
+            let g = format_ident!("__g{}", s);
+            let n = &names[*i];
+            match k {
+                TensorArg::List => {
+                    let count = format_ident!("__count{}", s);
+                    saves.push(quote!(let #count = #n.len();));
+                    decls.push(quote!(let mut #g: Option<Vec<Tensor>> = None;));
+                    pushes.push(quote!(h::push_list(&mut __result, #g, #count);));
+                }
+                _ => {
+                    decls.push(quote!(let mut #g: Option<Tensor> = None;));
+                    pushes.push(quote!(__result.push(#g.filter(Tensor::is_defined));));
+                }
+            }
+            if !covered[s] {
+                // Not differentiable here: always no gradient.
+                decls.pop();
+                let ty = if *k == TensorArg::List {
+                    quote!(Option<Vec<Tensor>>)
+                } else {
+                    quote!(Option<Tensor>)
+                };
+                decls.push(quote!(let #g: #ty = None;));
+            }
+        }
+        let outs: Vec<TokenStream> = out_vars
+            .iter()
+            .zip(&diff_out)
+            .map(|(v, d)| if *d { quote!(&#v) } else { quote!(&__undef) })
+            .collect();
+        let outputs = if matches!(returns[0].ty, Type::List { .. }) {
+            quote!(let __outputs: Vec<&Tensor> = result.iter().collect();)
+        } else {
+            quote!(let __outputs: Vec<&Tensor> = vec![#(#outs),*];)
+        };
+        body.push(quote! {
+            #(#saves)*
+            #outputs
+            record(
+                #node,
+                &__inputs,
+                &__outputs,
+                Box::new(move |__grads: &[Option<Tensor>]| {
+                    #(#loads)*
+                    #(#decls)*
+                    #(#computes)*
+                    let mut __result: Vec<Option<Tensor>> = Vec::new();
+                    #(#pushes)*
+                    Ok(__result)
+                }),
+            )?;
+        });
+        Ok(self.finish(&id, &params, &ret, body, ret_expr))
+    }
+
+    fn finish(
+        &self,
+        id: &proc_macro2::Ident,
+        params: &[TokenStream],
+        ret: &syn::Type,
+        body: Vec<TokenStream>,
+        ret_expr: TokenStream,
+    ) -> TokenStream {
+        let doc = format!(
+            " Autograd kernel of `{}` (backward node `{}`).",
+            self.op.op_name, self.node
+        );
+        let schema = format!(" Schema: `{}`", self.op.schema);
+        quote! {
+            #[doc = #doc]
+            #[doc = ""]
+            #[doc = #schema]
+            #[allow(clippy::too_many_arguments, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, reason = "generated from formulas")]
+            pub(crate) fn #id(ks: DispatchKeySet, #(#params),*) -> #ret {
+                #(#body)*
+                Ok(#ret_expr)
+            }
+        }
+    }
+
+    fn error(&self, loc: crate::model::Loc, msg: impl Into<String>) -> Diagnostic {
+        Diagnostic::new("opal::autograd_formula", loc, msg)
+            .hint("use the operators of native_functions.yaml and the helpers listed in codegen/src/derivatives/helpers.rs (IMPLEMENTED)")
+    }
+}
+
+/// An argument in kernel-parameter form, made owned so a node can keep it.
+fn arg_to_owned(n: TokenStream, t: &Type) -> TokenStream {
+    match Types::passing(t) {
+        Passing::Value => n,
+        Passing::Ref => quote!(#n.to_owned()),
+        Passing::OptRef => quote!(#n.cloned()),
+        Passing::OptDeref => quote!(#n.map(|v| v.to_owned())),
+    }
+}

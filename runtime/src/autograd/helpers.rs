@@ -1,0 +1,723 @@
+//! The helper functions backward formulas call, under the names `derivatives.yaml`
+//! uses (PyTorch's: `sum_backward`, `mul_tensor_backward`, ...), written over Opal's
+//! operators so they run on every backend; plus the small pieces generated kernels
+//! share (`should_record`, `grad_at`, ...).
+//!
+//! Each public helper's signature is listed, in schema-like form, in
+//! `opal_codegen::derivatives::helpers::IMPLEMENTED`: the generator calls them by
+//! that list, and the compiler checks the two agree when the generated kernels
+//! build. Formulas are for real dtypes (Opal has no complex tensors), so PyTorch's
+//! conjugations are identities here.
+//!
+//! Each helper computes what its PyTorch namesake computes (the name says which
+//! derivative), so they carry no separate docs.
+//!
+//! Owns: these helpers. Must not: record graph nodes or touch tensor data other
+//! than through operators.
+
+#![allow(
+    missing_docs,
+    reason = "each helper is documented by its PyTorch name (module docs)"
+)]
+
+use super::grad_mode::is_grad_enabled;
+use crate::error::{OpalError, Result};
+use crate::ops;
+use crate::tensor::wrap_dim;
+use crate::{DType, Device, Layout, Scalar, Tensor};
+
+/// `wrap_dim` for helpers (messages name the backward pass).
+fn wd(dim: i64, ndim: usize) -> Result<usize> {
+    wrap_dim("backward", dim, ndim)
+}
+
+/// A tensor's dtype and device (`self.options()` in formulas).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorOptions {
+    pub dtype: DType,
+    pub device: Device,
+}
+
+impl TensorOptions {
+    /// The options of `t`.
+    pub fn of(t: &Tensor) -> TensorOptions {
+        TensorOptions {
+            dtype: t.dtype(),
+            device: t.device(),
+        }
+    }
+}
+
+// ---- pieces of generated kernels -------------------------------------------------
+
+/// Whether an op with these tensor inputs must record a node: grad mode is on and
+/// one of them requires grad.
+#[inline]
+pub fn should_record(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
+/// The gradient of output `i` (an undefined tensor when it got none).
+pub fn grad_at(grads: &[Option<Tensor>], i: usize) -> Tensor {
+    grads
+        .get(i)
+        .and_then(Clone::clone)
+        .unwrap_or_else(Tensor::undefined)
+}
+
+/// `list[i]` with a negative `i` counting from the end; out of range is an `Err`.
+pub fn at<T>(list: &[T], i: i64) -> Result<&T> {
+    let n = list.len() as i64;
+    let j = if i < 0 { i + n } else { i };
+    usize::try_from(j)
+        .ok()
+        .and_then(|j| list.get(j))
+        .ok_or_else(|| OpalError::msg(format!("index {i} is out of range for a list of {n}")))
+}
+
+/// The value of an optional the formula requires (`*opt`, `opt.value()`).
+pub fn value<T>(v: Option<T>, name: &str) -> Result<T> {
+    v.ok_or_else(|| OpalError::msg(format!("backward formula: `{name}` has no value")))
+}
+
+/// `t.size(d)` with `d` wrapped.
+pub fn size_at(t: &Tensor, d: i64) -> Result<i64> {
+    let d = wd(d, t.dim())?;
+    Ok(t.sizes()[d])
+}
+
+/// Appends the gradients of a `Tensor[]` input (`count` slots).
+pub fn push_list(out: &mut Vec<Option<Tensor>>, grads: Option<Vec<Tensor>>, count: usize) {
+    match grads {
+        Some(gs) => {
+            let n = gs.len();
+            out.extend(gs.into_iter().map(|g| g.is_defined().then_some(g)));
+            out.extend((n..count).map(|_| None));
+        }
+        None => out.extend((0..count).map(|_| None)),
+    }
+}
+
+/// `s` as a 0-dim tensor with `like`'s dtype and device (for operators that have
+/// no `Scalar` overload in Opal's set).
+pub fn scalar_like(like: &Tensor, s: Scalar) -> Result<Tensor> {
+    ops::full::call(&[], &s, Some(like.dtype()), None, Some(like.device()), None)
+}
+
+fn cmp(f: fn(&Tensor, &Tensor) -> Result<Tensor>, t: &Tensor, s: &Scalar) -> Result<Tensor> {
+    f(t, &scalar_like(t, s.clone())?)
+}
+
+fn is_one(s: &Scalar) -> bool {
+    matches!(s, Scalar::Int(1)) || matches!(s, Scalar::Float(f) if *f == 1.0)
+}
+
+fn zeros_as(t: &Tensor) -> Result<Tensor> {
+    ops::zeros_like(t)
+}
+
+fn zeros_of(sizes: &[i64], o: TensorOptions) -> Result<Tensor> {
+    ops::zeros::call(sizes, Some(o.dtype), None, Some(o.device), None)
+}
+
+/// Wrapped, sorted reduction dims (`None` or empty: every dim).
+fn reduced_dims(dim: Option<&[i64]>, ndim: usize) -> Result<Vec<usize>> {
+    let mut ds = match dim {
+        Some(d) if !d.is_empty() => d.iter().map(|&x| wd(x, ndim)).collect::<Result<Vec<_>>>()?,
+        _ => (0..ndim).collect(),
+    };
+    ds.sort_unstable();
+    ds.dedup();
+    Ok(ds)
+}
+
+/// `g` with the reduced dims of an input of rank `ndim` put back as size 1.
+fn unsqueeze_reduced(
+    g: &Tensor,
+    dim: Option<&[i64]>,
+    ndim: usize,
+    keepdim: bool,
+) -> Result<Tensor> {
+    if keepdim || ndim == 0 {
+        return Ok(g.clone());
+    }
+    let mut g = g.clone();
+    for d in reduced_dims(dim, ndim)? {
+        g = ops::unsqueeze(&g, d as i64)?;
+    }
+    Ok(g)
+}
+
+// ---- arithmetic ------------------------------------------------------------------
+
+/// `t * s`, skipping the multiplication when `s` is 1.
+pub fn maybe_multiply(t: &Tensor, s: &Scalar) -> Result<Tensor> {
+    if is_one(s) {
+        Ok(t.clone())
+    } else {
+        ops::mul_scalar(t, s)
+    }
+}
+
+pub fn mul_tensor_backward(grad: &Tensor, other: &Tensor, _self_st: DType) -> Result<Tensor> {
+    ops::mul_tensor(grad, other)
+}
+
+pub fn mul_tensor_backward_scalar(
+    grad: &Tensor,
+    other: &Scalar,
+    _self_st: DType,
+) -> Result<Tensor> {
+    ops::mul_scalar(grad, other)
+}
+
+pub fn div_tensor_self_backward(
+    grad: &Tensor,
+    other: &Tensor,
+    _self_st: DType,
+    rounding_mode: &Option<String>,
+) -> Result<Tensor> {
+    if rounding_mode.is_some() {
+        return zeros_as(grad);
+    }
+    ops::div_tensor(grad, other)
+}
+
+pub fn div_tensor_other_backward(
+    grad: &Tensor,
+    self_: &Tensor,
+    other: &Tensor,
+    rounding_mode: &Option<String>,
+) -> Result<Tensor> {
+    if rounding_mode.is_some() {
+        return zeros_as(grad);
+    }
+    let q = ops::div_tensor(&ops::div_tensor(self_, other)?, other)?;
+    ops::neg(&ops::mul_tensor(grad, &q)?)
+}
+
+pub fn pow_backward(grad: &Tensor, self_: &Tensor, exponent: &Scalar) -> Result<Tensor> {
+    let e = exponent.to_f64();
+    if e == 0.0 {
+        return zeros_as(self_);
+    }
+    let p = ops::pow_tensor_scalar(self_, &Scalar::Float(e - 1.0))?;
+    ops::mul_tensor(grad, &ops::mul_scalar(&p, &Scalar::Float(e))?)
+}
+
+pub fn pow_backward_self(grad: &Tensor, self_: &Tensor, exponent: &Tensor) -> Result<Tensor> {
+    let p = ops::pow_tensor_tensor(self_, &cmp(ops::sub_tensor, exponent, &Scalar::Int(1))?)?;
+    let g = ops::mul_tensor(grad, &ops::mul_tensor(exponent, &p)?)?;
+    let zero = ops::eq_scalar(exponent, &Scalar::Float(0.0))?;
+    ops::masked_fill_scalar(&g, &zero, &Scalar::Int(0))
+}
+
+pub fn pow_backward_exponent(
+    grad: &Tensor,
+    self_: &Tensor,
+    exponent: &Tensor,
+    result: &Tensor,
+) -> Result<Tensor> {
+    let at_zero = ops::logical_and(
+        &cmp(ops::ge_tensor, exponent, &Scalar::Int(0))?,
+        &ops::eq_scalar(self_, &Scalar::Int(0))?,
+    )?;
+    let g = ops::mul_tensor(grad, &ops::mul_tensor(result, &ops::log(self_)?)?)?;
+    ops::masked_fill_scalar(&g, &at_zero, &Scalar::Int(0))
+}
+
+pub fn masked_fill_inplace_if_safe(t: &Tensor, mask: &Tensor, value: &Scalar) -> Result<Tensor> {
+    ops::masked_fill_scalar(t, mask, value)
+}
+
+pub fn atan2_backward(
+    grad: &Tensor,
+    self_: &Tensor,
+    other: &Tensor,
+    mask: &[bool],
+) -> Result<(Tensor, Tensor)> {
+    let denom = ops::add_tensor(
+        &ops::mul_tensor(self_, self_)?,
+        &ops::mul_tensor(other, other)?,
+    )?;
+    let recip = ops::reciprocal(&denom)?;
+    let gs = if mask.first() == Some(&true) {
+        ops::mul_tensor(&ops::mul_tensor(grad, other)?, &recip)?
+    } else {
+        Tensor::undefined()
+    };
+    let go = if mask.get(1) == Some(&true) {
+        ops::mul_tensor(&ops::mul_tensor(grad, &ops::neg(self_)?)?, &recip)?
+    } else {
+        Tensor::undefined()
+    };
+    Ok((gs, go))
+}
+
+pub fn clamp_backward(
+    grad: &Tensor,
+    self_: &Tensor,
+    min: &Option<Scalar>,
+    max: &Option<Scalar>,
+) -> Result<Tensor> {
+    let keep = match (min, max) {
+        (Some(lo), Some(hi)) => ops::logical_and(
+            &cmp(ops::ge_tensor, self_, lo)?,
+            &cmp(ops::le_tensor, self_, hi)?,
+        )?,
+        (Some(lo), None) => cmp(ops::ge_tensor, self_, lo)?,
+        (None, Some(hi)) => cmp(ops::le_tensor, self_, hi)?,
+        (None, None) => return Ok(grad.clone()),
+    };
+    ops::where_self(&keep, grad, &zeros_as(grad)?)
+}
+
+pub fn log1p_backward(grad: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    ops::div_tensor(grad, &ops::add_scalar(self_, &Scalar::Int(1))?)
+}
+
+pub fn infinitely_differentiable_silu_backward(grad: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    let s = ops::sigmoid(self_)?;
+    // grad * s * (1 + x * (1 - s))
+    let one_minus = ops::add_scalar(&ops::neg(&s)?, &Scalar::Int(1))?;
+    let inner = ops::add_scalar(&ops::mul_tensor(self_, &one_minus)?, &Scalar::Int(1))?;
+    ops::mul_tensor(&ops::mul_tensor(grad, &s)?, &inner)
+}
+
+// ---- reductions ------------------------------------------------------------------
+
+pub fn sum_backward(
+    grad: &Tensor,
+    sizes: &[i64],
+    dim: &Option<Vec<i64>>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let g = unsqueeze_reduced(grad, dim.as_deref(), sizes.len(), keepdim)?;
+    ops::expand(&g, sizes)
+}
+
+pub fn mean_backward(
+    grad: &Tensor,
+    sizes: &[i64],
+    dim: &Option<Vec<i64>>,
+    numel: i64,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let all = dim.as_ref().is_none_or(|d| d.is_empty());
+    let n = if all {
+        numel
+    } else {
+        reduced_dims(dim.as_deref(), sizes.len())?
+            .iter()
+            .map(|&d| sizes[d])
+            .product()
+    };
+    let g = sum_backward(grad, sizes, dim, keepdim)?;
+    cmp(ops::div_tensor, &g, &Scalar::Int(n))
+}
+
+pub fn prod_backward(grad: &Tensor, self_: &Tensor, result: &Tensor) -> Result<Tensor> {
+    if self_.numel() == 0 {
+        return zeros_as(self_);
+    }
+    // d prod / d x_i = prod of the others: the product of everything before i times
+    // everything after i, which needs no division (zeros are fine).
+    let flat = ops::reshape(self_, &[-1])?;
+    let n = flat.numel();
+    let one = ops::ones_like(&ops::narrow(&flat, 0, 0, 1)?)?;
+    let before = ops::cat(&[one.clone(), ops::narrow(&flat, 0, 0, n - 1)?])?;
+    let after = ops::cat(&[ops::narrow(&flat, 0, 1, n - 1)?, one])?;
+    let excl_before = cumprod(&before)?;
+    let excl_after = ops::flip(&cumprod(&ops::flip(&after, &[0])?)?, &[0])?;
+    let others = ops::reshape(&ops::mul_tensor(&excl_before, &excl_after)?, self_.sizes())?;
+    let _ = result;
+    ops::mul_tensor(&ops::expand(grad, self_.sizes())?, &others)
+}
+
+/// Cumulative product of a 1-d tensor, as exp(cumsum(log|x|)) with signs and zeros
+/// tracked separately (no cumprod kernel is needed).
+fn cumprod(x: &Tensor) -> Result<Tensor> {
+    let zero = ops::eq_scalar(x, &Scalar::Int(0))?;
+    let safe = ops::masked_fill_scalar(x, &zero, &Scalar::Int(1))?;
+    let mag = ops::exp(&ops::cumsum(&ops::log(&ops::abs(&safe)?)?, 0)?)?;
+    let neg = cmp(ops::lt_tensor, &safe, &Scalar::Int(0))?;
+    let neg_count = ops::cumsum::call(&neg, 0, Some(DType::I64))?;
+    let odd = cmp(ops::remainder_tensor, &neg_count, &Scalar::Int(2))?;
+    let sign = ops::add_scalar(&ops::mul_scalar(&odd, &Scalar::Int(-2))?, &Scalar::Int(1))?;
+    let zeros_seen = ops::cumsum::call(&zero, 0, Some(DType::I64))?;
+    let any_zero = cmp(ops::gt_tensor, &zeros_seen, &Scalar::Int(0))?;
+    let v = ops::mul_tensor(
+        &mag,
+        &ops::_to_copy::call(&sign, Some(x.dtype()), None, None, None, false, None)?,
+    )?;
+    ops::masked_fill_scalar(&v, &any_zero, &Scalar::Int(0))
+}
+
+pub fn restore_reduced_dims(t: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
+    if keepdim {
+        return Ok(t.clone());
+    }
+    let ndim = t.dim() + if dim.is_empty() { 0 } else { dim.len() };
+    let all_dims: Option<&[i64]> = if dim.is_empty() { None } else { Some(dim) };
+    unsqueeze_reduced(t, all_dims, ndim, false)
+}
+
+pub fn scale_grad_by_count(grad: &Tensor, mask: &Tensor, dim: &[i64]) -> Result<Tensor> {
+    let d: Option<&[i64]> = if dim.is_empty() { None } else { Some(dim) };
+    let count = ops::sum_dim_intlist::call(mask, d, true, Some(grad.dtype()))?;
+    ops::mul_tensor(&ops::div_tensor(grad, &count)?, mask)
+}
+
+fn reduced_count(sizes: &[i64], dim: Option<&[i64]>) -> Result<i64> {
+    Ok(reduced_dims(dim, sizes.len())?
+        .iter()
+        .map(|&d| sizes[d])
+        .product())
+}
+
+pub fn var_backward(
+    grad: &Tensor,
+    self_: &Tensor,
+    dim: &Option<Vec<i64>>,
+    correction: &Option<Scalar>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let n = reduced_count(self_.sizes(), dim.as_deref())? as f64;
+    let c = correction.as_ref().map_or(1.0, Scalar::to_f64);
+    let g = unsqueeze_reduced(grad, dim.as_deref(), self_.dim(), keepdim)?;
+    let mean = ops::mean_dim::call(self_, dim.as_deref(), true, None)?;
+    let centered = ops::sub_tensor(self_, &mean)?;
+    let scale = 2.0 / (n - c).max(0.0);
+    ops::mul_scalar(&ops::mul_tensor(&g, &centered)?, &Scalar::Float(scale))
+}
+
+pub fn std_backward(
+    result: &Tensor,
+    grad: &Tensor,
+    self_: &Tensor,
+    dim: &Option<Vec<i64>>,
+    correction: &Option<Scalar>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let g = ops::div_tensor(grad, &ops::mul_scalar(result, &Scalar::Int(2))?)?;
+    let g = ops::masked_fill_scalar(
+        &g,
+        &ops::eq_scalar(result, &Scalar::Int(0))?,
+        &Scalar::Int(0),
+    )?;
+    var_backward(&g, self_, dim, correction, keepdim)
+}
+
+pub fn logsumexp_backward(
+    grad: &Tensor,
+    self_: &Tensor,
+    result: &Tensor,
+    dim: &[i64],
+    keepdim: bool,
+) -> Result<Tensor> {
+    let d: Option<&[i64]> = if dim.is_empty() { None } else { Some(dim) };
+    let g = unsqueeze_reduced(grad, d, self_.dim(), keepdim)?;
+    let r = unsqueeze_reduced(result, d, self_.dim(), keepdim)?;
+    ops::mul_tensor(&g, &ops::exp(&ops::sub_tensor(self_, &r)?)?)
+}
+
+pub fn linalg_vector_norm_backward(
+    grad: &Tensor,
+    self_: &Tensor,
+    ord: &Scalar,
+    result: &Tensor,
+    dim: &Option<Vec<i64>>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let p = ord.to_f64();
+    let g = unsqueeze_reduced(grad, dim.as_deref(), self_.dim(), keepdim)?;
+    let r = unsqueeze_reduced(result, dim.as_deref(), self_.dim(), keepdim)?;
+    let zero = Scalar::Int(0);
+    if p == 0.0 {
+        return zeros_as(self_);
+    }
+    if p == 1.0 {
+        return ops::mul_tensor(&ops::sign(self_)?, &g);
+    }
+    if p.is_infinite() {
+        // The gradient is shared by the entries that reach the norm.
+        let hit = ops::eq_tensor(&ops::abs(self_)?, &r)?;
+        let hit_f = ops::_to_copy::call(&hit, Some(self_.dtype()), None, None, None, false, None)?;
+        let d: Option<&[i64]> = dim.as_deref();
+        let count = ops::sum_dim_intlist::call(&hit_f, d, true, None)?;
+        let share = ops::div_tensor(&ops::mul_tensor(&ops::sign(self_)?, &hit_f)?, &count)?;
+        return ops::mul_tensor(&share, &g);
+    }
+    if p == 2.0 {
+        let scale = ops::div_tensor(&g, &r)?;
+        let scale = ops::masked_fill_scalar(&scale, &ops::eq_scalar(&r, &zero)?, &zero)?;
+        return ops::mul_tensor(self_, &scale);
+    }
+    // x * |x|^(p-2) * g / r^(p-1)
+    let num = ops::mul_tensor(
+        self_,
+        &ops::pow_tensor_scalar(&ops::abs(self_)?, &Scalar::Float(p - 2.0))?,
+    )?;
+    let scale = ops::div_tensor(&g, &ops::pow_tensor_scalar(&r, &Scalar::Float(p - 1.0))?)?;
+    let scale = ops::masked_fill_scalar(&scale, &ops::eq_scalar(&r, &zero)?, &zero)?;
+    ops::mul_tensor(&num, &scale)
+}
+
+pub fn cumsum_backward(grad: &Tensor, dim: i64) -> Result<Tensor> {
+    if grad.dim() == 0 || grad.numel() <= 1 {
+        return Ok(grad.clone());
+    }
+    let d = wd(dim, grad.dim())? as i64;
+    ops::flip(&ops::cumsum(&ops::flip(grad, &[d])?, d)?, &[d])
+}
+
+// ---- linear algebra --------------------------------------------------------------
+
+pub fn mm_mat1_backward(
+    grad: &Tensor,
+    mat2: &Tensor,
+    _sizes: &[i64],
+    _strides: &[i64],
+    _layout: Layout,
+    alpha: &Scalar,
+) -> Result<Tensor> {
+    maybe_multiply(&ops::mm(grad, &ops::t(mat2)?)?, alpha)
+}
+
+pub fn mm_mat2_backward(
+    grad: &Tensor,
+    mat1: &Tensor,
+    _sizes: &[i64],
+    _strides: &[i64],
+    _layout: Layout,
+    alpha: &Scalar,
+) -> Result<Tensor> {
+    maybe_multiply(&ops::mm(&ops::t(mat1)?, grad)?, alpha)
+}
+
+// ---- shapes ----------------------------------------------------------------------
+
+pub fn permute_backwards(grad: &Tensor, dims: &[i64]) -> Result<Tensor> {
+    let n = dims.len();
+    let mut inverse = vec![0i64; n];
+    for (i, &d) in dims.iter().enumerate() {
+        inverse[wd(d, n)?] = i as i64;
+    }
+    ops::permute(grad, &inverse)
+}
+
+/// Sums `grad` down to `sizes` (what broadcasting expanded).
+pub fn sum_to(grad: &Tensor, sizes: &[i64]) -> Result<Tensor> {
+    if grad.sizes() == sizes {
+        return Ok(grad.clone());
+    }
+    let lead = grad.dim().saturating_sub(sizes.len());
+    let mut g = grad.clone();
+    if lead > 0 {
+        let dims: Vec<i64> = (0..lead as i64).collect();
+        g = ops::sum_dim_intlist::call(&g, Some(&dims), false, None)?;
+    }
+    let ones: Vec<i64> = sizes
+        .iter()
+        .enumerate()
+        .filter(|(i, &s)| s == 1 && g.sizes()[*i] != 1)
+        .map(|(i, _)| i as i64)
+        .collect();
+    if !ones.is_empty() {
+        g = ops::sum_dim_intlist::call(&g, Some(&ones), true, None)?;
+    }
+    Ok(g)
+}
+
+pub fn unsqueeze_to(grad: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor> {
+    let d = wd(dim, sizes.len().max(1))?;
+    if sizes.get(d) == Some(&1) {
+        ops::unsqueeze(grad, d as i64)
+    } else {
+        Ok(grad.clone())
+    }
+}
+
+pub fn slice_backward_wrapper(
+    grad: &Tensor,
+    sizes: &[i64],
+    dim: i64,
+    start: &Option<i64>,
+    end: &Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
+    let d = wd(dim, sizes.len())?;
+    let n = sizes[d];
+    let clampi = |v: i64| if v < 0 { (v + n).max(0) } else { v.min(n) };
+    let s = clampi(start.unwrap_or(0));
+    let opts = TensorOptions::of(grad);
+    let zeros = zeros_of(sizes, opts)?;
+    let len = grad.sizes().get(d).copied().unwrap_or(0);
+    if len == 0 {
+        return Ok(zeros);
+    }
+    let _ = end;
+    let idx = ops::arange_start_step::call(
+        &Scalar::Int(s),
+        &Scalar::Int(s + step * len),
+        &Scalar::Int(step),
+        Some(DType::I64),
+        None,
+        Some(opts.device),
+        None,
+    )?;
+    let mut shape = vec![1i64; sizes.len()];
+    shape[d] = len;
+    let idx = ops::expand(&ops::reshape(&idx, &shape)?, grad.sizes())?;
+    ops::scatter_src(&zeros, d as i64, &idx, grad)
+}
+
+pub fn split_backward(
+    grads: &[Tensor],
+    split_size: i64,
+    dim: i64,
+    sizes: &[i64],
+    options: &TensorOptions,
+) -> Result<Tensor> {
+    let d = wd(dim, sizes.len())?;
+    let total = sizes[d];
+    let mut parts = Vec::with_capacity(grads.len());
+    for (i, g) in grads.iter().enumerate() {
+        if g.is_defined() {
+            parts.push(g.clone());
+        } else {
+            let start = i as i64 * split_size;
+            let mut shape = sizes.to_vec();
+            shape[d] = split_size.min(total - start).max(0);
+            parts.push(zeros_of(&shape, *options)?);
+        }
+    }
+    ops::cat::call(&parts, d as i64)
+}
+
+pub fn to_args_sizes(tensors: &[Tensor]) -> Result<Vec<Vec<i64>>> {
+    Ok(tensors.iter().map(|t| t.sizes().to_vec()).collect())
+}
+
+pub fn to_args_sizes_symint(tensors: &[Tensor]) -> Result<Vec<Vec<i64>>> {
+    to_args_sizes(tensors)
+}
+
+pub fn to_args_scalartypes(tensors: &[Tensor]) -> Result<Vec<DType>> {
+    Ok(tensors.iter().map(Tensor::dtype).collect())
+}
+
+pub fn cat_tensors_backward(
+    grad: &Tensor,
+    sizes: &[Vec<i64>],
+    _dtypes: &[DType],
+    dim: i64,
+) -> Result<Vec<Tensor>> {
+    if !grad.is_defined() {
+        return Ok(sizes.iter().map(|_| Tensor::undefined()).collect());
+    }
+    let d = wd(dim, grad.dim())?;
+    let mut out = Vec::with_capacity(sizes.len());
+    let mut start = 0;
+    for s in sizes {
+        // A 1-d empty tensor takes part in cat without a place along `dim`.
+        if s.len() == 1 && s[0] == 0 {
+            out.push(Tensor::undefined());
+            continue;
+        }
+        let len = s[d];
+        out.push(ops::narrow(grad, d as i64, start, len)?);
+        start += len;
+    }
+    Ok(out)
+}
+
+pub fn stack_tensors_backward(grad: &Tensor, dim: i64, dtypes: &[DType]) -> Result<Vec<Tensor>> {
+    if !grad.is_defined() {
+        return Ok(dtypes.iter().map(|_| Tensor::undefined()).collect());
+    }
+    let d = wd(dim, grad.dim())? as i64;
+    (0..dtypes.len() as i64)
+        .map(|i| ops::select_int(grad, d, i))
+        .collect()
+}
+
+pub fn roll_backward(grad: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
+    let neg: Vec<i64> = shifts.iter().map(|s| -s).collect();
+    ops::roll::call(grad, &neg, dims)
+}
+
+pub fn repeat_backward(grad: &Tensor, repeats: &[i64], sizes: &[i64]) -> Result<Tensor> {
+    let lead = repeats.len().saturating_sub(sizes.len());
+    let mut g = grad.clone();
+    if lead > 0 {
+        let dims: Vec<i64> = (0..lead as i64).collect();
+        g = ops::sum_dim_intlist::call(&g, Some(&dims), false, None)?;
+    }
+    // Split each dim into (repeat, size) and sum the repeats away.
+    let mut shape = Vec::with_capacity(2 * sizes.len());
+    for (r, s) in repeats[lead..].iter().zip(sizes) {
+        shape.push(*r);
+        shape.push(*s);
+    }
+    if shape.is_empty() {
+        return Ok(g);
+    }
+    let g = ops::reshape(&g, &shape)?;
+    let dims: Vec<i64> = (0..sizes.len() as i64).map(|i| 2 * i).collect();
+    ops::sum_dim_intlist::call(&g, Some(&dims), false, None)
+}
+
+pub fn constant_pad_nd_backward(grad: &Tensor, pad: &[i64]) -> Result<Tensor> {
+    let neg: Vec<i64> = pad.iter().map(|p| -p).collect();
+    ops::constant_pad_nd(grad, &neg)
+}
+
+pub fn _to_copy_backward(grad: &Tensor, options: &TensorOptions) -> Result<Tensor> {
+    ops::_to_copy::call(
+        grad,
+        Some(options.dtype),
+        None,
+        Some(options.device),
+        None,
+        false,
+        None,
+    )
+}
+
+pub fn index_backward(zeros: &Tensor, indices: &[Option<Tensor>], grad: &Tensor) -> Result<Tensor> {
+    // One index tensor (the others `None`) is a gather along its dim: its backward
+    // is a scatter-add of `grad` there.
+    let given: Vec<(usize, &Tensor)> = indices
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.as_ref().filter(|t| t.is_defined()).map(|t| (i, t)))
+        .collect();
+    let [(d, idx)] = given.as_slice() else {
+        return Err(OpalError::msg(format!(
+            "index.Tensor backward: {} index tensors are not supported yet (one is)",
+            given.len()
+        )));
+    };
+    if idx.dtype() == DType::Bool || idx.dim() != 1 {
+        return Err(OpalError::msg(
+            "index.Tensor backward: only a 1-d integer index tensor is supported yet",
+        ));
+    }
+    let d = *d as i64;
+    // grad has the index's length at dim d; move d last, scatter-add, move back.
+    let g = ops::transpose_int(grad, d, -1)?;
+    let z = ops::transpose_int(zeros, d, -1)?;
+    let mut shape = vec![1i64; g.dim()];
+    let last = shape.len() - 1;
+    shape[last] = idx.numel();
+    let ix = ops::expand(&ops::reshape(idx, &shape)?, g.sizes())?;
+    // Negative indices count from the end.
+    let ix = cmp(
+        ops::remainder_tensor,
+        &ops::add_scalar(&ix, &Scalar::Int(z.sizes()[last]))?,
+        &Scalar::Int(z.sizes()[last].max(1)),
+    )?;
+    let out = ops::scatter_add(&ops::contiguous(&z)?, -1, &ix, &g)?;
+    ops::transpose_int(&out, d, -1)
+}
