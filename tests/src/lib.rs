@@ -2,3 +2,4 @@
 
 pub mod golden;
 pub mod scratch;
+pub mod training;

@@ -19,6 +19,7 @@
 //! nodes (custom functions, or kernels generated from `derivatives.yaml`).
 
 mod engine;
+mod fallback;
 pub(crate) mod generated;
 mod grad_mode;
 pub mod helpers;
@@ -27,6 +28,7 @@ mod node;
 mod record;
 
 pub use engine::{backward, grad, GradOptions};
+pub(crate) use fallback::register as register_fallback;
 pub use grad_mode::{is_grad_enabled, GradModeGuard, NoGradGuard};
 pub(crate) use meta::AutogradMeta;
 pub use node::{Edge, InputMeta, Node, SavedTensor};

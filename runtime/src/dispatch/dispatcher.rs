@@ -65,6 +65,9 @@ impl Dispatcher {
             crate::composite::register(&d);
             // So are the autograd kernels generated from derivatives.yaml.
             crate::autograd::generated::register(&d);
+            // Ops without a derivative refuse differentiable calls instead of
+            // silently dropping the gradient.
+            crate::autograd::register_fallback(&d);
             d
         })
     }

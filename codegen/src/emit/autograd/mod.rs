@@ -429,10 +429,9 @@ impl KernelCtx<'_, '_> {
                 Err(u) => {
                     let start = u.span.start as usize;
                     let end = u.span.end as usize;
-                    errs.push(
-                        self.error(
-                            f.loc_of(start, end),
-                            format!(
+                    errs.push(self.error(
+                        f.loc_of(start, end),
+                        format!(
                                 "cannot translate the formula of `{}` for {}: {}",
                                 op.op_name,
                                 f.keys
@@ -442,8 +441,7 @@ impl KernelCtx<'_, '_> {
                                     .join(", "),
                                 u.reason
                             ),
-                        ),
-                    );
+                    ));
                     continue;
                 }
             };
