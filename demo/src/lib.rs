@@ -9,6 +9,8 @@
 //!
 //! Owns: the demo models and their run. `main.rs` only prints.
 
+pub mod training;
+
 use std::time::{Duration, Instant};
 
 use opal::{ops, Device, Generator, Result, Tensor};

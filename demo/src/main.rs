@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use opal::{ops, Device, Result};
+use opal_demo::training;
 use opal_demo::{max_abs_diff, run, Demo};
 
 fn main() -> ExitCode {
@@ -60,5 +61,50 @@ fn demo() -> Result<()> {
             s.name, s.native, s.fallback
         );
     }
+    train_demo();
     Ok(())
+}
+
+/// Trains the MLP and the small GPT of `../shared/fixtures/training` (or
+/// `OPAL_TRAINING_DIR`) in f32 on cpu and emu, side by side with PyTorch's losses.
+fn train_demo() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::var_os("OPAL_TRAINING_DIR")
+        .map(std::path::PathBuf::from)
+        .map(|d| if d.is_absolute() { d } else { root.join(d) })
+        .unwrap_or_else(|| root.join("../shared/fixtures/training"));
+    println!(
+        "
+training (SGD, f32; generated autograd), from {}:",
+        dir.display()
+    );
+    for model in ["mlp", "gpt"] {
+        let fx = match training::Fixture::load(&dir.join(model)) {
+            Ok(f) => f,
+            Err(e) => {
+                println!("  {model}: skipped ({e})");
+                continue;
+            }
+        };
+        let torch = fx.losses("float32").unwrap_or_default();
+        for device in [Device::cpu(), Device::parse("emu").unwrap_or(Device::cpu())] {
+            match training::train(&fx, opal::DType::F32, device, None) {
+                Ok(r) => {
+                    let mut t = r.step_us.clone();
+                    t.sort_by(f64::total_cmp);
+                    let median = t.get(t.len() / 2).copied().unwrap_or(0.0);
+                    println!(
+                        "  {model:<4} [{device}] loss {:.4} -> {:.4} over {} steps (PyTorch {:.4} -> {:.4}); median step {:.2} ms",
+                        r.losses.first().copied().unwrap_or(f64::NAN),
+                        r.losses.last().copied().unwrap_or(f64::NAN),
+                        r.losses.len(),
+                        torch.first().copied().unwrap_or(f64::NAN),
+                        torch.last().copied().unwrap_or(f64::NAN),
+                        median / 1e3
+                    );
+                }
+                Err(e) => println!("  {model} [{device}]: {e}"),
+            }
+        }
+    }
 }

@@ -2,4 +2,3 @@
 
 pub mod golden;
 pub mod scratch;
-pub mod training;

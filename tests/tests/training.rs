@@ -7,8 +7,8 @@
 //! Owns: the comparison. Must not: hard-code a size (the fixture gives them all).
 
 use opal::Device;
+use opal_demo::training::{dtype_of, train, Fixture};
 use opal_tests::golden::{fixture_dir, values_f64};
-use opal_tests::training::{dtype_of, train, Fixture};
 
 fn models() -> Vec<std::path::PathBuf> {
     let dir = fixture_dir("OPAL_TRAINING_DIR", "../shared/fixtures/training");

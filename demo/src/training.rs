@@ -3,8 +3,8 @@
 //! `spec.json` describes it), backward through the generated autograd kernels, and
 //! plain SGD. Every size comes from the fixture directory.
 //!
-//! Shared by `tests/training.rs` (parity with PyTorch's trajectories) and the demo
-//! (the README's main command).
+//! Used by the demo (the README's main command) and by `tests/tests/training.rs`
+//! (parity with PyTorch's trajectories).
 //!
 //! Owns: model definitions and the training loop. Must not: compare with PyTorch
 //! (that is the test's job).
