@@ -1,5 +1,5 @@
 //! The autograd engine and tensor state, driven by ops recorded with
-//! `autograd::record` (custom functions): graph order, accumulation, broadcasting,
+//! `autograd::record` (custom functions, whose forward runs without recording): graph order, accumulation, broadcasting,
 //! saved-tensor versions, grad mode, in-place rules, `grad()`, threads.
 
 use opal::autograd::{self, check_inplace, GradOptions, NoGradGuard, SavedTensor};
@@ -21,9 +21,16 @@ fn vals(x: &Tensor) -> Vec<f32> {
     x.to_vec::<f32>().unwrap()
 }
 
+/// Runs a custom function's forward ops without recording them (as PyTorch's
+/// `autograd.Function` does): the function records its own node.
+fn forward<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let _g = NoGradGuard::new();
+    f()
+}
+
 /// `a * b` with its backward (saves both inputs).
 fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let out = ops::mul_tensor(a, b)?;
+    let out = forward(|| ops::mul_tensor(a, b))?;
     let (sa, sb) = (
         SavedTensor::input(a, "MulBackward", "self"),
         SavedTensor::input(b, "MulBackward", "other"),
@@ -45,7 +52,7 @@ fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `a + b` with its backward (broadcasting is summed away by the engine).
 fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let out = ops::add_tensor(a, b)?;
+    let out = forward(|| ops::add_tensor(a, b))?;
     autograd::record(
         "AddBackward",
         &[a, b],
@@ -57,7 +64,7 @@ fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `exp(a)`, whose backward uses its own output.
 fn exp(a: &Tensor) -> Result<Tensor> {
-    let out = ops::exp(a)?;
+    let out = forward(|| ops::exp(a))?;
     let saved = SavedTensor::output(&out, "ExpBackward", "result")?;
     autograd::record(
         "ExpBackward",
@@ -73,7 +80,7 @@ fn exp(a: &Tensor) -> Result<Tensor> {
 
 /// `sum(a)` to one element.
 fn sum(a: &Tensor) -> Result<Tensor> {
-    let out = ops::sum(a)?;
+    let out = forward(|| ops::sum(a))?;
     let sizes = a.sizes().to_vec();
     autograd::record(
         "SumBackward",
@@ -90,7 +97,7 @@ fn sum(a: &Tensor) -> Result<Tensor> {
 /// `a.mul_(2)` in place, recorded as an in-place op.
 fn double_(a: &Tensor) -> Result<Tensor> {
     check_inplace(a, "mul_")?;
-    ops::mul_scalar_(a, &opal::Scalar::Int(2))?;
+    forward(|| ops::mul_scalar_(a, &opal::Scalar::Int(2)))?;
     autograd::record(
         "MulBackward_",
         &[a],

@@ -65,6 +65,46 @@ pub fn grad_at(grads: &[Option<Tensor>], i: usize) -> Tensor {
         .unwrap_or_else(Tensor::undefined)
 }
 
+/// The in-place rules of generated in-place kernels, checked before the write:
+/// a leaf that requires grad is refused (see [`super::check_inplace`]); so is a
+/// view, or a tensor a recorded view was taken of, since the other tensors sharing
+/// its storage would change behind their recorded history (Opal does not rebase
+/// views' history the way PyTorch's ADInplaceOrView does; it refuses instead of
+/// giving a wrong gradient).
+pub fn check_inplace(t: &Tensor, op: &str) -> Result<()> {
+    super::check_inplace(t, op)?;
+    if !t.owns_storage() {
+        return Err(OpalError::msg(format!(
+            "{op}: in-place update of a view (or of a tensor sharing another's storage) \
+             while autograd records it is not supported: its base would change without \
+             history; use the out-of-place op, or clone() first"
+        )));
+    }
+    if t.autograd_meta()
+        .is_some_and(|m| m.viewed.load(std::sync::atomic::Ordering::Acquire))
+    {
+        return Err(OpalError::msg(format!(
+            "{op}: in-place update of a tensor that has views recorded by autograd is not \
+             supported: the views would change without history; use the out-of-place op"
+        )));
+    }
+    Ok(())
+}
+
+/// Marks `t` as having a view that autograd recorded (see [`check_inplace`]).
+pub fn mark_viewed(t: &Tensor) {
+    t.autograd_meta_or_init()
+        .viewed
+        .store(true, std::sync::atomic::Ordering::Release);
+}
+
+/// A copy of `t`'s current value, for a formula of an in-place op that reads
+/// `self` as it was before the write (made without recording).
+pub fn original(t: &Tensor) -> Result<Tensor> {
+    let _no_grad = super::NoGradGuard::new();
+    ops::_to_copy::call(t, None, None, None, None, false, None)
+}
+
 /// `list[i]` with a negative `i` counting from the end; out of range is an `Err`.
 pub fn at<T>(list: &[T], i: i64) -> Result<&T> {
     let n = list.len() as i64;

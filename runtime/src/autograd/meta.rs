@@ -24,6 +24,9 @@ pub(crate) struct AutogradMeta {
     /// Handles of this tensor held by its own `grad_fn`'s saved outputs (see
     /// [`SavedTensor::output`](super::SavedTensor::output)).
     pub(super) saved_by_grad_fn: Arc<AtomicUsize>,
+    /// A recorded view op made a view of this tensor: writing it in place would
+    /// change the view's value behind the view's history.
+    pub(super) viewed: AtomicBool,
 }
 
 impl AutogradMeta {

@@ -74,21 +74,39 @@ pub fn generate(
         let n = node_names.entry(camel.clone()).or_insert(0);
         let node = format!("{camel}Backward{n}");
         *n += 1;
-        let ctx = KernelCtx {
-            cx: &cx,
-            op,
-            entry,
-            node,
-            index: &index,
-            helpers: &helpers,
+        // The functional op, and its in-place variant (`add_.Tensor` for
+        // `add.Tensor`) with the same formulas: `self` is the value before the
+        // update, `result` the updated tensor.
+        let inplace_name = {
+            let mut n = entry.schema.name.clone();
+            n.name.inplace = true;
+            n.to_string()
         };
-        match ctx.kernel() {
-            Ok(k) => {
-                kernels.push(k);
-                let id = op.ident();
-                regs.push(quote!((ops::#id::DEF.name, ops::#id::kernel(#id))));
+        let variants =
+            std::iter::once((*op, false)).chain(ops.get(inplace_name.as_str()).map(|o| (*o, true)));
+        for (op, inplace) in variants {
+            let node = if inplace {
+                format!("{node}_")
+            } else {
+                node.clone()
+            };
+            let ctx = KernelCtx {
+                cx: &cx,
+                op,
+                entry,
+                node,
+                index: &index,
+                helpers: &helpers,
+                inplace,
+            };
+            match ctx.kernel() {
+                Ok(k) => {
+                    kernels.push(k);
+                    let id = op.ident();
+                    regs.push(quote!((ops::#id::DEF.name, ops::#id::kernel(#id))));
+                }
+                Err(mut e) => errs.append(&mut e),
             }
-            Err(mut e) => errs.append(&mut e),
         }
     }
     if !errs.is_empty() {
@@ -174,6 +192,8 @@ struct KernelCtx<'a, 'm> {
     node: String,
     index: &'a NativeIndex<'m>,
     helpers: &'a BTreeMap<String, Vec<formula::HelperSig>>,
+    /// The in-place variant of the entry's op (`self` is written).
+    inplace: bool,
 }
 
 impl KernelCtx<'_, '_> {
@@ -256,13 +276,17 @@ impl KernelCtx<'_, '_> {
         } else {
             quote!((#(#out_vars),*))
         };
-        body.push(quote! {
+        let forward = quote! {
             let __out = ops::#id::redispatch(ks.below(DispatchKey::AutogradOther), #(#names),*)?;
             #bind
-        });
+        };
         if formulas.is_empty() || !diff_out.iter().any(|d| *d) {
             // Nothing differentiable: the op only has to run below autograd.
+            body.push(forward);
             return Ok(self.finish(&id, &params, &ret, body, ret_expr));
+        }
+        if !self.inplace {
+            body.push(forward.clone());
         }
         let undef_needed = tensor_args.iter().any(|(_, k)| *k == TensorArg::Optional)
             || diff_out.iter().any(|d| !d);
@@ -291,15 +315,33 @@ impl KernelCtx<'_, '_> {
         body.push(quote! {
             let mut __inputs: Vec<&Tensor> = Vec::new();
             #(#inputs)*
-            if !h::should_record(&__inputs) {
-                return Ok(#ret_expr);
-            }
+        });
+        if self.inplace {
+            let name = &op.op_name;
+            let first = &names[0];
+            body.push(quote! {
+                if !h::should_record(&__inputs) {
+                    drop(__inputs);
+                    #forward
+                    return Ok(#ret_expr);
+                }
+                h::check_inplace(#first, #name)?;
+            });
+        } else {
+            body.push(quote! {
+                if !h::should_record(&__inputs) {
+                    return Ok(#ret_expr);
+                }
+            });
+        }
+        body.push(quote! {
             let __needs = [#(#needs),*];
         });
 
         // What the formulas read: saved before recording, rebound inside the node.
         let node = &self.node;
         let mut saves = Vec::new();
+        let mut value_saves = Vec::new();
         let mut loads = Vec::new();
         let mut vars: BTreeMap<String, Val> = BTreeMap::new();
         for a in &op.args {
@@ -316,6 +358,12 @@ impl KernelCtx<'_, '_> {
                 )]);
             };
             match tensor_arg(a.ty()) {
+                Some(TensorArg::One) if self.inplace && a.arg.is_write() => {
+                    saves.push(
+                        quote!(let #s = SavedTensor::input(&h::original(#n)?, #node, #aname);),
+                    );
+                    loads.push(quote!(let #n = #s.get()?;));
+                }
                 Some(TensorArg::One) => {
                     saves.push(quote!(let #s = SavedTensor::input(#n, #node, #aname);));
                     loads.push(quote!(let #n = #s.get()?;));
@@ -329,12 +377,14 @@ impl KernelCtx<'_, '_> {
                     loads.push(quote!(let #n = #s.iter().map(SavedTensor::get).collect::<Result<Vec<Tensor>>>()?;));
                 }
                 None => {
+                    // After the forward call, which still takes the parameter.
                     let owned = arg_to_owned(quote!(#n), a.ty());
-                    saves.push(quote!(let #n = #owned;));
+                    value_saves.push(quote!(let #n = #owned;));
                 }
             }
             vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
         }
+        let mut out_saves = Vec::new();
         for (i, r) in returns.iter().enumerate() {
             let v = &out_vars[i];
             let mut aliases = vec![if single {
@@ -357,7 +407,7 @@ impl KernelCtx<'_, '_> {
             let s = format_ident!("__saved_{}", v);
             let label = aliases[0].as_str();
             if ty == Ty::Tensor {
-                saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
+                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
                 loads.push(quote!(let #v = #s.get()?;));
             } else {
                 return Err(vec![
@@ -532,9 +582,25 @@ impl KernelCtx<'_, '_> {
         } else {
             quote!(let __outputs: Vec<&Tensor> = vec![#(#outs),*];)
         };
+        let forward_here = if self.inplace { forward } else { quote!() };
+        // A view op's result shares its input's storage: the input is marked so an
+        // in-place update of it (which the view's history would not see) is refused.
+        let is_view = returns.len() == 1
+            && returns[0].annotation.as_ref().is_some_and(|a| !a.is_write)
+            && returns[0].ty.is_tensor_like();
+        let mark = if is_view {
+            let first = &names[0];
+            quote!(h::mark_viewed(#first);)
+        } else {
+            quote!()
+        };
         body.push(quote! {
             #(#saves)*
+            #forward_here
+            #(#value_saves)*
+            #(#out_saves)*
             #outputs
+            #mark
             record(
                 #node,
                 &__inputs,

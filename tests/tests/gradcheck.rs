@@ -1,0 +1,242 @@
+//! f64 numerical gradient checks of the generated autograd kernels: every case of
+//! the golden-grad set whose op has a derivative formula is rerun in float64 (float
+//! inputs cast), and the gradient autograd computes for `sum_k <out_k, cot_k>` is
+//! compared with central finite differences (step 1e-6) element by element.
+//! Independent of PyTorch's numbers: it checks the formulas themselves.
+//!
+//! `OPAL_GOLDEN_GRAD_DIR` selects another case set, as for `golden_grad.rs`.
+//!
+//! Owns: the numerical check. Must not: special-case an op beyond the listed
+//! reasons (random ops, and ops without a formula yet).
+
+use opal::autograd::{self, GradOptions, NoGradGuard};
+use opal::dispatch::Dispatcher;
+use opal::{DType, IValue, Stack, Tensor};
+use opal_tests::golden::{fixture_dir, load, to_ivalue, values_f64, Golden, Target};
+use serde_json::Value;
+
+/// Ops not checked, with why.
+const NOT_CHECKED: &[(&str, &str)] = &[
+    (
+        "native_dropout",
+        "random: every evaluation draws another mask",
+    ),
+    ("nan_to_num", "no derivative formula yet"),
+    ("elu", "no derivative formula yet"),
+    ("avg_pool2d", "no derivative formula yet"),
+    ("_adaptive_avg_pool2d", "no derivative formula yet"),
+    ("native_batch_norm", "no derivative formula yet"),
+    ("binary_cross_entropy", "no derivative formula yet"),
+    ("upsample_nearest2d", "no derivative formula yet"),
+    ("gelu_backward", "double backward: no formula yet"),
+    ("_softmax_backward_data", "double backward: no formula yet"),
+    (
+        "_log_softmax_backward_data",
+        "double backward: no formula yet",
+    ),
+    ("nll_loss_backward", "double backward: no formula yet"),
+    ("mse_loss_backward", "double backward: no formula yet"),
+    (
+        "max_pool2d_with_indices_backward",
+        "double backward: no formula yet",
+    ),
+    (
+        "embedding_dense_backward",
+        "double backward: no formula yet",
+    ),
+];
+
+/// Cases not checked, with why: their backward refuses the input (see
+/// `golden_grad.rs`), or their gradient is by definition not the derivative.
+const NOT_CHECKED_CASES: &[(&str, &str)] = &[
+    ("index.Tensor/1", "backward refused (a boolean mask)"),
+    ("index.Tensor/2", "backward refused (several index tensors)"),
+    (
+        "index.Tensor/3",
+        "backward refused (a multi-dimensional index)",
+    ),
+    (
+        "embedding/1",
+        "padding_idx: that row's gradient is zero by definition",
+    ),
+    (
+        "embedding/2",
+        "scale_grad_by_freq: the gradient is scaled by definition",
+    ),
+    (
+        "_to_copy/0",
+        "casts to float32: differences would measure rounding",
+    ),
+];
+
+fn f64_of(t: &Tensor) -> Result<Tensor, String> {
+    if t.dtype().is_floating_point() {
+        t.to_dtype(DType::F64).map_err(|e| e.to_string())
+    } else {
+        Ok(t.clone())
+    }
+}
+
+/// The case's arguments in f64, and the indices of the tensors that require grad.
+fn args(g: &Golden, case: &Value) -> Result<(String, Stack, Vec<usize>), String> {
+    let op = case["op"].as_str().ok_or("no op")?;
+    let name = format!("aten::{op}");
+    let def = Dispatcher::global()
+        .find(&name)
+        .and_then(|h| h.def())
+        .ok_or_else(|| format!("{name} is not defined"))?;
+    let rg = case["requires_grad"].as_array().ok_or("no requires_grad")?;
+    let mut stack = Stack::new();
+    let mut wants = Vec::new();
+    for (i, (v, a)) in case["args"]
+        .as_array()
+        .ok_or("no args")?
+        .iter()
+        .zip(def.args)
+        .enumerate()
+    {
+        let iv = match to_ivalue(g, v, a, Target::Cpu)? {
+            IValue::Tensor(t) => IValue::Tensor(f64_of(&t)?),
+            IValue::TensorList(ts) => {
+                IValue::TensorList(ts.iter().map(f64_of).collect::<Result<Vec<_>, _>>()?)
+            }
+            other => other,
+        };
+        if rg.get(i).and_then(Value::as_bool) == Some(true) && matches!(iv, IValue::Tensor(_)) {
+            wants.push(i);
+        }
+        stack.push(iv);
+    }
+    Ok((name, stack, wants))
+}
+
+/// `sum_k <out_k, cot_k>` and the output tensors, for `stack`.
+fn objective(
+    name: &str,
+    mut stack: Stack,
+    cots: &[Vec<Tensor>],
+) -> Result<(Tensor, Vec<Tensor>), String> {
+    Dispatcher::global()
+        .call_boxed(name, &mut stack)
+        .map_err(|e| e.to_string())?;
+    let mut total: Option<Tensor> = None;
+    let mut outs = Vec::new();
+    for (v, cs) in stack.iter().zip(cots) {
+        let ts: Vec<Tensor> = match v {
+            IValue::Tensor(t) => vec![t.clone()],
+            IValue::TensorList(ts) => ts.clone(),
+            _ => Vec::new(),
+        };
+        for (t, c) in ts.iter().zip(cs) {
+            let term = opal::ops::sum(&opal::ops::mul_tensor(t, c).map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+            total = Some(match total {
+                None => term,
+                Some(s) => opal::ops::add_tensor(&s, &term).map_err(|e| e.to_string())?,
+            });
+            outs.push(t.clone());
+        }
+    }
+    Ok((total.ok_or("no differentiable output")?, outs))
+}
+
+fn check(g: &Golden, case: &Value) -> Result<(), String> {
+    let (name, stack, wants) = args(g, case)?;
+    if wants.is_empty() {
+        return Ok(());
+    }
+    let cot = |k: &Value| g.tensor(k, Target::Cpu).and_then(|t| f64_of(&t));
+    let mut cots: Vec<Vec<Tensor>> = Vec::new();
+    for c in case["cotangents"].as_array().ok_or("no cotangents")? {
+        cots.push(match (c.get("tensor"), c.get("tensor_list")) {
+            (Some(k), _) => vec![cot(k)?],
+            (_, Some(ks)) => ks
+                .as_array()
+                .ok_or("bad list")?
+                .iter()
+                .map(cot)
+                .collect::<Result<_, _>>()?,
+            _ => Vec::new(),
+        });
+    }
+    // Analytic: autograd through the generated kernels.
+    let mut st = stack.clone();
+    let mut leaves = Vec::new();
+    for &i in &wants {
+        if let IValue::Tensor(t) = &st[i] {
+            let l = t.detach().map_err(|e| e.to_string())?;
+            l.set_requires_grad(true).map_err(|e| e.to_string())?;
+            st[i] = IValue::Tensor(l.clone());
+            leaves.push(l);
+        }
+    }
+    let (obj, _) = objective(&name, st, &cots)?;
+    let grads =
+        autograd::grad(&[obj], &leaves, &[], GradOptions::default()).map_err(|e| e.to_string())?;
+    // Numerical: central differences, one element at a time.
+    let _ng = NoGradGuard::new();
+    let eps = 1e-6;
+    for (k, &i) in wants.iter().enumerate() {
+        let IValue::Tensor(x) = &stack[i] else {
+            continue;
+        };
+        let base = values_f64(x)?;
+        let analytic = match &grads[k] {
+            Some(t) => values_f64(t)?,
+            None => vec![0.0; base.len()],
+        };
+        for j in 0..base.len() {
+            let eval = |delta: f64| -> Result<f64, String> {
+                let mut v = base.clone();
+                v[j] += delta;
+                let mut s = stack.clone();
+                s[i] =
+                    IValue::Tensor(Tensor::from_slice(&v, x.sizes()).map_err(|e| e.to_string())?);
+                Ok(values_f64(&objective(&name, s, &cots)?.0)?[0])
+            };
+            let numeric = (eval(eps)? - eval(-eps)?) / (2.0 * eps);
+            let a = analytic[j];
+            if (a - numeric).abs() > 1e-4 + 1e-3 * numeric.abs() {
+                return Err(format!(
+                    "argument {i}, element {j}: autograd {a}, finite differences {numeric}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn generated_formulas_match_finite_differences_in_f64() {
+    opal_cpu::init().unwrap();
+    let g = load(
+        &fixture_dir("OPAL_GOLDEN_GRAD_DIR", "../shared/fixtures/golden-grad"),
+        "grad_cases.json",
+    );
+    let (mut checked, mut failures) = (0, Vec::new());
+    for case in &g.cases {
+        let id = case["id"].as_str().unwrap_or("?");
+        let op = case["op"].as_str().unwrap_or("?");
+        if NOT_CHECKED.iter().any(|(o, _)| *o == op)
+            || NOT_CHECKED_CASES.iter().any(|(c, _)| *c == id)
+        {
+            continue;
+        }
+        checked += 1;
+        if let Err(e) = check(&g, case) {
+            failures.push(format!("{id}: {e}"));
+        }
+    }
+    println!(
+        "gradcheck: {checked} cases checked, {} failed",
+        failures.len()
+    );
+    for f in &failures {
+        println!("  FAIL {f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} gradient checks failed",
+        failures.len()
+    );
+}
