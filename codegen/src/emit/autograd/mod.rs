@@ -407,7 +407,16 @@ impl KernelCtx<'_, '_> {
             let s = format_ident!("__saved_{}", v);
             let label = aliases[0].as_str();
             if ty == Ty::Tensor {
-                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
+                if self.inplace {
+                    // The written tensor is still under this op's exclusive hold,
+                    // whose release bumps its version once more: keep a copy of the
+                    // value the formula needs (never stale, never refused).
+                    out_saves.push(
+                        quote!(let #s = SavedTensor::input(&h::original(&#v)?, #node, #label);),
+                    );
+                } else {
+                    out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
+                }
                 loads.push(quote!(let #v = #s.get()?;));
             } else {
                 return Err(vec![
