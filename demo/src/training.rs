@@ -290,53 +290,67 @@ impl Model<'_> {
     }
 }
 
+/// The parameters of `init.safetensors` in `dtype` on `device`, as leaves that
+/// require grad.
+pub fn init_params(fx: &Fixture, dtype: DType, device: Device) -> R<BTreeMap<String, Tensor>> {
+    let mut params = BTreeMap::new();
+    for (name, t) in &fx.init {
+        let p = t.to_device_dtype(device, dtype).map_err(e)?.detach().map_err(e)?;
+        p.set_requires_grad(true).map_err(e)?;
+        params.insert(name.clone(), p);
+    }
+    Ok(params)
+}
+
+/// One SGD step on batch `batch`: forward, backward, update. Returns the loss
+/// and the updated parameters.
+pub fn step(
+    fx: &Fixture,
+    params: &BTreeMap<String, Tensor>,
+    batch: usize,
+    dtype: DType,
+    device: Device,
+) -> R<(f64, BTreeMap<String, Tensor>)> {
+    let lr = fx.float("lr")?;
+    let model = Model {
+        fx,
+        p: params,
+        device,
+    };
+    let loss = model.loss(batch as i64, dtype)?;
+    loss.backward()
+        .map_err(|x| format!("step {batch}: backward: {x}"))?;
+    let value = scalar_f64(&loss)?;
+    let _no_grad = NoGradGuard::new();
+    let mut next = BTreeMap::new();
+    for (name, p) in params {
+        let g = p
+            .grad()
+            .ok_or_else(|| format!("step {batch}: parameter `{name}` got no gradient"))?;
+        let delta = ops::mul_scalar(&g, &Scalar::Float(lr)).map_err(e)?;
+        let upd = ops::sub_tensor(&p.detach().map_err(e)?, &delta).map_err(e)?;
+        upd.set_requires_grad(true).map_err(e)?;
+        next.insert(name.clone(), upd);
+    }
+    Ok((value, next))
+}
+
 /// Trains the fixture's model in `dtype` on `device` for `steps` steps (default:
 /// the spec's), returning the losses, the final parameters (on the CPU) and the
 /// step times.
 pub fn train(fx: &Fixture, dtype: DType, device: Device, steps: Option<usize>) -> R<Trained> {
     let steps = steps.unwrap_or(fx.size("steps")? as usize);
-    let lr = fx.float("lr")?;
-    let mut params = BTreeMap::new();
-    for (name, t) in &fx.init {
-        let p = t
-            .to_device_dtype(device, dtype)
-            .map_err(e)?
-            .detach()
-            .map_err(e)?;
-        p.set_requires_grad(true).map_err(e)?;
-        params.insert(name.clone(), p);
-    }
+    let mut params = init_params(fx, dtype, device)?;
     let mut out = Trained {
         losses: Vec::with_capacity(steps),
         params: BTreeMap::new(),
         step_us: Vec::with_capacity(steps),
     };
-    for step in 0..steps {
+    for i in 0..steps {
         let start = Instant::now();
-        let model = Model {
-            fx,
-            p: &params,
-            device,
-        };
-        let loss = model.loss(step as i64, dtype)?;
-        loss.backward()
-            .map_err(|x| format!("step {step}: backward: {x}"))?;
-        out.losses.push(scalar_f64(&loss)?);
-        let _no_grad = NoGradGuard::new();
-        let mut next = BTreeMap::new();
-        for (name, p) in &params {
-            let g = p
-                .grad()
-                .ok_or_else(|| format!("step {step}: parameter `{name}` got no gradient"))?;
-            let upd = ops::sub_tensor(
-                &p.detach().map_err(e)?,
-                &ops::mul_scalar(&g, &Scalar::Float(lr)).map_err(e)?,
-            )
-            .map_err(e)?;
-            upd.set_requires_grad(true).map_err(e)?;
-            next.insert(name.clone(), upd);
-        }
+        let (loss, next) = step(fx, &params, i, dtype, device)?;
         params = next;
+        out.losses.push(loss);
         out.step_us.push(start.elapsed().as_secs_f64() * 1e6);
     }
     for (name, p) in params {

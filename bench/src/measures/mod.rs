@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod empty;
 pub mod mm;
 pub mod nn;
+pub mod train;
 
 /// A named measurement.
 pub struct Measurement {
@@ -48,6 +49,10 @@ pub fn all() -> Vec<Measurement> {
         Measurement {
             name: "nn",
             run: nn::run,
+        },
+        Measurement {
+            name: "train",
+            run: train::run,
         },
     ]
 }
