@@ -120,10 +120,14 @@ fn a_saved_tensor_changed_in_place_makes_backward_an_error() {
 
 #[test]
 fn an_op_without_a_formula_is_refused_not_silently_detached() {
+    // native_dropout_backward has no derivatives.yaml entry (no double backward).
     let x = leaf(&[1.0, f64::NAN], &[2]);
-    let e = ops::nan_to_num(&x).unwrap_err().to_string();
+    let mask = Tensor::from_slice(&[true, false], &[2]).unwrap();
+    let e = ops::native_dropout_backward(&x, &mask, 2.0)
+        .unwrap_err()
+        .to_string();
     assert!(
-        e.contains("nan_to_num") && e.contains("AutogradCPU") && e.contains("cpu"),
+        e.contains("native_dropout_backward") && e.contains("AutogradCPU") && e.contains("cpu"),
         "{e}"
     );
     // Results that cannot carry a gradient pass.
@@ -131,7 +135,9 @@ fn an_op_without_a_formula_is_refused_not_silently_detached() {
     assert!(!m.requires_grad());
     // And without grad mode the op simply runs.
     let _g = NoGradGuard::new();
-    assert!(!ops::nan_to_num(&x).unwrap().requires_grad());
+    assert!(!ops::native_dropout_backward(&x, &mask, 2.0)
+        .unwrap()
+        .requires_grad());
 }
 
 #[test]
@@ -147,14 +153,20 @@ fn retain_graph_and_grad() {
     let x = leaf(&[2.0], &[1]);
     let y = ops::pow_tensor_scalar(&x, &Scalar::Int(3)).unwrap();
     let g1 = autograd::grad(
-        &[y.clone()],
-        &[x.clone()],
+        std::slice::from_ref(&y),
+        std::slice::from_ref(&x),
         &[],
         GradOptions { retain_graph: true },
     )
     .unwrap();
     assert_eq!(vals(g1[0].as_ref().unwrap()), vec![12.0]);
-    let g2 = autograd::grad(&[y.clone()], &[x.clone()], &[], GradOptions::default()).unwrap();
+    let g2 = autograd::grad(
+        std::slice::from_ref(&y),
+        std::slice::from_ref(&x),
+        &[],
+        GradOptions::default(),
+    )
+    .unwrap();
     assert_eq!(vals(g2[0].as_ref().unwrap()), vec![12.0]);
     let e = autograd::grad(&[y], &[x], &[], GradOptions::default())
         .unwrap_err()

@@ -4,7 +4,8 @@
 //! differentiated with `autograd::grad(outputs, inputs, cotangents)`; each gradient
 //! is compared with PyTorch's (dtype, shape, values within the case's tolerances).
 //! An expected `none` passes when Opal gives no gradient or an all-zero one (PyTorch's
-//! `allow_unused` gives `None` where Opal's engine may give zeros).
+//! `allow_unused` gives `None` where Opal's engine may give zeros). Every case must
+//! pass.
 //!
 //! Runs on CPU (`golden_grad_cpu`) and on the emu device (`golden_grad_emu`: inputs
 //! moved to `emu:0`, gradients moved back to compare). The directory is
@@ -21,32 +22,6 @@ use opal_tests::golden::{
     compare_tensor, fixture_dir, load, to_ivalue, values_f64, Golden, Target,
 };
 use serde_json::Value;
-use std::collections::BTreeSet;
-
-/// Ops whose gradient Opal does not compute yet: no `derivatives.yaml` entry, so
-/// the autograd fallback refuses the differentiable call (an `Err`, never a wrong
-/// gradient). With the shipped data set the test asserts that exactly these fail.
-const NO_FORMULA_YET: &[&str] = &[
-    "nan_to_num",
-    "elu",
-    "avg_pool2d",
-    "_adaptive_avg_pool2d",
-    "native_batch_norm",
-    "binary_cross_entropy",
-    "upsample_nearest2d",
-    // Double backward: the gradients of backward ops.
-    "gelu_backward",
-    "_softmax_backward_data",
-    "_log_softmax_backward_data",
-    "nll_loss_backward",
-    "mse_loss_backward",
-    "max_pool2d_with_indices_backward",
-    "embedding_dense_backward",
-];
-
-/// Cases refused with an `Err` by a partial backward: `index.Tensor` with a boolean
-/// mask, several index tensors or a multi-dimensional index.
-const PARTIAL_CASES: &[&str] = &["index.Tensor/1", "index.Tensor/2", "index.Tensor/3"];
 
 /// Moves `t` to `dev` as a fresh leaf that requires grad when `rg`.
 fn input(t: &Tensor, dev: Device, rg: bool) -> Result<Tensor, String> {
@@ -183,43 +158,14 @@ fn run_all(dev: Device, label: &str) {
         n - failures.len(),
         failures.len()
     );
-    let known = |id: &str| {
-        PARTIAL_CASES.contains(&id)
-            || id
-                .rsplit_once('/')
-                .is_some_and(|(op, _)| NO_FORMULA_YET.contains(&op))
-    };
     for (id, why) in &failures {
-        let tag = if known(id) { "known" } else { "FAIL" };
-        println!("  {tag} {id}: {why}");
+        println!("  FAIL {id}: {why}");
     }
-    if std::env::var_os("OPAL_GOLDEN_GRAD_DIR").is_some() {
-        assert!(
-            failures.is_empty(),
-            "golden-grad ({label}): {} of {n} cases failed",
-            failures.len()
-        );
-        return;
-    }
-    // With the shipped set: exactly the listed cases fail, each with an `Err` (no
-    // gradient that is merely wrong).
-    let failed: BTreeSet<&str> = failures.iter().map(|(id, _)| id.as_str()).collect();
-    let expected: BTreeSet<&str> = g
-        .cases
-        .iter()
-        .filter_map(|c| c["id"].as_str())
-        .filter(|id| known(id))
-        .collect();
-    assert_eq!(
-        failed, expected,
-        "golden-grad ({label}): failures differ from the known list"
+    assert!(
+        failures.is_empty(),
+        "golden-grad ({label}): {} of {n} cases failed",
+        failures.len()
     );
-    for (id, why) in &failures {
-        assert!(
-            why.contains("no derivative formula") || why.contains("supported yet"),
-            "{id}: a known case must fail with a refusal, got: {why}"
-        );
-    }
 }
 
 #[test]

@@ -25,7 +25,9 @@ fn dir() -> PathBuf {
 /// Records the keys.
 pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
     for model in ["mlp", "cnn", "gpt"] {
-        let fx = match Fixture::load(&dir().join(model)) {
+        let fx = match Fixture::load(&dir().join(model))
+            .and_then(|f| f.with_data_as(DType::F32, Device::cpu()))
+        {
             Ok(f) => f,
             Err(e) => {
                 eprintln!("opal-bench: train_{model}_step_us skipped: {e}");
@@ -45,7 +47,11 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
             }
         }
         times.sort_by(f64::total_cmp);
-        out.put(&format!("train_{model}_step_us"), times[times.len() / 2], Unit::Us);
+        out.put(
+            &format!("train_{model}_step_us"),
+            times[times.len() / 2],
+            Unit::Us,
+        );
     }
 
     let (a, b) = (
@@ -57,10 +63,15 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
     let one = Tensor::from_slice(&[1.0f32], &[1])?;
     let once = || -> Result<Vec<Option<Tensor>>> {
         let c = ops::add_tensor(black_box(&a), black_box(&b))?;
-        autograd::grad(&[c], &[a.clone(), b.clone()], &[one.clone()], GradOptions::default())
+        autograd::grad(
+            &[c],
+            &[a.clone(), b.clone()],
+            std::slice::from_ref(&one),
+            GradOptions::default(),
+        )
     };
     once()?;
-    let ns = median_ns(cfg, 20_000, || once());
+    let ns = median_ns(cfg, 20_000, once);
     out.put("autograd_add_1elem_ns", ns, Unit::Ns);
     Ok(())
 }

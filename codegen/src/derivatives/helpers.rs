@@ -366,6 +366,20 @@ pub const IMPLEMENTED: &[&str] = &[
     "constant_pad_nd_backward(Tensor grad, int[] pad) -> Tensor",
     "_to_copy_backward(Tensor grad, TensorOptions options) -> Tensor",
     "index_backward(Tensor zeros, Tensor?[] indices, Tensor grad) -> Tensor",
+    "nan_to_num_backward(Tensor grad, Tensor self) -> Tensor",
+    "elu_backward(Tensor grad, Scalar alpha, Scalar scale, Scalar input_scale, bool is_result, Tensor self) -> Tensor",
+    "avg_pool2d_backward(Tensor grad, Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor",
+    "_adaptive_avg_pool2d_backward(Tensor grad, Tensor self) -> Tensor",
+    "upsample_nearest2d_backward(Tensor grad, int[] output_size, int[] input_size, float? scales_h, float? scales_w) -> Tensor",
+    "native_batch_norm_backward(Tensor grad, Tensor input, Tensor? weight, Tensor? running_mean, Tensor? running_var, Tensor save_mean, Tensor save_invstd, bool training, float eps, bool[] mask) -> Tensor*3",
+    "binary_cross_entropy_backward(Tensor grad, Tensor self, Tensor target, Tensor? weight, int reduction) -> Tensor",
+    "binary_cross_entropy_target_backward(Tensor grad, Tensor self, Tensor target, Tensor? weight, int reduction) -> Tensor",
+    "gelu_double_backward(Tensor grad, Tensor grad_output, Tensor self, str approximate) -> Tensor",
+    "softmax_double_backward(Tensor grad, Tensor grad_output, int dim, Tensor output) -> Tensor",
+    "mse_loss_double_backward_grad_output(Tensor grad, Tensor grad_output, Tensor self, Tensor target, int reduction) -> Tensor",
+    "mse_loss_double_backward(Tensor grad, Tensor self, int reduction) -> Tensor",
+    "max_pool_double_backward(Tensor grad, Tensor indices, int dims) -> Tensor",
+    "embedding_dense_double_backward_symint(Tensor grad, Tensor indices, int padding_idx) -> Tensor",
 ];
 
 /// Whether `name` is a helper of [`IMPLEMENTED`].

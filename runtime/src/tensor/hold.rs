@@ -210,8 +210,20 @@ fn acquire_op(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
     acquire_op_slow(s, exclusive)
 }
 
+/// An exclusive op hold counts as a write of the storage from the moment it is
+/// granted (see `StorageBuf::version`): autograd, saving a tensor while the op
+/// that writes it is still running (an in-place op's own kernels), then sees the
+/// version the op leaves behind.
 #[inline(never)]
 fn acquire_op_slow(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
+    let grant = acquire_op_slow_inner(s, exclusive);
+    if exclusive && grant.is_some() {
+        s.bump_version();
+    }
+    grant
+}
+
+fn acquire_op_slow_inner(s: &StorageBuf, exclusive: bool) -> Option<Grant> {
     if exclusive && try_acquire(s, true) {
         let pushed = EXCLUSIVE
             .try_with(|held| {
@@ -341,10 +353,6 @@ impl Drop for OpHolds<'_> {
     #[inline]
     fn drop(&mut self) {
         while let Some((s, exclusive, g)) = self.taken.pop() {
-            if exclusive {
-                // Written (or possibly written, when the op failed part way).
-                s.bump_version();
-            }
             release_op(s, exclusive, g);
         }
     }
@@ -452,9 +460,7 @@ impl<const R: usize, const W: usize> Drop for FixedHolds<'_, R, W> {
             release_op(s, false, g);
         }
         for &(s, g) in self.writes.iter().rev().flatten() {
-            // Written (or possibly written, when the op failed part way): autograd
-            // must see the change (see `StorageBuf::version`).
-            s.bump_version();
+            // The write was counted when granted (`acquire_op_slow`).
             release_op(s, true, g);
         }
     }

@@ -193,7 +193,7 @@ pub struct StorageBuf {
     host_accessible: bool,
     /// 0: free; n: n shared borrows; `WRITER`: one exclusive borrow.
     borrow: AtomicU32,
-    /// Bumped by every operator call that writes the storage (`hold`): autograd
+    /// Bumped when an operator call is granted write access (`hold`): autograd
     /// compares it with the value at save time to refuse a backward pass over data
     /// an in-place op changed since. Shared by all views, as the data is.
     version: AtomicU64,

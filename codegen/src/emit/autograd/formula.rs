@@ -153,12 +153,13 @@ fn returns_ty(f: &NativeFunction) -> Option<Ty> {
     }
 }
 
-const CONSTANTS: &[(&str, f64)] = &[
-    ("M_PI", std::f64::consts::PI),
-    ("M_2_SQRTPI", std::f64::consts::FRAC_2_SQRT_PI),
-    ("M_SQRT2", std::f64::consts::SQRT_2),
-    ("M_SQRT1_2", std::f64::consts::FRAC_1_SQRT_2),
-    ("M_LN2", std::f64::consts::LN_2),
+/// C's math constants, as the names of `std::f64::consts`.
+const CONSTANTS: &[(&str, &str)] = &[
+    ("M_PI", "PI"),
+    ("M_2_SQRTPI", "FRAC_2_SQRT_PI"),
+    ("M_SQRT2", "SQRT_2"),
+    ("M_SQRT1_2", "FRAC_1_SQRT_2"),
+    ("M_LN2", "LN_2"),
 ];
 
 impl Scope<'_, '_> {
@@ -305,7 +306,8 @@ impl Scope<'_, '_> {
             return Ok(v.clone());
         }
         if let Some((_, c)) = CONSTANTS.iter().find(|c| c.0 == name) {
-            return Ok(Val::new(quote!(#c), Ty::Float));
+            let c = format_ident!("{}", c);
+            return Ok(Val::new(quote!(::std::f64::consts::#c), Ty::Float));
         }
         fail(span, format!("`{name}` is not a variable of this formula"))
     }
@@ -319,7 +321,31 @@ impl Scope<'_, '_> {
                 let ts = targs.iter().map(|_| quote!(Tensor::undefined()));
                 return Ok(Val::new(quote!((#(#ts),*)), Ty::Tuple(targs.len())));
             }
-            return fail(span, "a template call other than `std::tuple<..>()`");
+            // `std::get<N>(tuple)`.
+            let is_get = matches!(&base.kind, ExprKind::Path { segments, .. }
+                if segments.last().is_some_and(|s| s == "get"));
+            if let (true, [ExprKind::Int(n)], [arg]) = (
+                is_get,
+                targs
+                    .iter()
+                    .map(|t| t.kind.clone())
+                    .collect::<Vec<_>>()
+                    .as_slice(),
+                args,
+            ) {
+                let v = self.expr(arg)?;
+                return match v.ty {
+                    Ty::Tuple(len) if (*n as usize) < len => {
+                        let (ts, i) = (v.owned(), syn::Index::from(*n as usize));
+                        Ok(Val::new(quote!((#ts).#i), Ty::Tensor))
+                    }
+                    _ => fail(span, format!("`std::get<{n}>` of a value of type {}", v.ty)),
+                };
+            }
+            return fail(
+                span,
+                "a template call other than `std::tuple<..>()` or `std::get<N>(..)`",
+            );
         }
         let name = match &callee.kind {
             ExprKind::Ident(n) => n.clone(),
@@ -519,11 +545,11 @@ impl Scope<'_, '_> {
                     Add | Mul => self.binary(op, b, a, span),
                     // s - t = (-t) + s; s / t = reciprocal(t) * s.
                     Sub => {
-                        let n = self.resolve("neg", &[b.clone()], span)?;
+                        let n = self.resolve("neg", std::slice::from_ref(b), span)?;
                         self.resolve("add", &[n, s], span)
                     }
                     Div => {
-                        let r = self.resolve("reciprocal", &[b.clone()], span)?;
+                        let r = self.resolve("reciprocal", std::slice::from_ref(b), span)?;
                         self.resolve("mul", &[r, s], span)
                     }
                     _ => fail(span, format!("`{}` on a number and a tensor", op.as_str())),

@@ -378,8 +378,11 @@ impl KernelCtx<'_, '_> {
                 }
                 None => {
                     // After the forward call, which still takes the parameter.
-                    let owned = arg_to_owned(quote!(#n), a.ty());
-                    value_saves.push(quote!(let #n = #owned;));
+                    // (A value parameter is moved into the node as it is.)
+                    if Types::passing(a.ty()) != Passing::Value {
+                        let owned = arg_to_owned(quote!(#n), a.ty());
+                        value_saves.push(quote!(let #n = #owned;));
+                    }
                 }
             }
             vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
@@ -407,16 +410,7 @@ impl KernelCtx<'_, '_> {
             let s = format_ident!("__saved_{}", v);
             let label = aliases[0].as_str();
             if ty == Ty::Tensor {
-                if self.inplace {
-                    // The written tensor is still under this op's exclusive hold,
-                    // whose release bumps its version once more: keep a copy of the
-                    // value the formula needs (never stale, never refused).
-                    out_saves.push(
-                        quote!(let #s = SavedTensor::input(&h::original(&#v)?, #node, #label);),
-                    );
-                } else {
-                    out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
-                }
+                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
                 loads.push(quote!(let #v = #s.get()?;));
             } else {
                 return Err(vec![
@@ -644,7 +638,7 @@ impl KernelCtx<'_, '_> {
             #[doc = #doc]
             #[doc = ""]
             #[doc = #schema]
-            #[allow(clippy::too_many_arguments, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, reason = "generated from formulas")]
+            #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, reason = "generated from formulas")]
             pub(crate) fn #id(ks: DispatchKeySet, #(#params),*) -> #ret {
                 #(#body)*
                 Ok(#ret_expr)

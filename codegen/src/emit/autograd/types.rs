@@ -192,6 +192,8 @@ pub fn fit(from: &Ty, to: &Ty) -> Option<u32> {
         (Ty::Int, Ty::Float | Ty::Scalar) => Some(1),
         (Ty::Float, Ty::Scalar) => Some(1),
         (Ty::Bool, Ty::Scalar) => Some(2),
+        // C++'s IntArrayRef from one int: `sum(dim, true)`.
+        (Ty::Int, Ty::List(e)) if **e == Ty::Int => Some(2),
         (Ty::List(a), Ty::List(b)) if **a == Ty::Nullopt => fit(&Ty::Int, b).map(|_| 0),
         (from, Ty::Opt(inner)) => fit(from, inner).map(|n| n + 1),
         _ => None,
@@ -210,6 +212,7 @@ pub fn coerce(v: &Val, to: &Ty) -> Option<Val> {
         (Ty::Int, Ty::Scalar) => quote!(Scalar::Int(#owned)),
         (Ty::Float, Ty::Scalar) => quote!(Scalar::Float(#owned)),
         (Ty::Bool, Ty::Scalar) => quote!(Scalar::Bool(#owned)),
+        (Ty::Int, Ty::List(_)) => quote!(vec![#owned]),
         (Ty::List(a), Ty::List(_)) if **a == Ty::Nullopt => quote!(Vec::new()),
         (_, Ty::Opt(inner)) => {
             let inner = coerce(v, inner)?;
