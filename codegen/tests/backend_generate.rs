@@ -156,3 +156,46 @@ fn incompatible_pins_show_both_yaml_locations() {
     );
     insta::assert_snapshot!("bad_pins_diagnostics", out);
 }
+
+#[test]
+fn autograd_ops_get_their_own_trait_fn_at_the_autograd_key() {
+    let code = generate_code(&inputs("emu_autograd.yaml"), true, None).expect("generates");
+    let part = backend_part(&code.module);
+    assert!(
+        part.contains("fn autograd_relu(ks: DispatchKeySet, self_: &Tensor) -> Result<Tensor>;"),
+        "{part}"
+    );
+    assert!(
+        part.contains(
+            r#"    lib.impl_for(
+        "relu",
+        ::opal::dispatch::DispatchKey::AutogradPrivateUse1,
+        ops::relu::kernel(<K as EmuKernels>::autograd_relu),
+    )?;"#
+        ),
+        "{part}"
+    );
+    let skeleton = code.skeleton.expect("skeleton");
+    assert!(
+        skeleton.contains("fn autograd_relu(_ks: DispatchKeySet, _self_: &Tensor) -> Result<Tensor> {\n        ::std::result::Result::Err(OpalError::not_implemented(\"aten::relu\", \"Emu\"))"),
+        "{skeleton}"
+    );
+}
+
+#[test]
+fn autograd_entries_are_checked() {
+    let err = match load_inputs(&fixture("bad_autograd.yaml"), &fixture("native.yaml"), None) {
+        Ok(i) => match generate_code(&i, false, None) {
+            Ok(_) => panic!("bad autograd entries generate"),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("'rleu' is not an operator of the native YAML"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean 'relu'?"), "{err}");
+    assert!(err.contains("`autograd:` lists operator names"), "{err}");
+    assert!(err.contains("bad_autograd.yaml:7:5"), "{err}");
+}

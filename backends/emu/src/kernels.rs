@@ -11,7 +11,8 @@
 //! Owns: the kernels. Must not: register anything (the generated `register` does)
 //! or read emu memory from the host.
 
-use opal::dispatch::DispatchKeySet;
+use opal::autograd;
+use opal::dispatch::{DispatchKey, DispatchKeySet};
 use opal::{DType, Device, Layout, MemoryFormat, OpalError, Result, Scalar, Tensor};
 
 use super::device::{self, Binary};
@@ -132,6 +133,27 @@ impl EmuKernels for Emu {
             return Ok(out);
         }
         fallback::relu(ks, self_)
+    }
+
+    /// emu differentiates `sigmoid` itself (`autograd:` in emu.yaml): the forward
+    /// runs below the autograd keys, and its backward node (`EmuSigmoidBackward`)
+    /// computes `grad * s * (1 - s)` from the saved result with `sigmoid_backward`.
+    fn autograd_sigmoid(ks: DispatchKeySet, self_: &Tensor) -> Result<Tensor> {
+        let out = opal::ops::sigmoid::redispatch(ks.below(DispatchKey::AutogradOther), self_)?;
+        if !autograd::helpers::should_record(&[self_]) {
+            return Ok(out);
+        }
+        let saved = autograd::SavedTensor::output(&out, "EmuSigmoidBackward", "result")?;
+        autograd::record(
+            "EmuSigmoidBackward",
+            &[self_],
+            &[&out],
+            Box::new(move |grads| {
+                let g = autograd::helpers::grad_at(grads, 0);
+                Ok(vec![Some(opal::ops::sigmoid_backward(&g, &saved.get()?)?)])
+            }),
+        )?;
+        Ok(out)
     }
 
     fn sum(ks: DispatchKeySet, self_: &Tensor) -> Result<Tensor> {

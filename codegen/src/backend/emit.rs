@@ -79,6 +79,20 @@ struct Entry<'p> {
     /// The kernel's plan (the pinned schema's when pinned, else `cur`).
     ker: &'p OpPlan<'p>,
     compat: &'p Compat,
+    /// An `autograd:` op: the trait fn is `autograd_<op>`, registered at the
+    /// backend's autograd key.
+    autograd: bool,
+}
+
+impl Entry<'_> {
+    /// The trait fn's name.
+    fn fn_ident(&self) -> proc_macro2::Ident {
+        if self.autograd {
+            format_ident!("autograd_{}", self.cur.ident_str)
+        } else {
+            self.cur.ident()
+        }
+    }
 }
 
 /// Generates the backend module.
@@ -91,7 +105,12 @@ pub fn generate(
     let ns = spec.namespace.value.as_str();
     // Plan only the functions this output touches: the supported ops, the ops
     // derived from them, and the siblings a derivation calls (same delegate).
-    let mut wanted: HashSet<&OperatorName> = plan.ops.iter().map(|o| &o.func.func.name).collect();
+    let mut wanted: HashSet<&OperatorName> = plan
+        .ops
+        .iter()
+        .chain(&plan.autograd)
+        .map(|o| &o.func.func.name)
+        .collect();
     let delegates: HashSet<&OperatorName> = plan
         .derived
         .iter()
@@ -158,7 +177,8 @@ pub fn generate(
         .collect();
 
     let mut entries: Vec<Entry> = Vec::new();
-    for o in &plan.ops {
+    let tagged = plan.ops.iter().map(|o| (o, false));
+    for (o, autograd) in tagged.chain(plan.autograd.iter().map(|o| (o, true))) {
         let name = o.func.func.name.to_string();
         let Some(&i) = by_name.get(name.as_str()) else {
             let why = full
@@ -196,6 +216,7 @@ pub fn generate(
             cur,
             ker,
             compat: &o.compat,
+            autograd,
         });
     }
     if !errors.is_empty() {
@@ -404,9 +425,14 @@ impl Parts<'_, '_> {
         };
         let adapters = adapters_module(&cx, entries, spec);
         // Registration.
+        let autograd_key = format_ident!("Autograd{}", autograd_suffix(spec.dispatch_key.value));
         let impls = entries.iter().map(|e| {
             let id = e.cur.ident();
             let name = &e.cur.op_name;
+            if e.autograd {
+                let f = e.fn_ident();
+                return quote!(lib.impl_for(#name, ::opal::dispatch::DispatchKey::#autograd_key, ops::#id::kernel(<K as #trait_id>::#f))?;);
+            }
             let f = match e.compat {
                 Compat::Identical => quote!(<K as #trait_id>::#id),
                 Compat::Adapter { .. } => quote!(adapters::#id::<K>),
@@ -506,6 +532,17 @@ impl Parts<'_, '_> {
     }
 }
 
+/// The backend key's autograd key, less its `Autograd` prefix.
+fn autograd_suffix(k: BackendKey) -> &'static str {
+    match k {
+        BackendKey::Cpu => "CPU",
+        BackendKey::Meta => "Meta",
+        BackendKey::PrivateUse1 => "PrivateUse1",
+        BackendKey::PrivateUse2 => "PrivateUse2",
+        BackendKey::PrivateUse3 => "PrivateUse3",
+    }
+}
+
 fn device_type(k: BackendKey) -> proc_macro2::Ident {
     format_ident!(
         "{}",
@@ -528,11 +565,16 @@ fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
 
 /// The trait's associated fn for one supported op.
 fn trait_fn(cx: &Ctx, e: &Entry, backend: &str) -> TokenStream {
-    let id = e.cur.ident();
+    let id = e.fn_ident();
     let ps = params(cx, e.ker.args.iter());
     let ret = ret(cx, e.ker);
+    let what = if e.autograd {
+        "Autograd kernel (the backend's own backward: record it with `opal::autograd::record` and redispatch below the autograd keys) of"
+    } else {
+        "Kernel of"
+    };
     let mut text = format!(
-        "Kernel of `{}` for backend `{backend}`.\n\nSchema: `{}`",
+        "{what} `{}` for backend `{backend}`.\n\nSchema: `{}`",
         e.cur.qualified, e.cur.schema
     );
     if let Compat::Adapter { added } = e.compat {
@@ -827,7 +869,7 @@ fn skeleton(
     let b = &spec.backend.value;
     let ty = format_ident!("{}", b);
     let fns = entries.iter().map(|e| {
-        let id = e.cur.ident();
+        let id = e.fn_ident();
         let ps = e.ker.args.iter().map(|a| {
             let name = format_ident!("_{}", a.ident().to_string().trim_start_matches("r#"));
             let t = cx.types.arg(a.ty());

@@ -17,13 +17,14 @@ use super::spec::{BackendKey, BackendSpec, FallbackPolicy, Located, SupportedOp}
 use super::yaml::{self, Node};
 
 /// Every key a backend YAML may have.
-pub const KEYS: [&str; 6] = [
+pub const KEYS: [&str; 7] = [
     "backend",
     "dispatch_key",
     "device",
     "namespace",
     "fallback",
     "supported",
+    "autograd",
 ];
 
 /// Loads and checks a backend YAML given its bytes. `path` is used in messages only.
@@ -151,6 +152,7 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
     let mut namespace = None;
     let mut fallback = None;
     let mut supported = None;
+    let mut autograd = None;
     let mut seen: Vec<(&str, Loc)> = Vec::new();
     // Required keys an unknown key was taken for (no second "missing" error).
     let mut suggested: Vec<String> = Vec::new();
@@ -269,6 +271,7 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
                 }
             }
             "supported" => supported = Some(supported_list(&e.value, errs)),
+            "autograd" => autograd = Some(supported_list(&e.value, errs)),
             other => {
                 let hint = match suggest(other, &KEYS) {
                     Some(s) => {
@@ -385,6 +388,7 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
         namespace: namespace.unwrap_or(Located::new("aten".to_string(), Loc::SYNTHETIC)),
         fallback,
         supported: supported?,
+        autograd: autograd.unwrap_or_default(),
     })
 }
 

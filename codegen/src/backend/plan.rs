@@ -48,6 +48,8 @@ pub struct DerivedOp<'n> {
 pub struct Plan<'n> {
     /// Supported ops that resolved cleanly, in `supported:` order.
     pub ops: Vec<PlannedOp<'n>>,
+    /// `autograd:` ops, registered at the backend's autograd key.
+    pub autograd: Vec<PlannedOp<'n>>,
     /// Derived structured-delegate ops, in native YAML order.
     pub derived: Vec<DerivedOp<'n>>,
     /// Supported entries that failed (unknown op, incompatible pin), by entry index,
@@ -90,25 +92,11 @@ pub fn resolve<'n>(
         }
         seen.insert(entry.name(), entry.loc());
         let Some(func) = by_name.get(entry.name()).copied() else {
-            let mut d = Diagnostic::new(
-                "opal::backend::unknown_op",
-                match entry {
-                    SupportedOp::Pinned { schema, .. } => schema.loc,
-                    SupportedOp::Current { loc, .. } => *loc,
-                },
-                format!("'{name}' is not an operator of the native YAML"),
-            )
-            .label("unknown operator");
-            let names: Vec<String> = natives
-                .functions
-                .iter()
-                .map(|f| f.func.name.to_string())
-                .collect();
-            d = match closest(&name, names.iter()) {
-                Some(s) => d.hint(format!("did you mean '{s}'?")),
-                None => d.hint("list operators as `name.overload`, as in the native YAML"),
+            let loc = match entry {
+                SupportedOp::Pinned { schema, .. } => schema.loc,
+                SupportedOp::Current { loc, .. } => *loc,
             };
-            errors.push(d.into());
+            errors.push(unknown_op(&name, loc, natives));
             failed.push((name, "not in the native YAML".to_string()));
             continue;
         };
@@ -146,6 +134,51 @@ pub fn resolve<'n>(
             loc: entry.loc(),
         });
     }
+    let mut autograd = Vec::new();
+    let mut seen_ag: HashMap<&OperatorName, Loc> = HashMap::new();
+    for entry in &spec.autograd {
+        let name = entry.name().to_string();
+        if seen_ag.insert(entry.name(), entry.loc()).is_some() {
+            errors.push(
+                Diagnostic::new(
+                    "opal::backend::duplicate_op",
+                    entry.loc(),
+                    format!("'{name}' is listed twice in `autograd:`"),
+                )
+                .label("listed again here")
+                .hint("remove one of the entries")
+                .into(),
+            );
+            continue;
+        }
+        if let SupportedOp::Pinned { schema, .. } = entry {
+            errors.push(
+                Diagnostic::new(
+                    "opal::backend::autograd_pin",
+                    schema.loc,
+                    format!("`autograd:` lists operator names; '{name}' is given a schema"),
+                )
+                .label("a pinned schema")
+                .hint(format!(
+                    "write `- {name}`: autograd kernels implement the current schema"
+                ))
+                .into(),
+            );
+            continue;
+        }
+        match by_name.get(entry.name()).copied() {
+            Some(func) => autograd.push(PlannedOp {
+                func,
+                pinned: None,
+                compat: Compat::Identical,
+                loc: entry.loc(),
+            }),
+            None => {
+                errors.push(unknown_op(&name, entry.loc(), natives));
+                failed.push((name, "not in the native YAML".to_string()));
+            }
+        }
+    }
     let supported_idx: HashMap<&OperatorName, usize> = ops
         .iter()
         .enumerate()
@@ -165,10 +198,31 @@ pub fn resolve<'n>(
         Plan {
             ops,
             derived,
+            autograd,
             failed,
         },
         errors,
     )
+}
+
+/// "'name' is not an operator of the native YAML", with the closest name.
+fn unknown_op(name: &str, loc: Loc, natives: &NativeFunctions) -> BackendDiagnostic {
+    let names: Vec<String> = natives
+        .functions
+        .iter()
+        .map(|f| f.func.name.to_string())
+        .collect();
+    let d = Diagnostic::new(
+        "opal::backend::unknown_op",
+        loc,
+        format!("'{name}' is not an operator of the native YAML"),
+    )
+    .label("unknown operator");
+    match closest(name, names.iter()) {
+        Some(s) => d.hint(format!("did you mean '{s}'?")),
+        None => d.hint("list operators as `name.overload`, as in the native YAML"),
+    }
+    .into()
 }
 
 /// The candidate closest to `name` by edit distance, if close enough to suggest.

@@ -141,4 +141,8 @@ pub struct BackendSpec {
     pub fallback: Located<FallbackPolicy>,
     /// `supported:` in file order.
     pub supported: Vec<SupportedOp>,
+    /// `autograd:` (as torch-xla's): ops the backend differentiates itself. Their
+    /// kernels are registered at the backend's autograd key (`AutogradPrivateUse1`,
+    /// ...), ahead of the kernels generated from `derivatives.yaml`. Names only.
+    pub autograd: Vec<SupportedOp>,
 }
