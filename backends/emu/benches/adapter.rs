@@ -38,6 +38,7 @@ impl EmuKernels for Noop {
         mm_out(a: &Tensor, b: &Tensor, d: &Tensor) -> Tensor;
         mul_out(a: &Tensor, b: &Tensor, d: &Tensor) -> Tensor;
         relu(a: &Tensor) -> Tensor;
+        autograd_sigmoid(a: &Tensor) -> Tensor;
         _to_copy(a: &Tensor, b: Option<DType>, c: Option<opal::Layout>, d: Option<opal::Device>, e: Option<bool>, f: bool, g: Option<opal::MemoryFormat>) -> Tensor;
         view(a: &Tensor, b: &[i64]) -> Tensor;
         full(a: &[i64], b: &opal::Scalar, c: Option<DType>, d: Option<opal::Layout>, e: Option<opal::Device>, f: Option<bool>) -> Tensor;
