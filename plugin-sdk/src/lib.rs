@@ -31,6 +31,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 mod registrar;
+pub mod strided;
 mod tensor;
 mod value;
 
@@ -121,7 +122,10 @@ fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => OpalStatus::OK,
         Ok(Err(e)) => e.into_status(),
-        Err(p) => OpalStatus::error(code::PANIC, &format!("{what} panicked: {}", panic_text(&*p))),
+        Err(p) => OpalStatus::error(
+            code::PANIC,
+            &format!("{what} panicked: {}", panic_text(&*p)),
+        ),
     }
 }
 
@@ -199,10 +203,11 @@ macro_rules! export_plugin {
     ($init:path) => {
         /// The ABI version this plugin was built against (read by the host).
         #[no_mangle]
-        pub static opal_plugin_abi_version: $crate::abi::OpalAbiVersion = $crate::abi::OpalAbiVersion {
-            major: $crate::abi::ABI_MAJOR,
-            minor: $crate::abi::ABI_MINOR,
-        };
+        pub static opal_plugin_abi_version: $crate::abi::OpalAbiVersion =
+            $crate::abi::OpalAbiVersion {
+                major: $crate::abi::ABI_MAJOR,
+                minor: $crate::abi::ABI_MINOR,
+            };
 
         /// The plugin's entry (called by the host once).
         ///

@@ -62,7 +62,12 @@ impl<'a> Registrar<'a> {
         // SAFETY: the registrar is valid during init; `k` is a fn pointer, alive for
         // the process (the library is never unloaded).
         let st = unsafe {
-            (self.raw.register_kernel)(self.raw.ctx, OpalStr::from_str(name), kernel_trampoline, k as *mut c_void)
+            (self.raw.register_kernel)(
+                self.raw.ctx,
+                OpalStr::from_str(name),
+                kernel_trampoline,
+                k as *mut c_void,
+            )
         };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
@@ -73,7 +78,9 @@ impl<'a> Registrar<'a> {
     /// the host schema's arguments).
     pub fn fallback(&mut self, k: KernelFn) -> Result<&mut Self> {
         // SAFETY: as in `kernel`.
-        let st = unsafe { (self.raw.register_fallback)(self.raw.ctx, kernel_trampoline, k as *mut c_void) };
+        let st = unsafe {
+            (self.raw.register_fallback)(self.raw.ctx, kernel_trampoline, k as *mut c_void)
+        };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
         Ok(self)
@@ -164,17 +171,31 @@ unsafe fn transfer<'a>(user: *mut c_void) -> &'a dyn Transfer {
     unsafe { *(user as *const &'static dyn Transfer) }
 }
 
-unsafe extern "C" fn to_cpu_trampoline(user: *mut c_void, src: OpalTensor, dst: OpalTensor) -> OpalStatus {
+unsafe extern "C" fn to_cpu_trampoline(
+    user: *mut c_void,
+    src: OpalTensor,
+    dst: OpalTensor,
+) -> OpalStatus {
     guarded("the plugin's to_cpu", || {
-        let (s, d) = (Tensor::from_handle(src, false)?, Tensor::from_handle(dst, false)?);
+        let (s, d) = (
+            Tensor::from_handle(src, false)?,
+            Tensor::from_handle(dst, false)?,
+        );
         // SAFETY: the host passes back the user pointer of this table.
         unsafe { transfer(user) }.to_cpu(&s, &d)
     })
 }
 
-unsafe extern "C" fn from_cpu_trampoline(user: *mut c_void, src: OpalTensor, dst: OpalTensor) -> OpalStatus {
+unsafe extern "C" fn from_cpu_trampoline(
+    user: *mut c_void,
+    src: OpalTensor,
+    dst: OpalTensor,
+) -> OpalStatus {
     guarded("the plugin's from_cpu", || {
-        let (s, d) = (Tensor::from_handle(src, false)?, Tensor::from_handle(dst, false)?);
+        let (s, d) = (
+            Tensor::from_handle(src, false)?,
+            Tensor::from_handle(dst, false)?,
+        );
         // SAFETY: the host passes back the user pointer of this table.
         unsafe { transfer(user) }.from_cpu(&s, &d)
     })

@@ -236,6 +236,11 @@ impl Tensor {
         )
     }
 
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.info.element_size
+    }
+
     /// True when row-major contiguous.
     pub fn is_contiguous(&self) -> bool {
         let mut expect = 1i64;
@@ -248,8 +253,8 @@ impl Tensor {
         true
     }
 
-    /// The address of the first element (after the storage offset), or null for
-    /// empty tensors and memory the host cannot see. Valid while the handle lives
+    /// The address of the first element (after the storage offset) in the device's
+    /// memory, or null for empty and meta tensors. Valid while the handle lives
     /// and inside the kernel call that got or made it: arguments are held by the
     /// call (read-only unless the schema marks them written), and a tensor the
     /// plugin just made is its own until returned.
@@ -260,18 +265,22 @@ impl Tensor {
     /// The elements as a slice of `T`, for a contiguous tensor of `dtype`.
     ///
     /// # Safety
-    /// `T` matches the dtype and no one writes the tensor while the slice lives
-    /// (true for a kernel's input arguments during the kernel).
+    /// `T` matches the dtype, the memory is addressable by this code (CPU tensors,
+    /// or the plugin's own device memory when that is host memory), and no one
+    /// writes the tensor while the slice lives (true for a kernel's input arguments
+    /// during the kernel).
     pub unsafe fn as_slice<T>(&self) -> Result<&[T]> {
         if !self.is_contiguous() || self.info.element_size != std::mem::size_of::<T>() {
-            return Err(Error::msg("as_slice needs a contiguous tensor of a matching element size"));
+            return Err(Error::msg(
+                "as_slice needs a contiguous tensor of a matching element size",
+            ));
         }
         let n = self.numel() as usize;
         if n == 0 {
             return Ok(&[]);
         }
         if self.info.data.is_null() {
-            return Err(Error::msg("the tensor's memory is not visible to the host"));
+            return Err(Error::msg("the tensor has no data (meta)"));
         }
         // SAFETY: contiguous, `n` elements of `T` at `data`, not written meanwhile.
         Ok(unsafe { std::slice::from_raw_parts(self.info.data.cast::<T>(), n) })

@@ -141,8 +141,14 @@ fn scalar_like(v: &Value) -> Result<OpalValue> {
             ptr: t.handle().0,
             ..base(tag::TENSOR)
         },
-        Value::Int(i) => OpalValue { i: *i, ..base(tag::INT) },
-        Value::Double(d) => OpalValue { d: *d, ..base(tag::DOUBLE) },
+        Value::Int(i) => OpalValue {
+            i: *i,
+            ..base(tag::INT)
+        },
+        Value::Double(d) => OpalValue {
+            d: *d,
+            ..base(tag::DOUBLE)
+        },
         Value::Bool(b) => OpalValue {
             i: i64::from(*b),
             ..base(tag::BOOL)
@@ -171,13 +177,18 @@ fn scalar_like(v: &Value) -> Result<OpalValue> {
             aux: d.index.map_or(0, |i| i as u32 + 1),
             ..base(tag::DEVICE)
         },
-        Value::Layout(l) => OpalValue { i: *l, ..base(tag::LAYOUT) },
+        Value::Layout(l) => OpalValue {
+            i: *l,
+            ..base(tag::LAYOUT)
+        },
         Value::MemoryFormat(m) => OpalValue {
             i: *m,
             ..base(tag::MEMORY_FORMAT)
         },
         Value::Str(_) | Value::List(..) => {
-            return Err(Error::msg("strings and lists cannot be returned in ABI 1.0"))
+            return Err(Error::msg(
+                "strings and lists cannot be returned in ABI 1.0",
+            ))
         }
     })
 }
@@ -221,7 +232,11 @@ pub(crate) unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<Value> {
                 len: v.len,
             };
             // SAFETY: forwarded contract (borrowed bytes for the call).
-            Value::Str(unsafe { s.as_str() }.ok_or_else(|| Error::msg("a string is not UTF-8"))?.to_string())
+            Value::Str(
+                unsafe { s.as_str() }
+                    .ok_or_else(|| Error::msg("a string is not UTF-8"))?
+                    .to_string(),
+            )
         }
         tag::LIST if !owned => {
             let items: &[OpalValue] = if v.len == 0 || v.ptr.is_null() {

@@ -336,8 +336,9 @@ pub struct OpalTensorInfo {
     pub device_index: i32,
     /// 1 when the tensor is defined, 0 for an undefined tensor.
     pub defined: i32,
-    /// Address of the first element, or null when the device's memory is not
-    /// visible to the host (meta) or the tensor is empty.
+    /// Address of the first element in its device's memory (dereferenceable by the
+    /// host only when the device's allocator is host-accessible), or null for meta
+    /// tensors and empty tensors.
     pub data: *mut c_void,
     /// Bytes per element.
     pub element_size: usize,
@@ -407,7 +408,8 @@ pub struct OpalAllocator {
     /// `nbytes` (> 0) bytes aligned to 64 on device `index`, or null on failure.
     pub alloc: unsafe extern "C" fn(user: *mut c_void, nbytes: usize, device_index: i32) -> *mut u8,
     /// Frees what `alloc` returned, with the same size and index.
-    pub free: unsafe extern "C" fn(user: *mut c_void, ptr: *mut u8, nbytes: usize, device_index: i32),
+    pub free:
+        unsafe extern "C" fn(user: *mut c_void, ptr: *mut u8, nbytes: usize, device_index: i32),
     /// 1 when the host may read and write this memory directly.
     pub host_accessible: i32,
 }
@@ -423,9 +425,11 @@ pub struct OpalTransfer {
     pub user: *mut c_void,
     /// Writes device tensor `src` (any strides) into `dst`, a contiguous CPU tensor
     /// the host made with the same sizes and dtype.
-    pub to_cpu: unsafe extern "C" fn(user: *mut c_void, src: OpalTensor, dst: OpalTensor) -> OpalStatus,
+    pub to_cpu:
+        unsafe extern "C" fn(user: *mut c_void, src: OpalTensor, dst: OpalTensor) -> OpalStatus,
     /// Writes CPU tensor `src` into device tensor `dst` (same sizes and dtype).
-    pub from_cpu: unsafe extern "C" fn(user: *mut c_void, src: OpalTensor, dst: OpalTensor) -> OpalStatus,
+    pub from_cpu:
+        unsafe extern "C" fn(user: *mut c_void, src: OpalTensor, dst: OpalTensor) -> OpalStatus,
 }
 
 /// What a plugin may register during its entry (valid only during that call).
@@ -444,8 +448,11 @@ pub struct OpalRegistrar {
         user: *mut c_void,
     ) -> OpalStatus,
     /// Registers a boxed fallback for every op without a kernel at the plugin's key.
-    pub register_fallback:
-        unsafe extern "C" fn(ctx: *mut c_void, kernel: OpalKernelFn, user: *mut c_void) -> OpalStatus,
+    pub register_fallback: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        kernel: OpalKernelFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
     /// Uses the host's CPU fallback (copies through `transfer`) for ops without a
     /// kernel; also what [`code::DECLINED`] runs.
     pub use_cpu_fallback:

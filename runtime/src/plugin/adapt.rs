@@ -234,7 +234,10 @@ mod tests {
         let names: Vec<_> = a.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["self", "dim", "keepdim"]);
         assert_eq!(r, ["Tensor", "Tensor"]);
-        let (a, r) = parse_schema("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)").unwrap();
+        let (a, r) = parse_schema(
+            "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",
+        )
+        .unwrap();
         assert_eq!(a[3].ty, "Tensor!");
         assert_eq!(r, ["Tensor!"]);
         assert!(parse_schema("nonsense").is_none());

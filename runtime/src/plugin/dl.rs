@@ -31,7 +31,10 @@ impl Lib {
     pub fn open(path: &Path) -> Result<Lib> {
         use std::os::unix::ffi::OsStrExt;
         let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-            OpalError::msg(format!("library path {} contains a NUL byte", path.display()))
+            OpalError::msg(format!(
+                "library path {} contains a NUL byte",
+                path.display()
+            ))
         })?;
         // SAFETY: `c` is a valid NUL-terminated path. Opening runs the library's ELF
         // initialisers; the caller validated the manifest and the file's ownership

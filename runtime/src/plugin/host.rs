@@ -67,20 +67,43 @@ unsafe extern "C" fn tensor_info(t: OpalTensor, out: *mut OpalTensorInfo) -> Opa
             )));
         }
         let defined = t.is_defined();
-        let data = if defined && t.numel() > 0 {
-            t.raw_data_ptr().unwrap_or(std::ptr::null_mut())
+        // The element's address in its device's memory (host memory only when the
+        // device's allocator says so); none for meta tensors, which have no data.
+        let data = if defined && t.numel() > 0 && !t.device().is_meta() {
+            let off = t.storage_offset() as usize * t.element_size();
+            t.storage().data_ptr().wrapping_add(off)
         } else {
             std::ptr::null_mut()
         };
         *out = OpalTensorInfo {
             size: std::mem::size_of::<OpalTensorInfo>(),
             ndim: if defined { t.sizes().len() } else { 0 },
-            sizes: if defined { t.sizes().as_ptr() } else { std::ptr::null() },
-            strides: if defined { t.strides().as_ptr() } else { std::ptr::null() },
+            sizes: if defined {
+                t.sizes().as_ptr()
+            } else {
+                std::ptr::null()
+            },
+            strides: if defined {
+                t.strides().as_ptr()
+            } else {
+                std::ptr::null()
+            },
             storage_offset: if defined { t.storage_offset() } else { 0 },
-            dtype: if defined { value::dtype_code(t.dtype()) } else { -1 },
-            device_type: if defined { value::device_code(t.device().device_type())? } else { -1 },
-            device_index: if defined { t.device().index().map_or(-1, i32::from) } else { -1 },
+            dtype: if defined {
+                value::dtype_code(t.dtype())
+            } else {
+                -1
+            },
+            device_type: if defined {
+                value::device_code(t.device().device_type())?
+            } else {
+                -1
+            },
+            device_index: if defined {
+                t.device().index().map_or(-1, i32::from)
+            } else {
+                -1
+            },
             defined: i32::from(defined),
             data: data.cast(),
             element_size: if defined { t.element_size() } else { 0 },
@@ -109,7 +132,8 @@ unsafe extern "C" fn tensor_empty(
         let dev = value::device_from(i64::from(device_type), i64::from(device_index))?;
         let t = Tensor::empty(sizes, value::dtype_from(i64::from(dtype))?, dev)?;
         // SAFETY: `out` is null or writable, as the ABI requires.
-        let out = unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty: null out"))?;
+        let out =
+            unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty: null out"))?;
         *out = value::own(t);
         Ok(())
     })
@@ -416,7 +440,8 @@ impl DeviceTransfer for PluginTransfer {
         let acc = KernelAccess::new(&[src], &[&dst])?;
         // SAFETY: both handles borrow tensors alive for the call; both storages are
         // borrowed by `acc` meanwhile.
-        let st = unsafe { (self.raw.to_cpu)(self.raw.user, value::borrow(src), value::borrow(&dst)) };
+        let st =
+            unsafe { (self.raw.to_cpu)(self.raw.user, value::borrow(src), value::borrow(&dst)) };
         drop(acc);
         // SAFETY: a status from the plugin, consumed once.
         unsafe { value::check(st, &format!("plugin '{}''s to_cpu", self.plugin)) }?;
@@ -426,7 +451,8 @@ impl DeviceTransfer for PluginTransfer {
     fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
         let acc = KernelAccess::new(&[src], &[dst])?;
         // SAFETY: as in `to_cpu`.
-        let st = unsafe { (self.raw.from_cpu)(self.raw.user, value::borrow(src), value::borrow(dst)) };
+        let st =
+            unsafe { (self.raw.from_cpu)(self.raw.user, value::borrow(src), value::borrow(dst)) };
         drop(acc);
         // SAFETY: a status from the plugin, consumed once.
         unsafe { value::check(st, &format!("plugin '{}''s from_cpu", self.plugin)) }
@@ -528,7 +554,10 @@ impl Registration {
                 plan,
                 fallback: self.fallback.clone(),
             };
-            lib.impl_(&name, KernelFunction::from_boxed_fn(move |op, ks, st| b.call(op, ks, st)))?;
+            lib.impl_(
+                &name,
+                KernelFunction::from_boxed_fn(move |op, ks, st| b.call(op, ks, st)),
+            )?;
             done.push(name);
         }
         lib.leak();

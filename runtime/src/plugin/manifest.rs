@@ -72,8 +72,7 @@ pub fn parse_abi(s: &str) -> Option<(u32, u32)> {
 /// Parses and validates the text of the manifest at `path`.
 pub fn parse(path: &Path, text: &str) -> Result<Manifest> {
     let bad = |what: String| OpalError::msg(format!("manifest {}: {what}", path.display()));
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
     let obj = v
         .as_object()
         .ok_or_else(|| bad("the top level is not a JSON object".into()))?;
@@ -122,8 +121,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest> {
         }
     };
     let abi_text = field(obj, "abi", path)?;
-    let abi = parse_abi(abi_text)
-        .ok_or_else(|| bad(format!("abi '{abi_text}' is not MAJOR.MINOR")))?;
+    let abi =
+        parse_abi(abi_text).ok_or_else(|| bad(format!("abi '{abi_text}' is not MAJOR.MINOR")))?;
     let entry = match obj.get("entry") {
         None => opal_plugin_abi::ENTRY_SYMBOL.to_string(),
         Some(_) => {

@@ -116,7 +116,11 @@ pub fn search_path() -> Vec<PathBuf> {
         return Vec::new();
     }
     let mut dirs: Vec<PathBuf> = std::env::var_os(PATH_ENV)
-        .map(|p| std::env::split_paths(&p).filter(|d| !d.as_os_str().is_empty()).collect())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| !d.as_os_str().is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     let data = std::env::var_os("XDG_DATA_HOME")
         .filter(|d| !d.is_empty())
@@ -169,7 +173,11 @@ fn run_autoload() -> std::result::Result<(), String> {
             Err(_) => continue, // a missing directory is not an error
         };
         if let Err(e) = security::check_path(&dir, "plugin directory") {
-            let msg = format!("skipping plugins in {}: {e}; {}", dir.display(), off_switch());
+            let msg = format!(
+                "skipping plugins in {}: {e}; {}",
+                dir.display(),
+                off_switch()
+            );
             crate::warning::warn("opal::plugin", &msg);
             if strict {
                 return Err(msg);
@@ -248,9 +256,13 @@ fn name_taken(name: &str) -> bool {
         .filter(|d| d.backend_key() != DispatchKey::PrivateUse3)
         .any(|d| d.name() == name);
     builtin
-        || [DispatchKey::PrivateUse1, DispatchKey::PrivateUse2, DispatchKey::PrivateUse3]
-            .into_iter()
-            .any(|k| crate::device::privateuse_backend_name(k) == Some(name))
+        || [
+            DispatchKey::PrivateUse1,
+            DispatchKey::PrivateUse2,
+            DispatchKey::PrivateUse3,
+        ]
+        .into_iter()
+        .any(|k| crate::device::privateuse_backend_name(k) == Some(name))
 }
 
 static LOAD_LOCK: Mutex<()> = Mutex::new(());
@@ -285,7 +297,10 @@ fn load_into(path: &Path, info: &mut PluginInfo) -> Result<()> {
         )));
     }
     if records().iter().any(|r| r.loaded() && r.name == m.name) {
-        return Err(OpalError::msg(format!("a plugin named '{}' is already loaded", m.name)));
+        return Err(OpalError::msg(format!(
+            "a plugin named '{}' is already loaded",
+            m.name
+        )));
     }
     match crate::device::privateuse_backend_name(m.key) {
         Some(n) => {
@@ -295,7 +310,10 @@ fn load_into(path: &Path, info: &mut PluginInfo) -> Result<()> {
             )))
         }
         None if name_taken(&m.device) => {
-            return Err(OpalError::msg(format!("device name '{}' is already taken", m.device)))
+            return Err(OpalError::msg(format!(
+                "device name '{}' is already taken",
+                m.device
+            )))
         }
         None => {}
     }
@@ -332,7 +350,10 @@ fn load_library(
     _disabled: HashMap<String, String>,
     _info: &mut PluginInfo,
 ) -> Result<()> {
-    Err(OpalError::not_implemented("plugin loading", "this platform (Unix only)"))
+    Err(OpalError::not_implemented(
+        "plugin loading",
+        "this platform (Unix only)",
+    ))
 }
 
 #[cfg(unix)]
@@ -376,7 +397,8 @@ fn load_library(
     })?;
     // SAFETY: the entry symbol is an `OpalPluginEntry` function, as the ABI requires
     // of the symbol a manifest names.
-    let entry: OpalPluginEntry = unsafe { std::mem::transmute::<*mut libc::c_void, OpalPluginEntry>(entry) };
+    let entry: OpalPluginEntry =
+        unsafe { std::mem::transmute::<*mut libc::c_void, OpalPluginEntry>(entry) };
     let mut reg = host::Registration::new(&m.name, m.key, plans, disabled);
     let registrar = reg.registrar();
     // SAFETY: the host table is static; the registrar's ctx is `reg`, alive and not

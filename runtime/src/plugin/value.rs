@@ -81,7 +81,11 @@ pub fn device_from(code: i64, index: i64) -> Result<Device> {
         dt::PRIVATE_USE1 => DeviceType::PrivateUse1,
         dt::PRIVATE_USE2 => DeviceType::PrivateUse2,
         dt::PRIVATE_USE3 => DeviceType::PrivateUse3,
-        c => return Err(OpalError::device(format!("unknown ABI device type code {c}"))),
+        c => {
+            return Err(OpalError::device(format!(
+                "unknown ABI device type code {c}"
+            )))
+        }
     };
     let index = if index < 0 {
         None
@@ -345,7 +349,11 @@ pub unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<IValue> {
         t => {
             return Err(OpalError::msg(format!(
                 "ABI value tag {t} is not accepted here{}",
-                if owned { " (ABI 1.0 returns no lists or strings)" } else { "" }
+                if owned {
+                    " (ABI 1.0 returns no lists or strings)"
+                } else {
+                    ""
+                }
             )))
         }
     })
@@ -360,7 +368,9 @@ fn list_of(elem: u32, vals: Vec<IValue>) -> Result<IValue> {
         vals.into_iter()
             .map(|v| {
                 let n = v.type_name();
-                f(v).ok_or_else(|| OpalError::msg(format!("a plugin list mixes {n} with other values")))
+                f(v).ok_or_else(|| {
+                    OpalError::msg(format!("a plugin list mixes {n} with other values"))
+                })
             })
             .collect()
     }
