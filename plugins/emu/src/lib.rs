@@ -5,14 +5,14 @@
 //!
 //! What it covers, computing exactly as the linked `opal-emu` does (same formulas,
 //! same element order, same dtype rules): `add.Tensor`, `sub.Tensor`, `mul.Tensor`
-//! (f32/f64/i64 operands of one dtype on one device, broadcasting), `relu` (same),
-//! and `sum` pinned to the old schema `sum(Tensor self) -> Tensor` (f32/f64/i64),
+//! (f32/f64/i64/i32 operands of one dtype on one device, broadcasting), `relu` (same dtypes),
+//! `mm` (2-d, same dtypes, the linked emu's loop order), and `sum` pinned to the old schema `sum(Tensor self) -> Tensor` (f32/f64/i64),
 //! like the linked emu. Its memory is emulated device memory the host does not
 //! address directly (the allocator says so); data moves only through its transfer.
 //! Every other op, and every case a kernel declines (mixed dtypes, other dtypes),
 //! runs on the CPU through the host's CPU fallback, as with the linked emu. Not
 //! covered: emu's memory pool statistics and device hooks (device counts, memory
-//! statistics), `mm`, `view` and the native factories, which here run through the
+//! statistics), `view` and the native factories, which here run through the
 //! CPU fallback with the same results.
 //!
 //! Owns: the plugin's kernels, allocator and transfer. Must not: depend on `opal`.
@@ -130,6 +130,13 @@ impl Num for i64 {
     }
 }
 
+impl Num for i32 {
+    const ZERO: Self = 0;
+    fn from_scalar(s: Scalar) -> Self {
+        i64::from_scalar(s) as i32
+    }
+}
+
 #[derive(Copy, Clone)]
 enum Binary {
     Add,
@@ -174,7 +181,7 @@ fn binary(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
     let dt = a.dtype()?;
     if b.dtype()? != dt
         || a.device()? != b.device()?
-        || !matches!(dt, DType::F32 | DType::F64 | DType::I64)
+        || !matches!(dt, DType::F32 | DType::F64 | DType::I64 | DType::I32)
     {
         return Err(Error::declined());
     }
@@ -183,7 +190,8 @@ fn binary(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
     match dt {
         DType::F32 => binary_t::<f32>(op, a, b, alpha, &out),
         DType::F64 => binary_t::<f64>(op, a, b, alpha, &out),
-        _ => binary_t::<i64>(op, a, b, alpha, &out),
+        DType::I64 => binary_t::<i64>(op, a, b, alpha, &out),
+        _ => binary_t::<i32>(op, a, b, alpha, &out),
     }
     Ok(vec![Value::Tensor(out)])
 }
@@ -216,6 +224,7 @@ fn relu(args: &[Value]) -> Result<Vec<Value>> {
         DType::F32 => relu_t::<f32>(a, &out),
         DType::F64 => relu_t::<f64>(a, &out),
         DType::I64 => relu_t::<i64>(a, &out),
+        DType::I32 => relu_t::<i32>(a, &out),
         _ => return Err(Error::declined()),
     }
     Ok(vec![Value::Tensor(out)])
@@ -247,12 +256,67 @@ fn sum(args: &[Value]) -> Result<Vec<Value>> {
     Ok(vec![Value::Tensor(out)])
 }
 
+fn mm_t<T: Num>(a: &Tensor, b: &Tensor, out: &Tensor) {
+    let (n, k, m) = (a.sizes()[0], a.sizes()[1], b.sizes()[1]);
+    let (sa, sb, so) = (a.strides(), b.strides(), out.strides());
+    let (pa, pb, po) = (
+        a.data_ptr() as *const T,
+        b.data_ptr() as *const T,
+        out.data_ptr() as *mut T,
+    );
+    for i in 0..n {
+        for j in 0..m {
+            let mut acc = T::ZERO;
+            for p in 0..k {
+                // SAFETY: i < n, j < m, p < k index inside both 2-d inputs (held by the call).
+                acc = acc
+                    + unsafe {
+                        *pa.offset((i * sa[0] + p * sa[1]) as isize)
+                            * *pb.offset((p * sb[0] + j * sb[1]) as isize)
+                    };
+            }
+            // SAFETY: inside `out`, new and ours.
+            unsafe { *po.offset((i * so[0] + j * so[1]) as isize) = acc };
+        }
+    }
+}
+
+/// `mm` of two 2-d tensors of one dtype, in the linked emu's loop order.
+fn mm(args: &[Value]) -> Result<Vec<Value>> {
+    let (a, b) = (args[0].tensor()?, args[1].tensor()?);
+    let dt = a.dtype()?;
+    if b.dtype()? != dt
+        || a.sizes().len() != 2
+        || b.sizes().len() != 2
+        || a.device()? != b.device()?
+    {
+        return Err(Error::declined());
+    }
+    if a.sizes()[1] != b.sizes()[0] {
+        return Err(Error::msg(format!(
+            "emu mm: {:?} @ {:?}",
+            a.sizes(),
+            b.sizes()
+        )));
+    }
+    let out = Tensor::empty(&[a.sizes()[0], b.sizes()[1]], dt, a.device()?)?;
+    match dt {
+        DType::F32 => mm_t::<f32>(a, b, &out),
+        DType::F64 => mm_t::<f64>(a, b, &out),
+        DType::I64 => mm_t::<i64>(a, b, &out),
+        DType::I32 => mm_t::<i32>(a, b, &out),
+        _ => return Err(Error::declined()),
+    }
+    Ok(vec![Value::Tensor(out)])
+}
+
 /// Registers the allocator, the CPU fallback with the transfer, and the kernels.
 pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
     reg.allocator(&MEMORY)?.cpu_fallback(&TRANSFER)?;
     reg.kernel("aten::add.Tensor", add)?
         .kernel("aten::sub.Tensor", sub)?
         .kernel("aten::mul.Tensor", mul)?
+        .kernel("aten::mm", mm)?
         .kernel("aten::relu", relu)?
         .kernel("aten::sum", sum)?;
     Ok(())

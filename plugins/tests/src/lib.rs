@@ -5,7 +5,7 @@
 //!
 //! Owns: test fixtures only. Must not: be used outside `plugins/tests`.
 
-use opal::ops;
+use opal::ops::{self, TensorOps};
 use opal::{DType, Device, Result, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -179,8 +179,8 @@ fn bits(t: &Tensor) -> Result<String> {
 }
 
 /// One program on `device`: the ops the emu plugin computes itself (add, sub, mul
-/// with alpha and broadcasting, relu, the pinned sum, in f32, f64 and i64) and
-/// ops it runs through the CPU fallback (mixed dtypes, sum with dtype=, exp, mm,
+/// with alpha and broadcasting, relu, mm, the pinned sum, in f32, f64, i64 and i32) and
+/// ops it runs through the CPU fallback (mixed dtypes, sum with dtype=, exp,
 /// mean.dim). Each result as one line: its device, dtype, sizes and exact bits.
 pub fn emu_program(device: &str) -> Result<Vec<String>> {
     let dev = Device::parse(device)?;
@@ -208,6 +208,7 @@ pub fn emu_program(device: &str) -> Result<Vec<String>> {
         ops::sum(&xd)?,
         ops::mul_tensor(&xi, &xi)?,
         ops::sum(&xi)?,
+        ops::sub_tensor(&xi.to_dtype(DType::I32)?, &xi.to_dtype(DType::I32)?.relu()?)?,
         ops::add_tensor(&x, &xd)?,
         ops::sum::with(&x, ops::sum::Options::default().dtype(DType::F64))?,
         ops::exp(&x)?,
@@ -230,7 +231,7 @@ pub fn emu_program(device: &str) -> Result<Vec<String>> {
 pub fn result_lines(output: &str) -> Vec<String> {
     output
         .lines()
-        .filter_map(|l| l.strip_prefix("RESULT ").map(str::to_string))
+        .filter_map(|l| l.find("RESULT ").map(|i| l[i + 7..].to_string()))
         .collect()
 }
 
