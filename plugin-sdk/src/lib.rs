@@ -35,7 +35,7 @@ pub mod strided;
 mod tensor;
 mod value;
 
-pub use registrar::{Allocator, KernelFn, Registrar, Transfer};
+pub use registrar::{Allocator, HostMemory, KernelFn, Registrar, Transfer};
 pub use tensor::{DType, Device, DeviceKind, Tensor};
 pub use value::{Scalar, Value};
 
@@ -142,7 +142,7 @@ pub fn call_op(name: &str, args: &[Value]) -> Result<Vec<Value>> {
     // SAFETY: borrowed arguments valid for the call, room for 8 returns.
     let st = unsafe {
         (h.call_op)(
-            OpalStr::from_str(name),
+            OpalStr::borrow(name),
             m.values.as_ptr(),
             m.values.len(),
             rets.as_mut_ptr(),

@@ -28,11 +28,42 @@ pub trait Allocator: Send + Sync + 'static {
     fn host_accessible(&self) -> bool;
 }
 
+/// Device memory kept in 64-aligned, zeroed host blocks: what an emulated device
+/// or a test plugin needs. `host_accessible` says whether the host may touch it
+/// directly (an emulator says no, so that data moves only through its transfer).
+pub struct HostMemory {
+    /// See [`Allocator::host_accessible`].
+    pub host_accessible: bool,
+}
+
+impl Allocator for HostMemory {
+    fn alloc(&self, nbytes: usize, _index: i32) -> *mut u8 {
+        match std::alloc::Layout::from_size_align(nbytes.max(1), 64) {
+            // SAFETY: a non-zero size and a valid alignment.
+            Ok(l) => unsafe { std::alloc::alloc_zeroed(l) },
+            Err(_) => std::ptr::null_mut(),
+        }
+    }
+
+    unsafe fn free(&self, ptr: *mut u8, nbytes: usize, _index: i32) {
+        if let Ok(l) = std::alloc::Layout::from_size_align(nbytes.max(1), 64) {
+            // SAFETY: `ptr` came from `alloc` with this layout (caller's contract).
+            unsafe { std::alloc::dealloc(ptr, l) }
+        }
+    }
+
+    fn host_accessible(&self) -> bool {
+        self.host_accessible
+    }
+}
+
 /// Copies between host memory and the plugin's device.
 pub trait Transfer: Send + Sync + 'static {
     /// Writes device tensor `src` (any strides) into `dst`, a contiguous CPU tensor.
     fn to_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()>;
     /// Writes CPU tensor `src` into device tensor `dst` (same sizes and dtype).
+    // `self` is the transfer object, not the source; the name pairs with `to_cpu`.
+    #[allow(clippy::wrong_self_convention)]
     fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()>;
 }
 
@@ -64,7 +95,7 @@ impl<'a> Registrar<'a> {
         let st = unsafe {
             (self.raw.register_kernel)(
                 self.raw.ctx,
-                OpalStr::from_str(name),
+                OpalStr::borrow(name),
                 kernel_trampoline,
                 k as *mut c_void,
             )
@@ -135,12 +166,8 @@ unsafe extern "C" fn kernel_trampoline(
     guarded(&format!("the plugin's kernel for {name}"), || {
         // SAFETY: `user` is the `KernelFn` registered with this trampoline.
         let k: KernelFn = unsafe { std::mem::transmute::<*mut c_void, KernelFn>(user) };
-        let raw: &[OpalValue] = if nargs == 0 || args.is_null() {
-            &[]
-        } else {
-            // SAFETY: the host passes `nargs` borrowed values for the call.
-            unsafe { std::slice::from_raw_parts(args, nargs) }
-        };
+        // SAFETY: the host passes `nargs` borrowed values for the call.
+        let raw = unsafe { abi::slice(args, nargs) }.ok_or_else(|| Error::msg("null arguments"))?;
         let mut vals = Vec::with_capacity(raw.len());
         for v in raw {
             // SAFETY: borrowed arguments (ABI).

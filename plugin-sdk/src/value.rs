@@ -85,13 +85,6 @@ impl Value {
     }
 }
 
-fn base(t: u32) -> OpalValue {
-    OpalValue {
-        tag: t,
-        ..OpalValue::NONE
-    }
-}
-
 /// Borrowed ABI values of plugin values (lists live in `lists`).
 #[derive(Default)]
 pub(crate) struct Marshal {
@@ -113,12 +106,7 @@ impl Marshal {
                 for i in items {
                     out.push(self.convert(i)?);
                 }
-                let r = OpalValue {
-                    aux: *elem,
-                    ptr: out.as_mut_ptr().cast(),
-                    len: out.len(),
-                    ..base(tag::LIST)
-                };
+                let r = OpalValue::list(*elem, out.as_ptr(), out.len());
                 // The heap buffer does not move when `lists` grows.
                 self.lists.push(out);
                 r
@@ -126,7 +114,7 @@ impl Marshal {
             Value::Str(s) => OpalValue {
                 ptr: s.as_ptr() as *mut _,
                 len: s.len(),
-                ..base(tag::STR)
+                ..OpalValue::with_i(tag::STR, 0)
             },
             other => scalar_like(other)?,
         })
@@ -137,54 +125,26 @@ impl Marshal {
 fn scalar_like(v: &Value) -> Result<OpalValue> {
     Ok(match v {
         Value::None => OpalValue::NONE,
-        Value::Tensor(t) => OpalValue {
-            ptr: t.handle().0,
-            ..base(tag::TENSOR)
-        },
-        Value::Int(i) => OpalValue {
-            i: *i,
-            ..base(tag::INT)
-        },
+        Value::Tensor(t) => OpalValue::tensor(t.handle()),
+        Value::Int(i) => OpalValue::with_i(tag::INT, *i),
         Value::Double(d) => OpalValue {
             d: *d,
-            ..base(tag::DOUBLE)
+            ..OpalValue::with_i(tag::DOUBLE, 0)
         },
-        Value::Bool(b) => OpalValue {
-            i: i64::from(*b),
-            ..base(tag::BOOL)
+        Value::Bool(b) => OpalValue::with_i(tag::BOOL, i64::from(*b)),
+        Value::Scalar(s) => match *s {
+            Scalar::Int(i) => OpalValue::scalar(scalar_kind::INT, i, 0.0, 0.0),
+            Scalar::Float(f) => OpalValue::scalar(scalar_kind::FLOAT, 0, f, 0.0),
+            Scalar::Bool(b) => OpalValue::scalar(scalar_kind::BOOL, i64::from(b), 0.0, 0.0),
+            Scalar::Complex(re, im) => OpalValue::scalar(scalar_kind::COMPLEX, 0, re, im),
         },
-        Value::Scalar(s) => {
-            let (aux, i, d, d2) = match *s {
-                Scalar::Int(i) => (scalar_kind::INT, i, 0.0, 0.0),
-                Scalar::Float(f) => (scalar_kind::FLOAT, 0, f, 0.0),
-                Scalar::Bool(b) => (scalar_kind::BOOL, i64::from(b), 0.0, 0.0),
-                Scalar::Complex(re, im) => (scalar_kind::COMPLEX, 0, re, im),
-            };
-            OpalValue {
-                aux,
-                i,
-                d,
-                d2,
-                ..base(tag::SCALAR)
-            }
-        }
-        Value::DType(d) => OpalValue {
-            i: i64::from(d.code()),
-            ..base(tag::DTYPE)
-        },
+        Value::DType(d) => OpalValue::with_i(tag::DTYPE, i64::from(d.code())),
         Value::Device(d) => OpalValue {
-            i: i64::from(d.code()),
             aux: d.index.map_or(0, |i| i as u32 + 1),
-            ..base(tag::DEVICE)
+            ..OpalValue::with_i(tag::DEVICE, i64::from(d.code()))
         },
-        Value::Layout(l) => OpalValue {
-            i: *l,
-            ..base(tag::LAYOUT)
-        },
-        Value::MemoryFormat(m) => OpalValue {
-            i: *m,
-            ..base(tag::MEMORY_FORMAT)
-        },
+        Value::Layout(l) => OpalValue::with_i(tag::LAYOUT, *l),
+        Value::MemoryFormat(m) => OpalValue::with_i(tag::MEMORY_FORMAT, *m),
         Value::Str(_) | Value::List(..) => {
             return Err(Error::msg(
                 "strings and lists cannot be returned in ABI 1.0",
@@ -196,10 +156,7 @@ fn scalar_like(v: &Value) -> Result<OpalValue> {
 /// A kernel return: tensors become owned handles the host takes over.
 pub(crate) fn into_return(v: Value) -> Result<OpalValue> {
     match v {
-        Value::Tensor(t) => Ok(OpalValue {
-            ptr: t.into_owned_handle()?.0,
-            ..base(tag::TENSOR)
-        }),
+        Value::Tensor(t) => Ok(OpalValue::tensor(t.into_owned_handle()?)),
         other => scalar_like(&other),
     }
 }
@@ -239,12 +196,9 @@ pub(crate) unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<Value> {
             )
         }
         tag::LIST if !owned => {
-            let items: &[OpalValue] = if v.len == 0 || v.ptr.is_null() {
-                &[]
-            } else {
-                // SAFETY: forwarded contract (`len` borrowed values).
-                unsafe { std::slice::from_raw_parts(v.ptr as *const OpalValue, v.len) }
-            };
+            // SAFETY: forwarded contract (`len` borrowed values).
+            let items = unsafe { crate::abi::slice(v.ptr as *const OpalValue, v.len) }
+                .ok_or_else(|| Error::msg("a list with a null pointer"))?;
             let mut out = Vec::with_capacity(items.len());
             for i in items {
                 // SAFETY: forwarded contract.

@@ -8,7 +8,7 @@
 //! version; a reader uses a field only when `size` covers it ([`has_field`]).
 //! No Rust type crosses the boundary. Besides the types, the crate has the few
 //! helpers both sides need to make and read statuses and strings ([`OpalStatus::error`],
-//! [`OpalStatus::into_result`], [`OpalStr::from_str`]): each side compiles its own
+//! [`OpalStatus::into_result`], [`OpalStr::borrow`]): each side compiles its own
 //! copy, so a message is always freed by the code of the side that allocated it.
 //!
 //! Owns: the ABI's types, constants and those helpers. Must not: contain other
@@ -164,7 +164,7 @@ impl OpalStatus {
 
 impl OpalStr {
     /// Borrows `s` (valid while `s` is).
-    pub fn from_str(s: &str) -> OpalStr {
+    pub fn borrow(s: &str) -> OpalStr {
         OpalStr {
             ptr: s.as_ptr(),
             len: s.len(),
@@ -310,6 +310,64 @@ impl OpalValue {
         ptr: core::ptr::null_mut(),
         len: 0,
     };
+
+    /// A value of `tag` with the integer payload `i` (ints, bools, codes).
+    pub const fn with_i(tag: u32, i: i64) -> OpalValue {
+        OpalValue {
+            tag,
+            i,
+            ..OpalValue::NONE
+        }
+    }
+
+    /// A tensor value.
+    pub const fn tensor(h: OpalTensor) -> OpalValue {
+        OpalValue {
+            tag: tag::TENSOR,
+            ptr: h.0,
+            ..OpalValue::NONE
+        }
+    }
+
+    /// A `Scalar` of [`scalar_kind`] `kind` with its payload.
+    pub const fn scalar(kind: u32, i: i64, d: f64, d2: f64) -> OpalValue {
+        OpalValue {
+            tag: tag::SCALAR,
+            aux: kind,
+            i,
+            d,
+            d2,
+            ptr: core::ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    /// A borrowed list of `len` values with element tag `elem`.
+    pub const fn list(elem: u32, items: *const OpalValue, len: usize) -> OpalValue {
+        OpalValue {
+            tag: tag::LIST,
+            aux: elem,
+            ptr: items as *mut c_void,
+            len,
+            ..OpalValue::NONE
+        }
+    }
+}
+
+/// The slice at `ptr`/`len` (empty for `len` 0, `None` for a null pointer with a
+/// non-zero length).
+///
+/// # Safety
+/// `ptr` is null or points to `len` initialised `T` that outlive `'a`.
+pub unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
+    if len == 0 {
+        Some(&[])
+    } else if ptr.is_null() {
+        None
+    } else {
+        // SAFETY: per the contract.
+        Some(unsafe { core::slice::from_raw_parts(ptr, len) })
+    }
 }
 
 /// What the host tells about a tensor ([`OpalHostApi::tensor_info`]). The arrays

@@ -19,40 +19,15 @@
 
 use opal_plugin_sdk::strided::{broadcast_shape, broadcast_strides, for_each_offset};
 use opal_plugin_sdk::{
-    export_plugin, Allocator, DType, Error, Registrar, Result, Scalar, Tensor, Transfer, Value,
+    export_plugin, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor, Transfer, Value,
 };
-use std::alloc::Layout;
-
-/// Emulated device memory: 64-aligned host blocks that only this plugin touches.
-struct EmuMemory;
-
-impl Allocator for EmuMemory {
-    fn alloc(&self, nbytes: usize, _index: i32) -> *mut u8 {
-        match Layout::from_size_align(nbytes.max(1), 64) {
-            // SAFETY: a non-zero size and a valid alignment.
-            Ok(l) => unsafe { std::alloc::alloc_zeroed(l) },
-            Err(_) => std::ptr::null_mut(),
-        }
-    }
-
-    unsafe fn free(&self, ptr: *mut u8, nbytes: usize, _index: i32) {
-        if let Ok(l) = Layout::from_size_align(nbytes.max(1), 64) {
-            // SAFETY: `ptr` came from `alloc` with this layout (caller's contract).
-            unsafe { std::alloc::dealloc(ptr, l) }
-        }
-    }
-
-    fn host_accessible(&self) -> bool {
-        false
-    }
-}
 
 /// Copies element by element between two tensors of one dtype and shape.
 fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
     if src.sizes() != dst.sizes() || src.dtype()? != dst.dtype()? {
         return Err(Error::msg(format!("emu copy: {src:?} into {dst:?}")));
     }
-    let es = element_size(src.dtype()?);
+    let es = src.element_size();
     let (ps, pd) = (src.data_ptr(), dst.data_ptr());
     if src.numel() == 0 {
         return Ok(());
@@ -71,16 +46,6 @@ fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn element_size(d: DType) -> usize {
-    match d {
-        DType::Bool | DType::U8 | DType::I8 => 1,
-        DType::I16 | DType::F16 | DType::BF16 => 2,
-        DType::I32 | DType::F32 => 4,
-        DType::I64 | DType::F64 | DType::C64 => 8,
-        DType::C128 => 16,
-    }
-}
-
 /// Moves data between the host and emulated emu memory.
 struct EmuTransfer;
 
@@ -93,7 +58,10 @@ impl Transfer for EmuTransfer {
     }
 }
 
-static MEMORY: EmuMemory = EmuMemory;
+/// Emulated device memory: host blocks the host does not address directly.
+static MEMORY: HostMemory = HostMemory {
+    host_accessible: false,
+};
 static TRANSFER: EmuTransfer = EmuTransfer;
 
 /// Element types the kernels compute in, as the linked emu's `Num`.

@@ -9,30 +9,8 @@
 //! Owns: nothing but this test fixture. Must not: depend on `opal`.
 
 use opal_plugin_sdk::{
-    export_plugin, Allocator, DType, Error, Registrar, Result, Scalar, Tensor, Transfer, Value,
+    export_plugin, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor, Transfer, Value,
 };
-use std::alloc::Layout;
-
-struct HostMemory;
-
-impl Allocator for HostMemory {
-    fn alloc(&self, nbytes: usize, _index: i32) -> *mut u8 {
-        match Layout::from_size_align(nbytes.max(1), 64) {
-            // SAFETY: non-zero size, valid alignment.
-            Ok(l) => unsafe { std::alloc::alloc_zeroed(l) },
-            Err(_) => std::ptr::null_mut(),
-        }
-    }
-    unsafe fn free(&self, ptr: *mut u8, nbytes: usize, _index: i32) {
-        if let Ok(l) = Layout::from_size_align(nbytes.max(1), 64) {
-            // SAFETY: `ptr` came from `alloc` with this layout.
-            unsafe { std::alloc::dealloc(ptr, l) }
-        }
-    }
-    fn host_accessible(&self) -> bool {
-        true
-    }
-}
 
 /// Copies of contiguous tensors (the tests use nothing else).
 struct Copy32;
@@ -128,7 +106,9 @@ fn init(reg: &mut Registrar, config: &str) -> Result<()> {
     if words.contains(&"fail") {
         return Err(Error::msg("test plugin: init told to fail"));
     }
-    static MEM: HostMemory = HostMemory;
+    static MEM: HostMemory = HostMemory {
+        host_accessible: true,
+    };
     static COPY: Copy32 = Copy32;
     reg.allocator(&MEM)?;
     if !words.contains(&"no-fallback") {

@@ -127,6 +127,13 @@ pub fn install(built: &Path, lib: &str, dir: &Path, spec: &Spec) -> PathBuf {
     path
 }
 
+/// Copies the emu plugin's library and manifest from `built` into `dir`.
+pub fn install_emu(built: &Path, dir: &Path) {
+    for f in ["libopal_emu_plugin.so", "emu.opal-plugin.json"] {
+        std::fs::copy(built.join(f), dir.join(f)).unwrap();
+    }
+}
+
 /// Runs the test `test` of the current test binary alone in a child process with
 /// `env` set (and `HOME`/`XDG_DATA_HOME` pointed at an empty directory); returns
 /// whether it passed and its output.

@@ -4,7 +4,9 @@
 
 use opal::plugin::{self, OpStatus};
 use opal::{ops, Device};
-use opal_plugin_tests::{built_plugins, init_cpu, install, is_child, private_dir, run_child, Spec};
+use opal_plugin_tests::{
+    built_plugins, init_cpu, install, install_emu, is_child, private_dir, run_child, Spec,
+};
 use std::path::{Path, PathBuf};
 
 fn tmp() -> &'static Path {
@@ -16,16 +18,7 @@ fn tmp() -> &'static Path {
 fn plugin_dir(broken: bool) -> PathBuf {
     let built = built_plugins(tmp());
     let dir = private_dir(tmp(), "autoload");
-    std::fs::copy(
-        built.join("libopal_emu_plugin.so"),
-        dir.join("libopal_emu_plugin.so"),
-    )
-    .unwrap();
-    std::fs::copy(
-        built.join("emu.opal-plugin.json"),
-        dir.join("emu.opal-plugin.json"),
-    )
-    .unwrap();
+    install_emu(&built, &dir);
     install(
         &built,
         "libopal_test_plugin.so",

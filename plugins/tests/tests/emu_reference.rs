@@ -3,7 +3,8 @@
 //! (this binary never calls `opal_emu` there) and one with `opal_emu::init()`.
 
 use opal_plugin_tests::{
-    built_plugins, emu_program, init_cpu, is_child, private_dir, result_lines, run_child,
+    built_plugins, emu_program, init_cpu, install_emu, is_child, private_dir, result_lines,
+    run_child,
 };
 use std::path::Path;
 
@@ -41,16 +42,7 @@ fn child_linked() {
 fn emu_plugin_matches_linked_emu_bit_for_bit() {
     let built = built_plugins(tmp());
     let dir = private_dir(tmp(), "emu");
-    std::fs::copy(
-        built.join("libopal_emu_plugin.so"),
-        dir.join("libopal_emu_plugin.so"),
-    )
-    .unwrap();
-    std::fs::copy(
-        built.join("emu.opal-plugin.json"),
-        dir.join("emu.opal-plugin.json"),
-    )
-    .unwrap();
+    install_emu(&built, &dir);
     let home = private_dir(tmp(), "home");
     let (ok, plugin_out) = run_child(
         "child_plugin",

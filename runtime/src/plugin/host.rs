@@ -121,14 +121,9 @@ unsafe extern "C" fn tensor_empty(
     out: *mut OpalTensor,
 ) -> OpalStatus {
     guarded("tensor_empty", || {
-        let sizes: &[i64] = if ndim == 0 {
-            &[]
-        } else if sizes.is_null() {
-            return Err(OpalError::msg("tensor_empty: null sizes"));
-        } else {
-            // SAFETY: the ABI requires `ndim` readable sizes.
-            unsafe { std::slice::from_raw_parts(sizes, ndim) }
-        };
+        // SAFETY: the ABI requires `ndim` readable sizes.
+        let sizes = unsafe { opal_plugin_abi::slice(sizes, ndim) }
+            .ok_or_else(|| OpalError::msg("tensor_empty: null sizes"))?;
         let dev = value::device_from(i64::from(device_type), i64::from(device_index))?;
         let t = Tensor::empty(sizes, value::dtype_from(i64::from(dtype))?, dev)?;
         // SAFETY: `out` is null or writable, as the ABI requires.
@@ -151,14 +146,9 @@ unsafe extern "C" fn call_op(
         // SAFETY: the ABI requires a borrowed string valid for the call.
         let name = unsafe { name.as_str() }
             .ok_or_else(|| OpalError::msg("call_op: the op name is not UTF-8"))?;
-        let args: &[OpalValue] = if nargs == 0 {
-            &[]
-        } else if args.is_null() {
-            return Err(OpalError::msg(format!("call_op({name}): null arguments")));
-        } else {
-            // SAFETY: the ABI requires `nargs` readable values.
-            unsafe { std::slice::from_raw_parts(args, nargs) }
-        };
+        // SAFETY: the ABI requires `nargs` readable values.
+        let args = unsafe { opal_plugin_abi::slice(args, nargs) }
+            .ok_or_else(|| OpalError::msg(format!("call_op({name}): null arguments")))?;
         let mut stack: Stack = Vec::with_capacity(nargs.max(4));
         for a in args {
             // SAFETY: arguments are borrowed under the ABI's rules.
@@ -174,11 +164,7 @@ unsafe extern "C" fn call_op(
         let mut out = Vec::with_capacity(stack.len());
         for r in stack {
             out.push(match r {
-                IValue::Tensor(t) => OpalValue {
-                    tag: opal_plugin_abi::tag::TENSOR,
-                    ptr: value::own(t).0,
-                    ..OpalValue::NONE
-                },
+                IValue::Tensor(t) => OpalValue::tensor(value::own(t)),
                 IValue::Str(_) | IValue::TensorList(_) | IValue::IntList(_) | IValue::List(_) => {
                     return Err(OpalError::msg(format!(
                         "call_op({name}): a {} return cannot cross ABI 1.0",
@@ -306,7 +292,7 @@ fn call_raw(
     let st = unsafe {
         (k.f)(
             k.user,
-            OpalStr::from_str(name),
+            OpalStr::borrow(name),
             m.values.as_ptr(),
             m.values.len(),
             rets.as_mut_ptr(),

@@ -403,7 +403,7 @@ fn load_library(
     let registrar = reg.registrar();
     // SAFETY: the host table is static; the registrar's ctx is `reg`, alive and not
     // otherwise used during the call; the config string outlives the call.
-    let st = unsafe { entry(&host::HOST_API, &registrar, OpalStr::from_str(&m.config)) };
+    let st = unsafe { entry(&host::HOST_API, &registrar, OpalStr::borrow(&m.config)) };
     // SAFETY: a status from the plugin, consumed once.
     unsafe { value::check(st, "its entry") }?;
     crate::device::register_privateuse_backend(m.key, &m.device)?;
@@ -428,7 +428,8 @@ fn load_library(
         .collect();
     ops.sort_by(|a, b| a.0.cmp(&b.0));
     info.ops = ops;
-    // The library stays open for the life of the process (its kernels are registered).
-    std::mem::forget(lib);
+    // The library stays open for the life of the process (its kernels are
+    // registered): `Lib` has no `Drop`, nothing ever calls dlclose.
+    let _ = lib;
     Ok(())
 }

@@ -154,13 +154,6 @@ pub unsafe fn take(h: OpalTensor) -> Result<Tensor> {
     Ok(*unsafe { Box::from_raw(h.0.cast::<Tensor>()) })
 }
 
-fn value(t: u32) -> OpalValue {
-    OpalValue {
-        tag: t,
-        ..OpalValue::NONE
-    }
-}
-
 /// Borrowed ABI values of host values; the lists they point to live in `lists`.
 #[derive(Default)]
 pub struct Marshal {
@@ -187,13 +180,7 @@ impl Marshal {
         for i in items {
             out.push(f(self, i)?);
         }
-        let v = OpalValue {
-            tag: tag::LIST,
-            aux: elem,
-            ptr: out.as_ptr() as *mut _,
-            len: out.len(),
-            ..OpalValue::NONE
-        };
+        let v = OpalValue::list(elem, out.as_ptr(), out.len());
         // The heap buffer does not move when `lists` grows.
         self.lists.push(out);
         Ok(v)
@@ -202,64 +189,46 @@ impl Marshal {
     fn convert(&mut self, v: &IValue) -> Result<OpalValue> {
         Ok(match v {
             IValue::None => OpalValue::NONE,
-            IValue::Tensor(t) => OpalValue {
-                ptr: borrow(t).0,
-                ..value(tag::TENSOR)
-            },
-            IValue::Int(i) => OpalValue {
-                i: *i,
-                ..value(tag::INT)
-            },
+            IValue::Tensor(t) => OpalValue::tensor(borrow(t)),
+            IValue::Int(i) => OpalValue::with_i(tag::INT, *i),
             IValue::Double(d) => OpalValue {
                 d: *d,
-                ..value(tag::DOUBLE)
+                ..OpalValue::with_i(tag::DOUBLE, 0)
             },
-            IValue::Bool(b) => OpalValue {
-                i: i64::from(*b),
-                ..value(tag::BOOL)
-            },
+            IValue::Bool(b) => OpalValue::with_i(tag::BOOL, i64::from(*b)),
             IValue::Str(s) => OpalValue {
                 ptr: s.as_ptr() as *mut _,
                 len: s.len(),
-                ..value(tag::STR)
+                ..OpalValue::with_i(tag::STR, 0)
             },
             IValue::Scalar(s) => scalar(s),
-            IValue::DType(d) => OpalValue {
-                i: i64::from(dtype_code(*d)),
-                ..value(tag::DTYPE)
-            },
+            IValue::DType(d) => OpalValue::with_i(tag::DTYPE, i64::from(dtype_code(*d))),
             IValue::Device(d) => OpalValue {
-                i: i64::from(device_code(d.device_type())?),
                 aux: d.index().map_or(0, |i| i as u32 + 1),
-                ..value(tag::DEVICE)
+                ..OpalValue::with_i(tag::DEVICE, i64::from(device_code(d.device_type())?))
             },
-            IValue::Layout(Layout::Strided) => value(tag::LAYOUT),
-            IValue::MemoryFormat(m) => OpalValue {
-                i: match m {
+            IValue::Layout(Layout::Strided) => OpalValue::with_i(tag::LAYOUT, 0),
+            IValue::MemoryFormat(m) => OpalValue::with_i(
+                tag::MEMORY_FORMAT,
+                match m {
                     MemoryFormat::Contiguous => 0,
                     MemoryFormat::Preserve => 1,
                     MemoryFormat::ChannelsLast => 2,
                     MemoryFormat::ChannelsLast3d => 3,
                 },
-                ..value(tag::MEMORY_FORMAT)
-            },
+            ),
             IValue::IntList(l) => self.list(tag::INT, l, |m, i| m.convert(&IValue::Int(*i)))?,
             IValue::DoubleList(l) => {
                 self.list(tag::DOUBLE, l, |m, d| m.convert(&IValue::Double(*d)))?
             }
             IValue::BoolList(l) => self.list(tag::BOOL, l, |m, b| m.convert(&IValue::Bool(*b)))?,
             IValue::ScalarList(l) => self.list(tag::SCALAR, l, |_, s| Ok(scalar(s)))?,
-            IValue::TensorList(l) => self.list(tag::TENSOR, l, |_, t| {
-                Ok(OpalValue {
-                    ptr: borrow(t).0,
-                    ..value(tag::TENSOR)
-                })
-            })?,
+            IValue::TensorList(l) => {
+                self.list(tag::TENSOR, l, |_, t| Ok(OpalValue::tensor(borrow(t))))?
+            }
             IValue::OptionalTensorList(l) => self.list(tag::TENSOR, l, |_, t| {
-                Ok(t.as_ref().map_or(OpalValue::NONE, |t| OpalValue {
-                    ptr: borrow(t).0,
-                    ..value(tag::TENSOR)
-                }))
+                Ok(t.as_ref()
+                    .map_or(OpalValue::NONE, |t| OpalValue::tensor(borrow(t))))
             })?,
             other => {
                 return Err(OpalError::msg(format!(
@@ -272,18 +241,11 @@ impl Marshal {
 }
 
 fn scalar(s: &Scalar) -> OpalValue {
-    let (aux, i, d, d2) = match *s {
-        Scalar::Int(i) => (scalar_kind::INT, i, 0.0, 0.0),
-        Scalar::Float(f) => (scalar_kind::FLOAT, 0, f, 0.0),
-        Scalar::Bool(b) => (scalar_kind::BOOL, i64::from(b), 0.0, 0.0),
-        Scalar::Complex(re, im) => (scalar_kind::COMPLEX, 0, re, im),
-    };
-    OpalValue {
-        aux,
-        i,
-        d,
-        d2,
-        ..value(tag::SCALAR)
+    match *s {
+        Scalar::Int(i) => OpalValue::scalar(scalar_kind::INT, i, 0.0, 0.0),
+        Scalar::Float(f) => OpalValue::scalar(scalar_kind::FLOAT, 0, f, 0.0),
+        Scalar::Bool(b) => OpalValue::scalar(scalar_kind::BOOL, i64::from(b), 0.0, 0.0),
+        Scalar::Complex(re, im) => OpalValue::scalar(scalar_kind::COMPLEX, 0, re, im),
     }
 }
 
@@ -331,14 +293,9 @@ pub unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<IValue> {
             IValue::Str(s.to_string())
         }
         tag::LIST if !owned => {
-            let items: &[OpalValue] = if v.len == 0 {
-                &[]
-            } else if v.ptr.is_null() {
-                return Err(OpalError::msg("a plugin passed a list with a null pointer"));
-            } else {
-                // SAFETY: forwarded contract (`len` borrowed values).
-                unsafe { std::slice::from_raw_parts(v.ptr as *const OpalValue, v.len) }
-            };
+            // SAFETY: forwarded contract (`len` borrowed values).
+            let items = unsafe { opal_plugin_abi::slice(v.ptr as *const OpalValue, v.len) }
+                .ok_or_else(|| OpalError::msg("a plugin passed a list with a null pointer"))?;
             let mut vals = Vec::with_capacity(items.len());
             for it in items {
                 // SAFETY: forwarded contract.
