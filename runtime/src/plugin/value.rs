@@ -38,21 +38,8 @@ pub fn dtype_code(d: DType) -> i32 {
 
 /// The dtype of an ABI code.
 pub fn dtype_from(code: i64) -> Result<DType> {
-    let all = [
-        DType::U8,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::F16,
-        DType::F32,
-        DType::F64,
-        DType::C64,
-        DType::C128,
-        DType::Bool,
-        DType::BF16,
-    ];
-    all.into_iter()
+    DType::ALL
+        .into_iter()
         .find(|d| i64::from(dtype_code(*d)) == code)
         .ok_or_else(|| OpalError::msg(format!("unknown ABI dtype code {code}")))
 }
