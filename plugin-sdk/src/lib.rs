@@ -117,14 +117,15 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
-/// Runs `f` at an exported function, turning an `Err` or a panic into a status.
-fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
+/// Runs `f` at an exported function, turning an `Err` or a panic into a status;
+/// `what()` (only called after a panic) names the function.
+fn guarded(what: impl FnOnce() -> String, f: impl FnOnce() -> Result<()>) -> OpalStatus {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => OpalStatus::OK,
         Ok(Err(e)) => e.into_status(),
         Err(p) => OpalStatus::error(
             code::PANIC,
-            &format!("{what} panicked: {}", panic_text(&*p)),
+            &format!("{} panicked: {}", what(), panic_text(&*p)),
         ),
     }
 }
@@ -170,30 +171,34 @@ pub unsafe fn __entry(
     config: OpalStr,
     init: fn(&mut Registrar, &str) -> Result<()>,
 ) -> OpalStatus {
-    guarded("the plugin's init", || {
-        // SAFETY: the host passes its static table or null.
-        let h = unsafe { host_api.as_ref() }.ok_or_else(|| Error::msg("null host table"))?;
-        if h.abi_major != abi::ABI_MAJOR || h.size < std::mem::size_of::<OpalHostApi>() {
-            return Err(Error {
-                code: code::ABI_MISMATCH,
-                message: format!(
-                    "the host has ABI {}.{} ({} byte table), the plugin needs {}.{}",
-                    h.abi_major,
-                    h.abi_minor,
-                    h.size,
-                    abi::ABI_MAJOR,
-                    abi::ABI_MINOR
-                ),
-            });
-        }
-        HOST.store(host_api as *mut OpalHostApi, Ordering::Release);
-        // SAFETY: the host passes a registrar valid for this call, or null.
-        let raw = unsafe { reg.as_ref() }.ok_or_else(|| Error::msg("null registrar"))?;
-        // SAFETY: a borrowed string valid for the call.
-        let config = unsafe { config.as_str() }.ok_or_else(|| Error::msg("config is not UTF-8"))?;
-        let mut r = Registrar::new(raw)?;
-        init(&mut r, config)
-    })
+    guarded(
+        || "the plugin's init".to_string(),
+        || {
+            // SAFETY: the host passes its static table or null.
+            let h = unsafe { host_api.as_ref() }.ok_or_else(|| Error::msg("null host table"))?;
+            if h.abi_major != abi::ABI_MAJOR || h.size < std::mem::size_of::<OpalHostApi>() {
+                return Err(Error {
+                    code: code::ABI_MISMATCH,
+                    message: format!(
+                        "the host has ABI {}.{} ({} byte table), the plugin needs {}.{}",
+                        h.abi_major,
+                        h.abi_minor,
+                        h.size,
+                        abi::ABI_MAJOR,
+                        abi::ABI_MINOR
+                    ),
+                });
+            }
+            HOST.store(host_api as *mut OpalHostApi, Ordering::Release);
+            // SAFETY: the host passes a registrar valid for this call, or null.
+            let raw = unsafe { reg.as_ref() }.ok_or_else(|| Error::msg("null registrar"))?;
+            // SAFETY: a borrowed string valid for the call.
+            let config =
+                unsafe { config.as_str() }.ok_or_else(|| Error::msg("config is not UTF-8"))?;
+            let mut r = Registrar::new(raw)?;
+            init(&mut r, config)
+        },
+    )
 }
 
 /// Exports the plugin's version symbol and entry; `init` is a

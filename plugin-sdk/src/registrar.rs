@@ -162,31 +162,35 @@ unsafe extern "C" fn kernel_trampoline(
     nrets: usize,
 ) -> OpalStatus {
     // SAFETY: the op name is borrowed for the call.
-    let name = unsafe { op.as_str() }.unwrap_or("?").to_string();
-    guarded(&format!("the plugin's kernel for {name}"), || {
-        // SAFETY: `user` is the `KernelFn` registered with this trampoline.
-        let k: KernelFn = unsafe { std::mem::transmute::<*mut c_void, KernelFn>(user) };
-        // SAFETY: the host passes `nargs` borrowed values for the call.
-        let raw = unsafe { abi::slice(args, nargs) }.ok_or_else(|| Error::msg("null arguments"))?;
-        let mut vals = Vec::with_capacity(raw.len());
-        for v in raw {
-            // SAFETY: borrowed arguments (ABI).
-            vals.push(unsafe { from_abi(v, false) }?);
-        }
-        let out = k(&vals)?;
-        if out.len() != nrets {
-            return Err(Error::msg(format!(
-                "{name}: the kernel returned {} values, the op has {nrets}",
-                out.len()
-            )));
-        }
-        for (i, v) in out.into_iter().enumerate() {
-            let r = into_return(v)?;
-            // SAFETY: `rets` has room for `nrets` values (ABI), i < nrets.
-            unsafe { *rets.add(i) = r };
-        }
-        Ok(())
-    })
+    let name = unsafe { op.as_str() }.unwrap_or("?");
+    guarded(
+        || format!("the plugin's kernel for {name}"),
+        || {
+            // SAFETY: `user` is the `KernelFn` registered with this trampoline.
+            let k: KernelFn = unsafe { std::mem::transmute::<*mut c_void, KernelFn>(user) };
+            // SAFETY: the host passes `nargs` borrowed values for the call.
+            let raw =
+                unsafe { abi::slice(args, nargs) }.ok_or_else(|| Error::msg("null arguments"))?;
+            let mut vals = Vec::with_capacity(raw.len());
+            for v in raw {
+                // SAFETY: borrowed arguments (ABI).
+                vals.push(unsafe { from_abi(v, false) }?);
+            }
+            let out = k(&vals)?;
+            if out.len() != nrets {
+                return Err(Error::msg(format!(
+                    "{name}: the kernel returned {} values, the op has {nrets}",
+                    out.len()
+                )));
+            }
+            for (i, v) in out.into_iter().enumerate() {
+                let r = into_return(v)?;
+                // SAFETY: `rets` has room for `nrets` values (ABI), i < nrets.
+                unsafe { *rets.add(i) = r };
+            }
+            Ok(())
+        },
+    )
 }
 
 /// The transfer behind `user`.
@@ -203,14 +207,17 @@ unsafe extern "C" fn to_cpu_trampoline(
     src: OpalTensor,
     dst: OpalTensor,
 ) -> OpalStatus {
-    guarded("the plugin's to_cpu", || {
-        let (s, d) = (
-            Tensor::from_handle(src, false)?,
-            Tensor::from_handle(dst, false)?,
-        );
-        // SAFETY: the host passes back the user pointer of this table.
-        unsafe { transfer(user) }.to_cpu(&s, &d)
-    })
+    guarded(
+        || "the plugin's to_cpu".to_string(),
+        || {
+            let (s, d) = (
+                Tensor::from_handle(src, false)?,
+                Tensor::from_handle(dst, false)?,
+            );
+            // SAFETY: the host passes back the user pointer of this table.
+            unsafe { transfer(user) }.to_cpu(&s, &d)
+        },
+    )
 }
 
 unsafe extern "C" fn from_cpu_trampoline(
@@ -218,14 +225,17 @@ unsafe extern "C" fn from_cpu_trampoline(
     src: OpalTensor,
     dst: OpalTensor,
 ) -> OpalStatus {
-    guarded("the plugin's from_cpu", || {
-        let (s, d) = (
-            Tensor::from_handle(src, false)?,
-            Tensor::from_handle(dst, false)?,
-        );
-        // SAFETY: the host passes back the user pointer of this table.
-        unsafe { transfer(user) }.from_cpu(&s, &d)
-    })
+    guarded(
+        || "the plugin's from_cpu".to_string(),
+        || {
+            let (s, d) = (
+                Tensor::from_handle(src, false)?,
+                Tensor::from_handle(dst, false)?,
+            );
+            // SAFETY: the host passes back the user pointer of this table.
+            unsafe { transfer(user) }.from_cpu(&s, &d)
+        },
+    )
 }
 
 /// The allocator behind `user`.

@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod empty;
 pub mod mm;
 pub mod nn;
+pub mod plugin;
 
 /// A named measurement.
 pub struct Measurement {
@@ -50,4 +51,13 @@ pub fn all() -> Vec<Measurement> {
             run: nn::run,
         },
     ]
+}
+
+/// Measurements that run only when named with `--only` (they need files built
+/// separately; see each module).
+pub fn opt_in() -> Vec<Measurement> {
+    vec![Measurement {
+        name: "plugin",
+        run: plugin::run,
+    }]
 }

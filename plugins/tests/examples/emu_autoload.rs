@@ -13,7 +13,11 @@ fn main() -> opal::Result<()> {
     let emu = Device::parse("emu")?; // unknown name: plugins are autoloaded here
     let a = Tensor::from_slice(&[1.0f32, -2.0, 3.0], &[3])?.to(emu)?;
     let b = ops::relu(&ops::add_tensor(&a, &a)?)?;
-    println!("relu(a + a) on {} = {:?}", b.device(), b.to(Device::cpu())?.to_vec::<f32>()?);
+    println!(
+        "relu(a + a) on {} = {:?}",
+        b.device(),
+        b.to(Device::cpu())?.to_vec::<f32>()?
+    );
     for p in opal::plugins() {
         println!(
             "plugin {} from {}: {}",

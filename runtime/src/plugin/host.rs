@@ -278,14 +278,13 @@ fn call_raw(
         )));
     }
     let base = stack.len() - n;
-    let mut m = Marshal::default();
-    m.values.reserve(n);
+    let mut m = Marshal::take();
     for (i, v) in stack[base..].iter().enumerate() {
         if plan.is_none_or(|p| matches!(p.slots.get(i), Some(Slot::Keep) | None)) {
             m.push(v)?;
         }
     }
-    let mut rets = vec![OpalValue::NONE; def.returns.len()];
+    m.rets.resize(def.returns.len(), OpalValue::NONE);
     let name = op.name();
     // SAFETY: the plugin's kernel gets borrowed values that live until it returns
     // (`stack` and `m` are not touched meanwhile) and room for the op's returns.
@@ -295,31 +294,33 @@ fn call_raw(
             OpalStr::borrow(name),
             m.values.as_ptr(),
             m.values.len(),
-            rets.as_mut_ptr(),
-            rets.len(),
+            m.rets.as_mut_ptr(),
+            m.rets.len(),
         )
     };
     if st.code == code::DECLINED {
         // SAFETY: a status from the plugin, consumed once (frees its message).
         let _ = unsafe { st.into_result() };
-        release_all(&rets);
+        release_all(&m.rets);
+        m.give_back();
         return Ok(true);
     }
     // SAFETY: a status from the plugin, consumed once.
-    if let Err(e) = unsafe { value::check(st, &format!("{name}: plugin '{plugin}''s kernel")) } {
-        release_all(&rets);
+    if let Err(e) = unsafe { value::check(st, || format!("{name}: plugin '{plugin}''s kernel")) } {
+        release_all(&m.rets);
+        m.give_back();
         return Err(e);
     }
-    drop(m);
     stack.truncate(base);
     let mut err = None;
-    for r in &rets {
+    for r in &m.rets {
         // SAFETY: returns are owned by the host after the call (ABI).
         match unsafe { value::from_abi(r, true) } {
             Ok(v) => stack.push(v),
             Err(e) => err = err.or(Some(e)),
         }
     }
+    m.give_back();
     err.map_or(Ok(false), Err)
 }
 
@@ -430,7 +431,7 @@ impl DeviceTransfer for PluginTransfer {
             unsafe { (self.raw.to_cpu)(self.raw.user, value::borrow(src), value::borrow(&dst)) };
         drop(acc);
         // SAFETY: a status from the plugin, consumed once.
-        unsafe { value::check(st, &format!("plugin '{}''s to_cpu", self.plugin)) }?;
+        unsafe { value::check(st, || format!("plugin '{}''s to_cpu", self.plugin)) }?;
         Ok(dst)
     }
 
@@ -441,7 +442,7 @@ impl DeviceTransfer for PluginTransfer {
             unsafe { (self.raw.from_cpu)(self.raw.user, value::borrow(src), value::borrow(dst)) };
         drop(acc);
         // SAFETY: a status from the plugin, consumed once.
-        unsafe { value::check(st, &format!("plugin '{}''s from_cpu", self.plugin)) }
+        unsafe { value::check(st, || format!("plugin '{}''s from_cpu", self.plugin)) }
     }
 }
 

@@ -168,42 +168,55 @@ fn run_autoload() -> std::result::Result<(), String> {
     }
     let strict = std::env::var_os(STRICT_ENV).is_some_and(|v| v == "1");
     for dir in search_path() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(_) => continue, // a missing directory is not an error
-        };
-        if let Err(e) = security::check_path(&dir, "plugin directory") {
-            let msg = format!(
-                "skipping plugins in {}: {e}; {}",
-                dir.display(),
-                off_switch()
-            );
+        for failure in load_dir_until(&dir, strict) {
+            let msg = format!("{failure}; {}", off_switch());
             crate::warning::warn("opal::plugin", &msg);
             if strict {
                 return Err(msg);
             }
-            continue;
-        }
-        let mut manifests: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(MANIFEST_SUFFIX))
-            })
-            .collect();
-        manifests.sort();
-        for m in manifests {
-            if let Err(e) = load_manifest(&m) {
-                let msg = format!("{e}; {}", off_switch());
-                crate::warning::warn("opal::plugin", &msg);
-                if strict {
-                    return Err(msg);
-                }
-            }
         }
     }
     Ok(())
+}
+
+/// Loads every plugin of `dir` (its `*.opal-plugin.json`, in file-name order), as
+/// autoloading does for each directory of its search path, and returns each
+/// failure (a missing directory is none; a directory failing the permission
+/// checks is one and loads nothing). Every attempt is recorded in [`plugins`].
+pub fn load_dir(dir: &Path) -> Vec<OpalError> {
+    load_dir_until(dir, false)
+}
+
+/// [`load_dir`], stopping at the first failure when `stop`.
+fn load_dir_until(dir: &Path, stop: bool) -> Vec<OpalError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    if let Err(e) = security::check_path(dir, "plugin directory") {
+        return vec![OpalError::msg(format!(
+            "skipping plugins in {}: {e}",
+            dir.display()
+        ))];
+    }
+    let mut manifests: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(MANIFEST_SUFFIX))
+        })
+        .collect();
+    manifests.sort();
+    let mut failures = Vec::new();
+    for m in manifests {
+        if let Err(e) = load_manifest(&m) {
+            failures.push(e);
+            if stop {
+                break;
+            }
+        }
+    }
+    failures
 }
 
 /// Called by device-name parsing when `name` is unknown: runs autoloading (once)
@@ -405,7 +418,7 @@ fn load_library(
     // otherwise used during the call; the config string outlives the call.
     let st = unsafe { entry(&host::HOST_API, &registrar, OpalStr::borrow(&m.config)) };
     // SAFETY: a status from the plugin, consumed once.
-    unsafe { value::check(st, "its entry") }?;
+    unsafe { value::check(st, || "its entry".to_string()) }?;
     crate::device::register_privateuse_backend(m.key, &m.device)?;
     let plans = reg.plans.clone();
     let disabled = reg.disabled.clone();

@@ -90,13 +90,15 @@ pub fn status_of(e: &OpalError) -> OpalStatus {
     OpalStatus::error(code::ERROR, &e.to_string())
 }
 
-/// Reads a status a plugin returned; `who` prefixes the message.
+/// Reads a status a plugin returned; `who()` (only called on failure) prefixes
+/// the message.
 ///
 /// # Safety
 /// `s` came from a plugin under the ABI's rules and is consumed once.
-pub unsafe fn check(s: OpalStatus, who: &str) -> Result<()> {
+pub unsafe fn check(s: OpalStatus, who: impl FnOnce() -> String) -> Result<()> {
     // SAFETY: forwarded contract.
     unsafe { s.into_result() }.map_err(|(c, m)| {
+        let who = who();
         let kind = match c {
             code::PANIC => "panicked",
             code::NOT_IMPLEMENTED => "not implemented",
@@ -147,9 +149,30 @@ pub struct Marshal {
     /// The values.
     pub values: Vec<OpalValue>,
     lists: Vec<Vec<OpalValue>>,
+    /// Room for returns.
+    pub rets: Vec<OpalValue>,
+}
+
+thread_local! {
+    /// One spare [`Marshal`] per thread, so a plugin call allocates nothing in the
+    /// common case (a nested call while it is out makes a new one).
+    static SPARE: std::cell::Cell<Option<Marshal>> = const { std::cell::Cell::new(None) };
 }
 
 impl Marshal {
+    /// The thread's spare marshal (empty), or a new one.
+    pub fn take() -> Marshal {
+        SPARE.with(|c| c.take()).unwrap_or_default()
+    }
+
+    /// Empties `self` and keeps it as the thread's spare.
+    pub fn give_back(mut self) {
+        self.values.clear();
+        self.lists.clear();
+        self.rets.clear();
+        SPARE.with(|c| c.set(Some(self)));
+    }
+
     /// Appends the borrowed form of `v` (valid while `v` and `self` are unchanged).
     pub fn push(&mut self, v: &IValue) -> Result<()> {
         let x = self.convert(v)?;
