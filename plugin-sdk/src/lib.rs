@@ -30,6 +30,7 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+pub mod args;
 mod registrar;
 pub mod strided;
 mod tensor;
