@@ -194,6 +194,12 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
             Err(why) => not_generated.push((qualified, why)),
         }
     }
+    let manifest = format!(
+        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.0\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
+        dev = spec.device.value,
+        key = spec.dispatch_key.value.as_str(),
+        ops = manifest_ops.join(",\n"),
+    );
     let cpu = spec.fallback.value == FallbackPolicy::Cpu;
     let mut m = String::new();
     let _ = write!(
@@ -229,17 +235,10 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
             .collect::<Vec<_>>()
             .join(", "),
         device = spec.device.value,
-        manifest = "{MANIFEST}",
+        manifest = manifest,
     );
-    let manifest = format!(
-        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.0\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
-        dev = spec.device.value,
-        key = spec.dispatch_key.value.as_str(),
-        ops = manifest_ops.join(",\n"),
-    );
-    let module = m.replace("{MANIFEST}", &manifest);
     PluginCode {
-        module,
+        module: m,
         manifest,
         not_generated,
     }
