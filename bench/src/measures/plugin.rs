@@ -80,10 +80,14 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
     ] {
         let so = format!("lib{name}.so");
         std::fs::copy(&lib, dir.join(&so)).map_err(|e| OpalError::msg(e.to_string()))?;
+        std::fs::set_permissions(dir.join(&so), std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| OpalError::msg(e.to_string()))?;
         let m = format!(
             r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.0", "ops": {ops_json}}}"#
         );
-        std::fs::write(dir.join(format!("{name}.opal-plugin.json")), m)
+        let mp = dir.join(format!("{name}.opal-plugin.json"));
+        std::fs::write(&mp, m).map_err(|e| OpalError::msg(e.to_string()))?;
+        std::fs::set_permissions(&mp, std::fs::Permissions::from_mode(0o644))
             .map_err(|e| OpalError::msg(e.to_string()))?;
     }
     let t0 = std::time::Instant::now();

@@ -58,6 +58,13 @@ pub fn private_dir(tmp: &Path, name: &str) -> PathBuf {
     d
 }
 
+/// Sets `path`'s mode (copies keep the source's mode and new files get the umask's,
+/// which may be group-writable; the loader refuses those).
+pub fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
 /// A manifest to write.
 pub struct Spec<'a> {
     /// Plugin name (also the manifest's file stem and the library copy's name).
@@ -104,6 +111,7 @@ impl<'a> Spec<'a> {
 pub fn install(built: &Path, lib: &str, dir: &Path, spec: &Spec) -> PathBuf {
     let lib_name = format!("lib{}.so", spec.name);
     std::fs::copy(built.join(lib), dir.join(&lib_name)).unwrap();
+    set_mode(&dir.join(&lib_name), 0o755);
     let ops: Vec<String> = spec
         .ops
         .iter()
@@ -124,13 +132,18 @@ pub fn install(built: &Path, lib: &str, dir: &Path, spec: &Spec) -> PathBuf {
     );
     let path = dir.join(format!("{}.opal-plugin.json", spec.name));
     std::fs::write(&path, text).unwrap();
+    set_mode(&path, 0o644);
     path
 }
 
 /// Copies the emu plugin's library and manifest from `built` into `dir`.
 pub fn install_emu(built: &Path, dir: &Path) {
-    for f in ["libopal_emu_plugin.so", "emu.opal-plugin.json"] {
+    for (f, mode) in [
+        ("libopal_emu_plugin.so", 0o755),
+        ("emu.opal-plugin.json", 0o644),
+    ] {
         std::fs::copy(built.join(f), dir.join(f)).unwrap();
+        set_mode(&dir.join(f), mode);
     }
 }
 

@@ -5,7 +5,7 @@
 //! kernel pinned to an older schema behind the host's load-time adapter.
 
 use opal::{ops, DType, Device, Tensor};
-use opal_plugin_tests::{init_cpu, private_dir};
+use opal_plugin_tests::{init_cpu, private_dir, set_mode};
 use std::path::Path;
 use std::process::Command;
 
@@ -155,7 +155,9 @@ fn a_generated_plugin_builds_loads_and_runs() {
         dir.join("libgen.so"),
     )
     .unwrap();
+    set_mode(&dir.join("libgen.so"), 0o755);
     std::fs::write(dir.join("gen.opal-plugin.json"), &code.manifest).unwrap();
+    set_mode(&dir.join("gen.opal-plugin.json"), 0o644);
     init_cpu();
     let failures = opal::plugin::load_dir(&dir);
     assert!(failures.is_empty(), "{failures:?}");

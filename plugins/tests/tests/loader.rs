@@ -6,7 +6,9 @@
 
 use opal::plugin::{self, OpStatus};
 use opal::{ops, DType, Device};
-use opal_plugin_tests::{built_plugins, f32_tensor, init_cpu, install, private_dir, Spec};
+use opal_plugin_tests::{
+    built_plugins, f32_tensor, init_cpu, install, private_dir, set_mode, Spec,
+};
 use std::path::{Path, PathBuf};
 
 fn tmp() -> &'static Path {
@@ -85,9 +87,11 @@ fn bad_manifests_are_refused_before_any_code_runs() {
     let s = Spec::test_plugin("badjson", "badjson", "PrivateUse1");
     let m = test_plugin(&s);
     std::fs::write(&m, "{\"name\": \"badjson\", \"surprise\": 1}").unwrap();
+    set_mode(&m, 0o644);
     let e = plugin::load_manifest(&m).unwrap_err().to_string();
     assert!(e.contains("unknown field \"surprise\""), "{e}");
     std::fs::write(&m, "not json").unwrap();
+    set_mode(&m, 0o644);
     let e = plugin::load_manifest(&m).unwrap_err().to_string();
     assert!(e.contains("not valid JSON"), "{e}");
     let mut s = Spec::test_plugin("badkey", "badkey", "CPU");
