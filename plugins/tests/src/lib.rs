@@ -46,12 +46,18 @@ pub fn built_plugins(tmp: &Path) -> PathBuf {
     .clone()
 }
 
-/// A new empty directory (mode 0700) under `tmp`.
+/// A new empty directory (mode 0700) under `tmp`, replacing one of the same name
+/// (callers running at once use different names).
 pub fn private_dir(tmp: &Path, name: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let d = tmp.join(format!("plugins-{}-{name}-{n}", std::process::id()));
+    // Named after the test binary (stable across runs), so a rerun replaces its
+    // directories instead of adding more.
+    let exe = std::env::current_exe().ok();
+    let bin = exe
+        .as_ref()
+        .and_then(|e| e.file_name())
+        .map_or("tests".into(), |n| n.to_string_lossy());
+    let d = tmp.join(format!("plugins-{bin}-{name}"));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();

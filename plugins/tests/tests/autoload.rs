@@ -15,9 +15,9 @@ fn tmp() -> &'static Path {
 
 /// A directory with the emu plugin (PrivateUse1) and the test plugin as `tp`
 /// (PrivateUse2); `broken` adds a third whose init fails.
-fn plugin_dir(broken: bool) -> PathBuf {
+fn plugin_dir(test: &str, broken: bool) -> PathBuf {
     let built = built_plugins(tmp());
-    let dir = private_dir(tmp(), "autoload");
+    let dir = private_dir(tmp(), &format!("{test}-plugins"));
     install_emu(&built, &dir);
     install(
         &built,
@@ -34,7 +34,7 @@ fn plugin_dir(broken: bool) -> PathBuf {
 }
 
 fn parent(test: &str, dir: Option<&Path>, env: &[(&str, &str)]) -> String {
-    let home = private_dir(tmp(), "home");
+    let home = private_dir(tmp(), &format!("{test}-home"));
     let mut all: Vec<(&str, &str)> = env.to_vec();
     let d = dir.map(|d| d.to_str().unwrap().to_string());
     if let Some(d) = &d {
@@ -49,7 +49,7 @@ fn parent(test: &str, dir: Option<&Path>, env: &[(&str, &str)]) -> String {
 fn emu_and_a_second_plugin_autoload_at_the_first_unknown_device_name() {
     const T: &str = "emu_and_a_second_plugin_autoload_at_the_first_unknown_device_name";
     if !is_child(T) {
-        parent(T, Some(&plugin_dir(false)), &[]);
+        parent(T, Some(&plugin_dir(T, false)), &[]);
         return;
     }
     init_cpu();
@@ -94,7 +94,7 @@ fn autoload_off_switch() {
     if !is_child(T) {
         parent(
             T,
-            Some(&plugin_dir(false)),
+            Some(&plugin_dir(T, false)),
             &[("OPAL_DEVICE_BACKEND_AUTOLOAD", "0")],
         );
         return;
@@ -108,7 +108,7 @@ fn autoload_off_switch() {
 fn a_broken_plugin_does_not_stop_the_others() {
     const T: &str = "a_broken_plugin_does_not_stop_the_others";
     if !is_child(T) {
-        let out = parent(T, Some(&plugin_dir(true)), &[]);
+        let out = parent(T, Some(&plugin_dir(T, true)), &[]);
         assert!(
             out.contains("'broken'") && out.contains("OPAL_DEVICE_BACKEND_AUTOLOAD=0"),
             "{out}"
@@ -130,7 +130,11 @@ fn a_broken_plugin_does_not_stop_the_others() {
 fn strict_mode_makes_a_failure_an_error() {
     const T: &str = "strict_mode_makes_a_failure_an_error";
     if !is_child(T) {
-        parent(T, Some(&plugin_dir(true)), &[("OPAL_PLUGIN_STRICT", "1")]);
+        parent(
+            T,
+            Some(&plugin_dir(T, true)),
+            &[("OPAL_PLUGIN_STRICT", "1")],
+        );
         return;
     }
     // "broken" sorts before "emu" and "tp": strict mode stops at it.
@@ -147,7 +151,7 @@ fn a_writable_plugin_directory_is_skipped() {
     use std::os::unix::fs::PermissionsExt;
     const T: &str = "a_writable_plugin_directory_is_skipped";
     if !is_child(T) {
-        let dir = plugin_dir(false);
+        let dir = plugin_dir(T, false);
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let out = parent(T, Some(&dir), &[]);
         assert!(out.contains("group- or world-writable"), "{out}");
@@ -162,10 +166,10 @@ fn a_writable_plugin_directory_is_skipped() {
 fn the_per_user_directory_is_searched() {
     const T: &str = "the_per_user_directory_is_searched";
     if !is_child(T) {
-        let home = private_dir(tmp(), "xdg");
+        let home = private_dir(tmp(), &format!("{T}-xdg"));
         let user_dir = home.join("opal");
         std::fs::create_dir(&user_dir).unwrap();
-        std::fs::rename(plugin_dir(false), user_dir.join("plugins")).unwrap();
+        std::fs::rename(plugin_dir(T, false), user_dir.join("plugins")).unwrap();
         let (ok, out) = run_child(T, &home, &[]);
         assert!(ok, "{out}");
         return;
