@@ -18,10 +18,10 @@
 //! makes the first failure the error of the call that triggered autoloading.
 //!
 //! **Order of a load** (no plugin code runs before step 4): 1. the manifest and
-//! its directory pass the ownership/permission checks ([`security`]); 2. the
+//! its directory pass the ownership/permission checks (module `security`); 2. the
 //! manifest is parsed and validated: fields, ABI major version, a free dispatch
 //! key, and each op's schema against the host's (incompatible ops are disabled,
-//! [`adapt`]); 3. the library passes the same checks; 4. it is opened and its
+//! module `adapt`); 3. the library passes the same checks; 4. it is opened and its
 //! version symbol read (a data symbol) and compared; 5. its entry registers
 //! kernels, a fallback, an allocator and a transfer into a pending registration,
 //! which is applied only when the entry succeeds.
