@@ -140,6 +140,9 @@ static AUTOLOADED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
 static AUTOLOAD_LOCK: Mutex<()> = Mutex::new(());
 thread_local! {
     static IN_AUTOLOAD: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread loads a plugin: a nested load (a plugin's entry
+    /// naming an unknown device, say) would wait for the load lock it holds.
+    static IN_LOAD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Loads the plugins of [`search_path`] once per process (later calls return the
@@ -222,6 +225,9 @@ fn load_dir_until(dir: &Path, stop: bool) -> Vec<OpalError> {
 /// Called by device-name parsing when `name` is unknown: runs autoloading (once)
 /// and says whether it may have registered new names. An `Err` only in strict mode.
 pub(crate) fn autoload_for_unknown_device(_name: &str) -> Result<bool> {
+    if IN_LOAD.with(Cell::get) {
+        return Ok(false);
+    }
     let first = AUTOLOADED.get().is_none() && !IN_AUTOLOAD.with(Cell::get);
     autoload()?;
     Ok(first)
@@ -281,7 +287,19 @@ fn name_taken(name: &str) -> bool {
 static LOAD_LOCK: Mutex<()> = Mutex::new(());
 
 fn load_into(path: &Path, info: &mut PluginInfo) -> Result<()> {
+    if IN_LOAD.with(Cell::get) {
+        return Err(OpalError::msg(
+            "a plugin's entry tried to load another plugin while being loaded",
+        ));
+    }
     let _g = LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    IN_LOAD.with(|f| f.set(true));
+    let r = load_locked(path, info);
+    IN_LOAD.with(|f| f.set(false));
+    r
+}
+
+fn load_locked(path: &Path, info: &mut PluginInfo) -> Result<()> {
     // 1. The manifest file and its directory.
     security::check_file_and_dir(path, "plugin manifest")?;
     let len = std::fs::metadata(path)
