@@ -43,7 +43,10 @@ pub fn run_all(cfg: &Config, only: &[String]) -> opal::Result<Results> {
     setup()?;
     let mut r = Results::default();
     r.clock = (cfg.clock == harness::Clock::ThreadCpu).then_some("thread_cpu");
-    for m in measures::all() {
+    let named = measures::opt_in()
+        .into_iter()
+        .filter(|m| only.iter().any(|o| o == m.name));
+    for m in measures::all().into_iter().chain(named) {
         if only.is_empty() || only.iter().any(|o| o == m.name) {
             if let Err(e) = (m.run)(cfg, &mut r) {
                 r.failures.push((m.name, e.to_string()));

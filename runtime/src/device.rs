@@ -126,6 +126,8 @@ impl DeviceType {
             "privateuseone" => Ok(DeviceType::PrivateUse1),
             "privateusetwo" => Ok(DeviceType::PrivateUse2),
             "privateusethree" => Ok(DeviceType::PrivateUse3),
+            // An unknown name: autoload backend plugins once, then look again.
+            _ if crate::plugin::autoload_for_unknown_device(s)? => DeviceType::parse(s),
             _ => Err(OpalError::device(format!(
                 "unknown device type '{s}' (expected cpu, cuda, mps, xpu, mtia, hpu, meta or a registered PrivateUse backend name)"
             ))),

@@ -41,6 +41,7 @@
 //! | [`fallback`] | the boxed CPU fallback for device backends and the device transfer registry |
 //! | [`interop`] | `std::ops` operators, `Vec`/slice conversions, [`Tensor::equal`], [`Tensor::allclose`] |
 //! | [`ops`] | generated operators (written by `opal-codegen` via `build.rs`) |
+//! | [`plugin`] | backend plugins: discovery, autoload, the C ABI's host side, [`plugins`] |
 //! | [`warning`] | warnings of library code: stderr, or `tracing` events with the `tracing` feature |
 //!
 //! The API used by generated code and backends is fixed in `docs/design.md`.
@@ -101,6 +102,7 @@ pub mod generator;
 pub mod interop;
 pub mod ivalue;
 pub mod ops;
+pub mod plugin;
 pub mod scalar;
 #[cfg(feature = "serde")]
 mod serde_impls;
@@ -114,6 +116,7 @@ pub use dtype::{promote_types, Complex, DType, Element, ScalarType};
 pub use error::{ErrorKind, OpalError, Result};
 pub use generator::Generator;
 pub use ivalue::{FromIValue, IValue, IntoIValue, Stack};
+pub use plugin::plugins;
 pub use scalar::Scalar;
 pub use tensor::{Storage, Tensor, TensorKeys};
 pub use types::{Dimname, Layout, MemoryFormat, Opaque, QScheme, Stream};

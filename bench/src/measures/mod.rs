@@ -17,6 +17,7 @@ pub mod dispatch;
 pub mod empty;
 pub mod mm;
 pub mod nn;
+pub mod plugin;
 pub mod train;
 
 /// A named measurement.
@@ -55,4 +56,13 @@ pub fn all() -> Vec<Measurement> {
             run: train::run,
         },
     ]
+}
+
+/// Measurements that run only when named with `--only` (they need files built
+/// separately; see each module).
+pub fn opt_in() -> Vec<Measurement> {
+    vec![Measurement {
+        name: "plugin",
+        run: plugin::run,
+    }]
 }

@@ -60,6 +60,7 @@ pub struct BackendBuilder {
     namespace: Option<String>,
     ops_path: Option<String>,
     cargo_output: bool,
+    plugin_library: Option<String>,
 }
 
 impl BackendBuilder {
@@ -75,6 +76,7 @@ impl BackendBuilder {
             namespace: None,
             ops_path: None,
             cargo_output: true,
+            plugin_library: None,
         }
     }
 
@@ -124,6 +126,14 @@ impl BackendBuilder {
     }
 
     /// Whether to print `cargo:rerun-if-changed` lines (default: true).
+    /// Generates the plugin side instead (see `backend::plugin`): the module for a
+    /// crate depending on `opal-plugin-sdk`, and `<device>.opal-plugin.json` naming
+    /// `library` beside it in the output directory.
+    pub fn plugin(mut self, library: impl Into<String>) -> Self {
+        self.plugin_library = Some(library.into());
+        self
+    }
+
     pub fn cargo_output(mut self, on: bool) -> Self {
         self.cargo_output = on;
         self
@@ -155,13 +165,25 @@ impl BackendBuilder {
         }
         let inputs = load_inputs(&self.backend, native, self.namespace.as_deref())
             .map_err(Box::<BackendErrors>::new)?;
-        let code = generate_code(&inputs, false, self.ops_path.as_deref())
-            .map_err(Box::<BackendErrors>::new)?;
         let dir = match &self.out_dir {
             Some(d) => d.clone(),
             None => PathBuf::from(
                 std::env::var_os("OUT_DIR").ok_or("BackendBuilder: OUT_DIR is not set")?,
             ),
+        };
+        let code = match &self.plugin_library {
+            Some(lib) => {
+                let p = super::plugin::generate_plugin_code(&inputs, lib)
+                    .map_err(Box::<BackendErrors>::new)?;
+                let manifest = dir.join(format!("{}.opal-plugin.json", inputs.spec.device.value));
+                write_if_changed(&manifest, &p.manifest)?;
+                super::emit::BackendCode {
+                    module: p.module,
+                    skeleton: None,
+                }
+            }
+            None => generate_code(&inputs, false, self.ops_path.as_deref())
+                .map_err(Box::<BackendErrors>::new)?,
         };
         let name = self
             .file_name

@@ -1,7 +1,8 @@
 //! `opal-codegen backend <backend.yaml> --native <native_functions.yaml> --out <dir>
 //! [--init-skeleton] [--namespace ns]`: writes the backend module to `<dir>/mod.rs`
 //! and, with `--init-skeleton`, a starter `<dir>/kernels.rs` (never over an
-//! existing file).
+//! existing file). With `--plugin`, the plugin side instead (see
+//! `opal_codegen::backend::plugin`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +38,13 @@ pub struct Backend {
     /// YAML is the one opal was generated from) instead of carrying a copy.
     #[arg(long)]
     pub ops_path: Option<String>,
+    /// Generate the plugin side instead (a crate depending on opal-plugin-sdk):
+    /// the typed kernel trait, the C-ABI shims and `<dir>/<device>.opal-plugin.json`.
+    #[arg(long)]
+    pub plugin: bool,
+    /// With --plugin: the library file the manifest names (default lib<device>.so).
+    #[arg(long)]
+    pub plugin_library: Option<String>,
 }
 
 impl Run for Backend {
@@ -45,6 +53,9 @@ impl Run for Backend {
             Ok(i) => i,
             Err(e) => return fail_backend(&e),
         };
+        if self.plugin {
+            return write_plugin(&self, &inputs);
+        }
         let skeleton_path = self.out.join(SKELETON_FILE);
         let skeleton_exists = skeleton_path.exists();
         let code = match generate_code(
@@ -80,6 +91,40 @@ impl Run for Backend {
         }
         ExitCode::SUCCESS
     }
+}
+
+/// `--plugin`: writes `<out>/mod.rs` and `<out>/<device>.opal-plugin.json`.
+fn write_plugin(b: &Backend, inputs: &opal_codegen::backend::run::Inputs) -> ExitCode {
+    let device = &inputs.spec.device.value;
+    let library = b
+        .plugin_library
+        .clone()
+        .unwrap_or_else(|| format!("lib{device}.so"));
+    let code = match opal_codegen::backend::plugin::generate_plugin_code(inputs, &library) {
+        Ok(c) => c,
+        Err(e) => return fail_backend(&e),
+    };
+    for (op, why) in &code.not_generated {
+        println!("not generated for the plugin: {op}: {why}");
+    }
+    let files = [
+        (b.out.join("mod.rs"), &code.module),
+        (
+            b.out.join(format!("{device}.opal-plugin.json")),
+            &code.manifest,
+        ),
+    ];
+    for (path, text) in files {
+        match write_if_changed(&path, text) {
+            Ok(true) => println!("wrote {}", path.display()),
+            Ok(false) => println!("{} is up to date", path.display()),
+            Err(e) => {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// Prints backend diagnostics to stderr (colored on a terminal) and returns exit

@@ -1,0 +1,336 @@
+//! `opal-codegen backend --plugin`: the plugin side of a backend YAML. From the same
+//! resolved [`Plan`] as a static backend it writes a module for a crate that
+//! depends on `opal-plugin-sdk` (never on `opal`): a typed kernel trait
+//! `<Backend>PluginKernels` (one method per supported op, in the Rust types of the
+//! SDK, following the schema the kernel was written against: pinned or current),
+//! the boxed shims the host calls through the C ABI, `register::<K>(reg)` for the
+//! plugin's `init`, and the manifest (`<device>.opal-plugin.json`) listing those
+//! schemas, from which the host builds the defaulted-argument adapters at load time.
+//!
+//! Not generated for plugins: ops derived through `structured_delegate` (a plugin
+//! registers only what it lists), and ops with argument or return types that do
+//! not cross ABI 1.0 (generators, streams, dimnames, ...): they are listed in the
+//! module's `NOT_GENERATED` with the reason, and the host's fallback serves them.
+//!
+//! Owns: plugin-side emission. Must not: resolve backends (`plan`) or change what
+//! static backends get (`emit`).
+
+use std::fmt::Write as _;
+
+use crate::model::{Argument, BaseTy, FunctionSchema, Type};
+
+use super::plan::Plan;
+use super::spec::{BackendSpec, FallbackPolicy};
+
+/// The generated plugin module and manifest.
+#[derive(Clone, Debug)]
+pub struct PluginCode {
+    /// The Rust module (for `include!` or a `mod.rs`).
+    pub module: String,
+    /// The manifest JSON.
+    pub manifest: String,
+    /// Ops left out, with why.
+    pub not_generated: Vec<(String, String)>,
+}
+
+/// How one argument is read from the boxed arguments and passed to the trait.
+struct ArgCode {
+    ty: &'static str,
+    getter: &'static str,
+    /// How the local is passed (`x`, `&x`, `x.as_deref()`).
+    pass: &'static str,
+}
+
+fn arg_code(t: &Type) -> Option<ArgCode> {
+    let plain = |ty, getter| ArgCode {
+        ty,
+        getter,
+        pass: "{}",
+    };
+    Some(match t {
+        Type::Base(b) => match b {
+            BaseTy::Tensor => plain("&Tensor", "tensor"),
+            BaseTy::Int | BaseTy::SymInt | BaseTy::DeviceIndex => plain("i64", "int"),
+            BaseTy::Float => plain("f64", "float"),
+            BaseTy::Bool => plain("bool", "boolean"),
+            BaseTy::Scalar => plain("Scalar", "scalar"),
+            BaseTy::ScalarType => plain("DType", "dtype"),
+            BaseTy::Device => plain("Device", "device"),
+            BaseTy::Layout => plain("i64", "layout"),
+            BaseTy::MemoryFormat => plain("i64", "memory_format"),
+            _ => return None,
+        },
+        Type::Optional(inner) => match &**inner {
+            Type::Base(b) => match b {
+                BaseTy::Tensor => plain("Option<&Tensor>", "opt_tensor"),
+                BaseTy::Int | BaseTy::SymInt | BaseTy::DeviceIndex => {
+                    plain("Option<i64>", "opt_int")
+                }
+                BaseTy::Float => plain("Option<f64>", "opt_float"),
+                BaseTy::Bool => plain("Option<bool>", "opt_boolean"),
+                BaseTy::Scalar => plain("Option<Scalar>", "opt_scalar"),
+                BaseTy::ScalarType => plain("Option<DType>", "opt_dtype"),
+                BaseTy::Device => plain("Option<Device>", "opt_device"),
+                BaseTy::Layout => plain("Option<i64>", "opt_layout"),
+                BaseTy::MemoryFormat => plain("Option<i64>", "opt_memory_format"),
+                _ => return None,
+            },
+            Type::List { elem, .. }
+                if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
+            {
+                ArgCode {
+                    ty: "Option<&[i64]>",
+                    getter: "opt_int_list",
+                    pass: "{}.as_deref()",
+                }
+            }
+            _ => return None,
+        },
+        Type::List { elem, .. } => match **elem {
+            Type::Base(BaseTy::Int | BaseTy::SymInt) => ArgCode {
+                ty: "&[i64]",
+                getter: "int_list",
+                pass: "&{}",
+            },
+            Type::Base(BaseTy::Tensor) => ArgCode {
+                ty: "&[Tensor]",
+                getter: "tensor_list",
+                pass: "&{}",
+            },
+            _ => return None,
+        },
+    })
+}
+
+fn return_type(s: &FunctionSchema) -> Option<String> {
+    let one = |t: &Type| -> Option<&'static str> {
+        Some(match t {
+            Type::Base(BaseTy::Tensor) => "Tensor",
+            Type::Base(BaseTy::Int | BaseTy::SymInt) => "i64",
+            Type::Base(BaseTy::Float) => "f64",
+            Type::Base(BaseTy::Bool) => "bool",
+            Type::Base(BaseTy::Scalar) => "Scalar",
+            _ => return None,
+        })
+    };
+    let tys: Option<Vec<&str>> = s.returns.iter().map(|r| one(&r.ty)).collect();
+    let tys = tys?;
+    match tys.len() {
+        0 => Some("()".to_string()),
+        1 => Some(tys[0].to_string()),
+        2 | 3 if tys.iter().all(|t| *t == "Tensor") => Some(format!("({})", tys.join(", "))),
+        _ => None,
+    }
+}
+
+/// One op's trait method, shim and registration line, or why not.
+fn op_code(
+    trait_name: &str,
+    qualified: &str,
+    schema: &FunctionSchema,
+) -> Result<(String, String, String), String> {
+    let ident = crate::ident::op_ident(&schema.name)?;
+    let ret = return_type(schema).ok_or_else(|| {
+        let tys: Vec<String> = schema.returns.iter().map(|r| r.ty.to_string()).collect();
+        format!(
+            "returns ({}) do not cross the plugin ABI 1.0",
+            tys.join(", ")
+        )
+    })?;
+    let args: Vec<&Argument> = schema.arguments.all().collect();
+    let (mut params, mut reads, mut passes) = (Vec::new(), String::new(), Vec::new());
+    for (i, a) in args.iter().enumerate() {
+        let code = arg_code(&a.ty).ok_or_else(|| {
+            format!(
+                "argument '{}' of type {} does not cross the plugin ABI 1.0",
+                a.name, a.ty
+            )
+        })?;
+        let local = crate::ident::arg_ident(&a.name)?;
+        params.push(format!("{local}: {}", code.ty));
+        let _ = writeln!(
+            reads,
+            "    let {local} = args::{}(__args, {i}, \"{}\")?;",
+            code.getter, a.name
+        );
+        passes.push(code.pass.replace("{}", &local));
+    }
+    let method = format!(
+        "    /// `{schema}`\n    fn {ident}({}) -> Result<{ret}>;\n",
+        params.join(", ")
+    );
+    let shim = format!(
+        "#[allow(non_snake_case)]\nfn __shim_{ident}<K: {trait_name}>(__args: &[Value]) -> Result<Vec<Value>> {{\n{reads}    Ok(args::IntoReturns::into_returns(K::{ident}({})?))\n}}\n",
+        passes.join(", ")
+    );
+    let reg = format!("    reg.kernel(\"{qualified}\", __shim_{ident}::<K>)?;\n");
+    Ok((method, shim, reg))
+}
+
+/// Generates the plugin side of `spec` from its resolved `plan`; `library` is the
+/// file name the manifest names (`libopal_emu_plugin.so`).
+pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> PluginCode {
+    let trait_name = format!("{}PluginKernels", spec.backend.value);
+    let ns = &spec.namespace.value;
+    let (mut methods, mut shims, mut regs) = (String::new(), String::new(), String::new());
+    let mut not_generated = Vec::new();
+    let mut manifest_ops = Vec::new();
+    for op in &plan.ops {
+        let schema = op.kernel_schema();
+        let qualified = format!("{ns}::{}", op.func.func.name);
+        match op_code(&trait_name, &qualified, schema) {
+            Ok((m, s, r)) => {
+                methods.push_str(&m);
+                shims.push_str(&s);
+                regs.push_str(&r);
+                manifest_ops.push(format!(
+                    "    {{\"name\": \"{qualified}\", \"schema\": \"{}\"}}",
+                    schema
+                        .to_string()
+                        .replace('\\', "\\\\")
+                        .replace('"', "\\\"")
+                ));
+            }
+            Err(why) => not_generated.push((qualified, why)),
+        }
+    }
+    let manifest = format!(
+        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.0\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
+        dev = spec.device.value,
+        key = spec.dispatch_key.value.as_str(),
+        ops = manifest_ops.join(",\n"),
+    );
+    let cpu = spec.fallback.value == FallbackPolicy::Cpu;
+    let mut m = String::new();
+    let _ = write!(
+        m,
+        "// @generated by opal-codegen backend --plugin from the backend YAML of `{backend}`.\n\
+         // Plugin side: depends on opal-plugin-sdk only. Do not edit.\n\n\
+         #[allow(unused_imports)]\n\
+         use opal_plugin_sdk::{{args, DType, Device, Registrar, Result, Scalar, Tensor, Value}};\n\n\
+         /// The kernels of `{backend}` as a plugin, one per supported op, typed after\n\
+         /// the schema each was written against.\n\
+         pub trait {trait_name} {{\n{methods}{transfer}}}\n\n\
+         {shims}\n\
+         /// Registers every kernel{fb} (call it from the plugin's `init`).\n\
+         pub fn register<K: {trait_name}>(reg: &mut Registrar) -> Result<()> {{\n{cpu_line}{regs}    Ok(())\n}}\n\n\
+         /// Ops of the backend YAML that are not generated for the plugin, and why.\n\
+         pub const NOT_GENERATED: &[(&str, &str)] = &[{ng}];\n\n\
+         /// The plugin's manifest (`{device}.opal-plugin.json`).\n\
+         pub const MANIFEST: &str = r#\"{manifest}\"#;\n",
+        backend = spec.backend.value,
+        methods = methods,
+        transfer = if cpu {
+            "    /// Moves data for the CPU fallback (`fallback: cpu`).\n    fn transfer() -> &'static dyn opal_plugin_sdk::Transfer;\n"
+        } else {
+            ""
+        },
+        shims = shims,
+        fb = if cpu { " and the CPU fallback" } else { "" },
+        cpu_line = if cpu { "    reg.cpu_fallback(K::transfer())?;\n" } else { "" },
+        regs = regs,
+        ng = not_generated
+            .iter()
+            .map(|(o, w)| format!("({o:?}, {w:?})"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        device = spec.device.value,
+        manifest = manifest,
+    );
+    PluginCode {
+        module: m,
+        manifest,
+        not_generated,
+    }
+}
+
+/// Resolves the loaded YAMLs and generates the plugin side (the CLI's and the
+/// builder's entry); problems are reported with both files, as for static backends.
+pub fn generate_plugin_code(
+    inputs: &super::run::Inputs,
+    library: &str,
+) -> Result<PluginCode, super::report::BackendErrors> {
+    let (plan, errors) = super::plan::resolve(&inputs.spec, &inputs.natives);
+    if !errors.is_empty() {
+        return Err(super::report::BackendErrors {
+            backend: inputs.backend_file.clone(),
+            native: Some(inputs.native_file.clone()),
+            items: errors,
+            native_errors: None,
+        });
+    }
+    Ok(generate_plugin(&inputs.spec, &plan, library))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn emu_plugin() -> PluginCode {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let inputs = super::super::run::load_inputs(
+            &root.join("backends/emu/emu.yaml"),
+            &root.join("runtime/native_functions.yaml"),
+            None,
+        )
+        .unwrap();
+        generate_plugin_code(&inputs, "libopal_emu_plugin.so").unwrap()
+    }
+
+    #[test]
+    fn emu_yaml_gives_a_typed_trait_shims_and_a_manifest() {
+        let code = emu_plugin();
+        let m = &code.module;
+        assert!(m.contains("pub trait EmuPluginKernels {"), "{m}");
+        // The pinned sum follows its old schema; add.out its pinned one.
+        assert!(
+            m.contains("fn sum(self_: &Tensor) -> Result<Tensor>;"),
+            "{m}"
+        );
+        assert!(m.contains("fn add_out(self_: &Tensor, other: &Tensor, alpha: Scalar, out: &Tensor) -> Result<Tensor>;"), "{m}");
+        assert!(
+            m.contains("fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor>;"),
+            "{m}"
+        );
+        assert!(
+            m.contains("fn transfer() -> &'static dyn opal_plugin_sdk::Transfer;"),
+            "{m}"
+        );
+        assert!(
+            m.contains("reg.kernel(\"aten::sum\", __shim_sum::<K>)?;"),
+            "{m}"
+        );
+        assert!(
+            m.contains("let size = args::int_list(__args, 1, \"size\")?;"),
+            "{m}"
+        );
+        let v: Vec<&str> = code
+            .manifest
+            .lines()
+            .filter(|l| l.contains("\"schema\""))
+            .collect();
+        assert!(
+            v.iter()
+                .any(|l| l.contains("\"sum(Tensor self) -> Tensor\"")),
+            "{}",
+            code.manifest
+        );
+        assert!(code.manifest.contains("\"dispatch_key\": \"PrivateUse1\""));
+        assert!(code.not_generated.is_empty(), "{:?}", code.not_generated);
+    }
+
+    #[test]
+    fn ops_with_types_outside_the_abi_are_listed_not_generated() {
+        let schema = crate::parse::parse_schema(
+            "bernoulli(Tensor self, *, Generator? generator=None) -> Tensor",
+        )
+        .unwrap();
+        let e = op_code("T", "aten::bernoulli", &schema).unwrap_err();
+        assert!(e.contains("'generator'") && e.contains("Generator?"), "{e}");
+        let schema =
+            crate::parse::parse_schema("split(Tensor self, int size) -> Tensor[]").unwrap();
+        assert!(op_code("T", "aten::split", &schema)
+            .unwrap_err()
+            .contains("Tensor[]"));
+    }
+}

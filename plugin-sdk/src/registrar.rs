@@ -1,0 +1,264 @@
+//! [`Registrar`]: what a plugin's `init` registers (kernels, a fallback, an
+//! allocator, a device transfer), and the `extern "C"` trampolines the host calls.
+//!
+//! Owns: registration and the trampolines (each catches panics). Must not: keep
+//! the registrar past `init` (the host's table is valid only during the entry).
+
+use crate::abi::{self, OpalAllocator, OpalRegistrar, OpalStatus, OpalStr, OpalTensor};
+use crate::abi::{OpalTransfer, OpalValue};
+use crate::value::{from_abi, into_return};
+use crate::{check, guarded, Error, Result, Tensor, Value};
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A kernel: the op's arguments (as many as the plugin's schema has) in, its
+/// returns out. `Err(Error::declined())` hands the call to the fallback.
+pub type KernelFn = fn(&[Value]) -> Result<Vec<Value>>;
+
+/// Device memory for the plugin's device type.
+pub trait Allocator: Send + Sync + 'static {
+    /// `nbytes` (> 0) bytes aligned to 64 on device `index`, or null.
+    fn alloc(&self, nbytes: usize, index: i32) -> *mut u8;
+    /// Frees what [`Allocator::alloc`] returned.
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc(nbytes, index)` of this allocator and is freed once.
+    unsafe fn free(&self, ptr: *mut u8, nbytes: usize, index: i32);
+    /// Whether the host may read and write the memory directly.
+    fn host_accessible(&self) -> bool;
+}
+
+/// Device memory kept in 64-aligned, zeroed host blocks: what an emulated device
+/// or a test plugin needs. `host_accessible` says whether the host may touch it
+/// directly (an emulator says no, so that data moves only through its transfer).
+pub struct HostMemory {
+    /// See [`Allocator::host_accessible`].
+    pub host_accessible: bool,
+}
+
+impl Allocator for HostMemory {
+    fn alloc(&self, nbytes: usize, _index: i32) -> *mut u8 {
+        match std::alloc::Layout::from_size_align(nbytes.max(1), 64) {
+            // SAFETY: a non-zero size and a valid alignment.
+            Ok(l) => unsafe { std::alloc::alloc_zeroed(l) },
+            Err(_) => std::ptr::null_mut(),
+        }
+    }
+
+    unsafe fn free(&self, ptr: *mut u8, nbytes: usize, _index: i32) {
+        if let Ok(l) = std::alloc::Layout::from_size_align(nbytes.max(1), 64) {
+            // SAFETY: `ptr` came from `alloc` with this layout (caller's contract).
+            unsafe { std::alloc::dealloc(ptr, l) }
+        }
+    }
+
+    fn host_accessible(&self) -> bool {
+        self.host_accessible
+    }
+}
+
+/// Copies between host memory and the plugin's device.
+pub trait Transfer: Send + Sync + 'static {
+    /// Writes device tensor `src` (any strides) into `dst`, a contiguous CPU tensor.
+    fn to_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()>;
+    /// Writes CPU tensor `src` into device tensor `dst` (same sizes and dtype).
+    // `self` is the transfer object, not the source; the name pairs with `to_cpu`.
+    #[allow(clippy::wrong_self_convention)]
+    fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()>;
+}
+
+/// The registrar of a plugin's `init`.
+pub struct Registrar<'a> {
+    raw: &'a OpalRegistrar,
+}
+
+impl<'a> Registrar<'a> {
+    pub(crate) fn new(raw: &'a OpalRegistrar) -> Result<Self> {
+        if raw.size < std::mem::size_of::<OpalRegistrar>() {
+            return Err(Error {
+                code: abi::code::ABI_MISMATCH,
+                message: format!(
+                    "the host's registrar has {} bytes, the plugin needs {}",
+                    raw.size,
+                    std::mem::size_of::<OpalRegistrar>()
+                ),
+            });
+        }
+        Ok(Registrar { raw })
+    }
+
+    /// Registers `k` for op `name` (`aten::relu`; it must be in the manifest). An op
+    /// the host disabled (incompatible schema) is skipped and reported by the host.
+    pub fn kernel(&mut self, name: &str, k: KernelFn) -> Result<&mut Self> {
+        // SAFETY: the registrar is valid during init; `k` is a fn pointer, alive for
+        // the process (the library is never unloaded).
+        let st = unsafe {
+            (self.raw.register_kernel)(
+                self.raw.ctx,
+                OpalStr::borrow(name),
+                kernel_trampoline,
+                k as *mut c_void,
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
+    /// Registers `k` as the boxed fallback of every op without a kernel (it gets
+    /// the host schema's arguments).
+    pub fn fallback(&mut self, k: KernelFn) -> Result<&mut Self> {
+        // SAFETY: as in `kernel`.
+        let st = unsafe {
+            (self.raw.register_fallback)(self.raw.ctx, kernel_trampoline, k as *mut c_void)
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
+    /// Runs ops without a kernel (and declined calls) on the host's CPU, moving
+    /// data with `t`.
+    pub fn cpu_fallback(&mut self, t: &'static dyn Transfer) -> Result<&mut Self> {
+        let user: &'static &'static dyn Transfer = Box::leak(Box::new(t));
+        let table = OpalTransfer {
+            size: std::mem::size_of::<OpalTransfer>(),
+            user: user as *const &dyn Transfer as *mut c_void,
+            to_cpu: to_cpu_trampoline,
+            from_cpu: from_cpu_trampoline,
+        };
+        // SAFETY: the registrar is valid during init; the host copies the table.
+        let st = unsafe { (self.raw.use_cpu_fallback)(self.raw.ctx, &table) };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
+    /// Makes `a` the allocator of the plugin's device.
+    pub fn allocator(&mut self, a: &'static dyn Allocator) -> Result<&mut Self> {
+        let user: &'static &'static dyn Allocator = Box::leak(Box::new(a));
+        let table = OpalAllocator {
+            size: std::mem::size_of::<OpalAllocator>(),
+            user: user as *const &dyn Allocator as *mut c_void,
+            alloc: alloc_trampoline,
+            free: free_trampoline,
+            host_accessible: i32::from(a.host_accessible()),
+        };
+        // SAFETY: the registrar is valid during init; the host copies the table.
+        let st = unsafe { (self.raw.register_allocator)(self.raw.ctx, &table) };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+}
+
+/// Calls the [`KernelFn`] in `user` with the converted arguments.
+unsafe extern "C" fn kernel_trampoline(
+    user: *mut c_void,
+    op: OpalStr,
+    args: *const OpalValue,
+    nargs: usize,
+    rets: *mut OpalValue,
+    nrets: usize,
+) -> OpalStatus {
+    // SAFETY: the op name is borrowed for the call.
+    let name = unsafe { op.as_str() }.unwrap_or("?");
+    guarded(
+        || format!("the plugin's kernel for {name}"),
+        || {
+            // SAFETY: `user` is the `KernelFn` registered with this trampoline.
+            let k: KernelFn = unsafe { std::mem::transmute::<*mut c_void, KernelFn>(user) };
+            // SAFETY: the host passes `nargs` borrowed values for the call.
+            let raw =
+                unsafe { abi::slice(args, nargs) }.ok_or_else(|| Error::msg("null arguments"))?;
+            let mut vals = Vec::with_capacity(raw.len());
+            for v in raw {
+                // SAFETY: borrowed arguments (ABI).
+                vals.push(unsafe { from_abi(v, false) }?);
+            }
+            let out = k(&vals)?;
+            if out.len() != nrets {
+                return Err(Error::msg(format!(
+                    "{name}: the kernel returned {} values, the op has {nrets}",
+                    out.len()
+                )));
+            }
+            for (i, v) in out.into_iter().enumerate() {
+                let r = into_return(v)?;
+                // SAFETY: `rets` has room for `nrets` values (ABI), i < nrets.
+                unsafe { *rets.add(i) = r };
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The transfer behind `user`.
+///
+/// # Safety
+/// `user` is the leaked `&dyn Transfer` of [`Registrar::cpu_fallback`].
+unsafe fn transfer<'a>(user: *mut c_void) -> &'a dyn Transfer {
+    // SAFETY: forwarded contract.
+    unsafe { *(user as *const &'static dyn Transfer) }
+}
+
+unsafe extern "C" fn to_cpu_trampoline(
+    user: *mut c_void,
+    src: OpalTensor,
+    dst: OpalTensor,
+) -> OpalStatus {
+    guarded(
+        || "the plugin's to_cpu".to_string(),
+        || {
+            let (s, d) = (
+                Tensor::from_handle(src, false)?,
+                Tensor::from_handle(dst, false)?,
+            );
+            // SAFETY: the host passes back the user pointer of this table.
+            unsafe { transfer(user) }.to_cpu(&s, &d)
+        },
+    )
+}
+
+unsafe extern "C" fn from_cpu_trampoline(
+    user: *mut c_void,
+    src: OpalTensor,
+    dst: OpalTensor,
+) -> OpalStatus {
+    guarded(
+        || "the plugin's from_cpu".to_string(),
+        || {
+            let (s, d) = (
+                Tensor::from_handle(src, false)?,
+                Tensor::from_handle(dst, false)?,
+            );
+            // SAFETY: the host passes back the user pointer of this table.
+            unsafe { transfer(user) }.from_cpu(&s, &d)
+        },
+    )
+}
+
+/// The allocator behind `user`.
+///
+/// # Safety
+/// `user` is the leaked `&dyn Allocator` of [`Registrar::allocator`].
+unsafe fn allocator<'a>(user: *mut c_void) -> &'a dyn Allocator {
+    // SAFETY: forwarded contract.
+    unsafe { *(user as *const &'static dyn Allocator) }
+}
+
+unsafe extern "C" fn alloc_trampoline(user: *mut c_void, nbytes: usize, index: i32) -> *mut u8 {
+    // A panic is an allocation failure (null).
+    catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the host passes back the user pointer of this table.
+        unsafe { allocator(user) }.alloc(nbytes, index)
+    }))
+    .unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn free_trampoline(user: *mut c_void, ptr: *mut u8, nbytes: usize, index: i32) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: the host passes back the user pointer and a pointer from `alloc`.
+        unsafe { allocator(user).free(ptr, nbytes, index) }
+    }));
+}

@@ -1,0 +1,330 @@
+//! Tensor handles: [`Tensor`] over an [`OpalTensor`] the host counts, with its
+//! metadata and borrowed data; [`DType`] and [`Device`] as the ABI codes them.
+//!
+//! Owns: the plugin-side view of tensors. Must not: free host memory itself (it
+//! releases handles).
+
+use crate::abi::{device_type as dt, dtype as dc, OpalTensor, OpalTensorInfo};
+use crate::{check, host, tensor_info, Error, Result};
+
+/// Element types (PyTorch's numbering, [`crate::abi::dtype`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DType {
+    /// bool
+    Bool,
+    /// uint8
+    U8,
+    /// int8
+    I8,
+    /// int16
+    I16,
+    /// int32
+    I32,
+    /// int64
+    I64,
+    /// float16
+    F16,
+    /// bfloat16
+    BF16,
+    /// float32
+    F32,
+    /// float64
+    F64,
+    /// complex64
+    C64,
+    /// complex128
+    C128,
+}
+
+const DTYPES: [(DType, i32); 12] = [
+    (DType::Bool, dc::BOOL),
+    (DType::U8, dc::U8),
+    (DType::I8, dc::I8),
+    (DType::I16, dc::I16),
+    (DType::I32, dc::I32),
+    (DType::I64, dc::I64),
+    (DType::F16, dc::F16),
+    (DType::BF16, dc::BF16),
+    (DType::F32, dc::F32),
+    (DType::F64, dc::F64),
+    (DType::C64, dc::C64),
+    (DType::C128, dc::C128),
+];
+
+impl DType {
+    /// The ABI code.
+    pub fn code(self) -> i32 {
+        DTYPES.iter().find(|d| d.0 == self).map_or(-1, |d| d.1)
+    }
+
+    /// The dtype of an ABI code.
+    pub fn from_code(c: i64) -> Result<DType> {
+        DTYPES
+            .iter()
+            .find(|d| i64::from(d.1) == c)
+            .map(|d| d.0)
+            .ok_or_else(|| Error::msg(format!("unknown dtype code {c}")))
+    }
+}
+
+/// Device types a plugin sees.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// The host CPU.
+    Cpu,
+    /// Shapes only.
+    Meta,
+    /// PrivateUse1.
+    PrivateUse1,
+    /// PrivateUse2.
+    PrivateUse2,
+    /// PrivateUse3.
+    PrivateUse3,
+}
+
+const KINDS: [(DeviceKind, i32); 5] = [
+    (DeviceKind::Cpu, dt::CPU),
+    (DeviceKind::Meta, dt::META),
+    (DeviceKind::PrivateUse1, dt::PRIVATE_USE1),
+    (DeviceKind::PrivateUse2, dt::PRIVATE_USE2),
+    (DeviceKind::PrivateUse3, dt::PRIVATE_USE3),
+];
+
+/// A device: a kind and an optional index.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// The kind.
+    pub kind: DeviceKind,
+    /// The index, if any.
+    pub index: Option<i32>,
+}
+
+impl Device {
+    /// The host CPU.
+    pub const CPU: Device = Device {
+        kind: DeviceKind::Cpu,
+        index: None,
+    };
+
+    /// The ABI code of the kind.
+    pub fn code(self) -> i32 {
+        KINDS.iter().find(|k| k.0 == self.kind).map_or(-1, |k| k.1)
+    }
+
+    /// The device of an ABI code and index (negative: none).
+    pub fn from_code(c: i64, index: i64) -> Result<Device> {
+        let kind = KINDS
+            .iter()
+            .find(|k| i64::from(k.1) == c)
+            .map(|k| k.0)
+            .ok_or_else(|| Error::msg(format!("unknown device type code {c}")))?;
+        Ok(Device {
+            kind,
+            index: (index >= 0).then_some(index as i32),
+        })
+    }
+}
+
+/// A tensor handle. Owned handles are released on drop; borrowed ones (kernel
+/// arguments) are valid only during the kernel call; [`Tensor::clone`] makes an
+/// owned handle to the same tensor.
+pub struct Tensor {
+    h: OpalTensor,
+    owned: bool,
+    info: OpalTensorInfo,
+}
+
+impl Tensor {
+    /// Wraps a handle, reading its metadata.
+    pub(crate) fn from_handle(h: OpalTensor, owned: bool) -> Result<Tensor> {
+        if h.0.is_null() {
+            return Err(Error::msg("null tensor handle"));
+        }
+        let t = Tensor {
+            h,
+            owned,
+            info: tensor_info(h).inspect_err(|_| {
+                if owned {
+                    release(h);
+                }
+            })?,
+        };
+        Ok(t)
+    }
+
+    /// The raw handle (still owned by `self`).
+    pub fn handle(&self) -> OpalTensor {
+        self.h
+    }
+
+    /// Gives the handle up as an owned one (retaining a borrowed handle).
+    pub(crate) fn into_owned_handle(self) -> Result<OpalTensor> {
+        let h = if self.owned {
+            self.h
+        } else {
+            // SAFETY: `self.h` is live during the call that lent it.
+            let r = unsafe { (host()?.tensor_retain)(self.h) };
+            if r.0.is_null() {
+                return Err(Error::msg("the host could not retain a tensor"));
+            }
+            r
+        };
+        std::mem::forget(self);
+        Ok(h)
+    }
+
+    /// A new uninitialised contiguous tensor on `device`, from that device's
+    /// allocator (the plugin's own for its device).
+    pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
+        let api = host()?;
+        let mut h = OpalTensor(std::ptr::null_mut());
+        // SAFETY: `sizes` readable for the call, `h` writable.
+        let st = unsafe {
+            (api.tensor_empty)(
+                sizes.as_ptr(),
+                sizes.len(),
+                dtype.code(),
+                device.code(),
+                device.index.unwrap_or(-1),
+                &mut h,
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Tensor::from_handle(h, true)
+    }
+
+    /// True for a defined tensor.
+    pub fn is_defined(&self) -> bool {
+        self.info.defined != 0
+    }
+
+    /// Sizes.
+    pub fn sizes(&self) -> &[i64] {
+        if self.info.ndim == 0 {
+            return &[];
+        }
+        // SAFETY: the host's info arrays live as long as the handle and its geometry,
+        // which outlive `&self` (see OpalTensorInfo).
+        unsafe { std::slice::from_raw_parts(self.info.sizes, self.info.ndim) }
+    }
+
+    /// Strides in elements.
+    pub fn strides(&self) -> &[i64] {
+        if self.info.ndim == 0 {
+            return &[];
+        }
+        // SAFETY: as in `sizes`.
+        unsafe { std::slice::from_raw_parts(self.info.strides, self.info.ndim) }
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> i64 {
+        self.sizes().iter().product()
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> Result<DType> {
+        DType::from_code(i64::from(self.info.dtype))
+    }
+
+    /// The device.
+    pub fn device(&self) -> Result<Device> {
+        Device::from_code(
+            i64::from(self.info.device_type),
+            i64::from(self.info.device_index),
+        )
+    }
+
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.info.element_size
+    }
+
+    /// True when row-major contiguous.
+    pub fn is_contiguous(&self) -> bool {
+        let mut expect = 1i64;
+        for (s, st) in self.sizes().iter().zip(self.strides()).rev() {
+            if *s != 1 && *st != expect {
+                return false;
+            }
+            expect *= *s;
+        }
+        true
+    }
+
+    /// The address of the first element (after the storage offset) in the device's
+    /// memory, or null for empty and meta tensors. Valid while the handle lives
+    /// and inside the kernel call that got or made it: arguments are held by the
+    /// call (read-only unless the schema marks them written), and a tensor the
+    /// plugin just made is its own until returned.
+    pub fn data_ptr(&self) -> *mut u8 {
+        self.info.data.cast()
+    }
+
+    /// The elements as a slice of `T`, for a contiguous tensor of `dtype`.
+    ///
+    /// # Safety
+    /// `T` matches the dtype, the memory is addressable by this code (CPU tensors,
+    /// or the plugin's own device memory when that is host memory), and no one
+    /// writes the tensor while the slice lives (true for a kernel's input arguments
+    /// during the kernel).
+    pub unsafe fn as_slice<T>(&self) -> Result<&[T]> {
+        if !self.is_contiguous() || self.info.element_size != std::mem::size_of::<T>() {
+            return Err(Error::msg(
+                "as_slice needs a contiguous tensor of a matching element size",
+            ));
+        }
+        let n = self.numel() as usize;
+        if n == 0 {
+            return Ok(&[]);
+        }
+        if self.info.data.is_null() {
+            return Err(Error::msg("the tensor has no data (meta)"));
+        }
+        // SAFETY: contiguous, `n` elements of `T` at `data`, not written meanwhile.
+        Ok(unsafe { std::slice::from_raw_parts(self.info.data.cast::<T>(), n) })
+    }
+}
+
+fn release(h: OpalTensor) {
+    if let Ok(api) = host() {
+        // SAFETY: `h` is an owned handle, released once.
+        unsafe { (api.tensor_release)(h) };
+    }
+}
+
+impl Clone for Tensor {
+    /// A new owned handle to the same tensor.
+    fn clone(&self) -> Tensor {
+        let r = host()
+            // SAFETY: `self.h` is live.
+            .map(|api| unsafe { (api.tensor_retain)(self.h) })
+            .unwrap_or(OpalTensor(std::ptr::null_mut()));
+        Tensor {
+            h: r,
+            owned: !r.0.is_null(),
+            info: self.info,
+        }
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if self.owned {
+            release(self.h);
+        }
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(sizes={:?}, dtype={:?}, device={:?})",
+            self.sizes(),
+            self.dtype(),
+            self.device()
+        )
+    }
+}

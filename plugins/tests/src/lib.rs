@@ -1,0 +1,272 @@
+//! Shared helpers of the plugin tests: building the plugin libraries (a separate
+//! `cargo build` into the test's own target directory), private plugin directories
+//! with manifests, child processes with a chosen environment, and the program whose
+//! results must be identical on the emu plugin and on the linked emu.
+//!
+//! Owns: test fixtures only. Must not: be used outside `plugins/tests`.
+
+use opal::ops::{self, TensorOps};
+use opal::{DType, Device, Result, Tensor};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Builds `opal-emu-plugin` and `opal-test-plugin` (debug) into
+/// `<tmp>/plugin-build` once per process and returns the directory holding the
+/// libraries.
+pub fn built_plugins(tmp: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = tmp.join("plugin-build");
+        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "build",
+                "--quiet",
+                "--locked",
+                "--offline",
+                "-p",
+                "opal-emu-plugin",
+                "-p",
+                "opal-test-plugin",
+            ])
+            .arg("--manifest-path")
+            .arg(&ws)
+            .arg("--target-dir")
+            .arg(&target)
+            .output()
+            .expect("run cargo build for the plugins");
+        assert!(
+            out.status.success(),
+            "building the plugins failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target.join("debug")
+    })
+    .clone()
+}
+
+/// A new empty directory (mode 0700) under `tmp`, replacing one of the same name
+/// (callers running at once use different names).
+pub fn private_dir(tmp: &Path, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    // Named after the test binary (stable across runs), so a rerun replaces its
+    // directories instead of adding more.
+    let exe = std::env::current_exe().ok();
+    let bin = exe
+        .as_ref()
+        .and_then(|e| e.file_name())
+        .map_or("tests".into(), |n| n.to_string_lossy());
+    let d = tmp.join(format!("plugins-{bin}-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    d
+}
+
+/// Sets `path`'s mode (copies keep the source's mode and new files get the umask's,
+/// which may be group-writable; the loader refuses those).
+pub fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A manifest to write.
+pub struct Spec<'a> {
+    /// Plugin name (also the manifest's file stem and the library copy's name).
+    pub name: &'a str,
+    /// Device name.
+    pub device: &'a str,
+    /// `PrivateUse1`..3.
+    pub key: &'a str,
+    /// `"1.0"`.
+    pub abi: &'a str,
+    /// The entry symbol, when not the default.
+    pub entry: Option<&'a str>,
+    /// The `config` string.
+    pub config: &'a str,
+    /// `(op, schema)` pairs.
+    pub ops: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Spec<'a> {
+    /// The test plugin's usual manifest for `name` on `device`/`key`.
+    pub fn test_plugin(name: &'a str, device: &'a str, key: &'a str) -> Self {
+        Spec {
+            name,
+            device,
+            key,
+            abi: "1.0",
+            entry: None,
+            config: "",
+            ops: vec![
+                (
+                    "aten::add.Tensor",
+                    "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+                ),
+                ("aten::relu", "relu(Tensor self) -> Tensor"),
+                ("aten::sum", "sum(Tensor self) -> Tensor"),
+            ],
+        }
+    }
+}
+
+/// Copies library `lib` (a file name in `built`) into `dir` as `lib<name>.so` and
+/// writes `<name>.opal-plugin.json` for it; returns the manifest's path. Each copy
+/// is a separate library image (its own statics).
+pub fn install(built: &Path, lib: &str, dir: &Path, spec: &Spec) -> PathBuf {
+    let lib_name = format!("lib{}.so", spec.name);
+    std::fs::copy(built.join(lib), dir.join(&lib_name)).unwrap();
+    set_mode(&dir.join(&lib_name), 0o755);
+    let ops: Vec<String> = spec
+        .ops
+        .iter()
+        .map(|(n, s)| format!("{{\"name\": \"{n}\", \"schema\": \"{s}\"}}"))
+        .collect();
+    let entry = spec
+        .entry
+        .map_or(String::new(), |e| format!("\"entry\": \"{e}\", "));
+    let text = format!(
+        "{{\"name\": \"{}\", \"library\": \"{lib_name}\", \"device\": \"{}\", \"dispatch_key\": \"{}\", \
+         \"abi\": \"{}\", {entry}\"config\": \"{}\", \"ops\": [{}]}}",
+        spec.name,
+        spec.device,
+        spec.key,
+        spec.abi,
+        spec.config,
+        ops.join(", ")
+    );
+    let path = dir.join(format!("{}.opal-plugin.json", spec.name));
+    std::fs::write(&path, text).unwrap();
+    set_mode(&path, 0o644);
+    path
+}
+
+/// Copies the emu plugin's library and manifest from `built` into `dir`.
+pub fn install_emu(built: &Path, dir: &Path) {
+    for (f, mode) in [
+        ("libopal_emu_plugin.so", 0o755),
+        ("emu.opal-plugin.json", 0o644),
+    ] {
+        std::fs::copy(built.join(f), dir.join(f)).unwrap();
+        set_mode(&dir.join(f), mode);
+    }
+}
+
+/// Runs the test `test` of the current test binary alone in a child process with
+/// `env` set (and `HOME`/`XDG_DATA_HOME` pointed at an empty directory); returns
+/// whether it passed and its output.
+pub fn run_child(test: &str, home: &Path, env: &[(&str, &str)]) -> (bool, String) {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env("OPAL_PLUGIN_TEST_CHILD", test)
+        .env("HOME", home)
+        .env("XDG_DATA_HOME", home)
+        .env_remove("OPAL_PLUGIN_PATH")
+        .env_remove("OPAL_DEVICE_BACKEND_AUTOLOAD")
+        .env_remove("OPAL_PLUGIN_STRICT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// True inside the child process started for `test` by [`run_child`].
+pub fn is_child(test: &str) -> bool {
+    std::env::var("OPAL_PLUGIN_TEST_CHILD").is_ok_and(|v| v == test)
+}
+
+fn bits(t: &Tensor) -> Result<String> {
+    let cpu = t.to(Device::cpu())?;
+    Ok(match cpu.dtype() {
+        DType::F32 => format!(
+            "{:?}",
+            cpu.to_vec::<f32>()?
+                .iter()
+                .map(|x| x.to_bits())
+                .collect::<Vec<_>>()
+        ),
+        DType::F64 => format!(
+            "{:?}",
+            cpu.to_vec::<f64>()?
+                .iter()
+                .map(|x| x.to_bits())
+                .collect::<Vec<_>>()
+        ),
+        DType::I64 => format!("{:?}", cpu.to_vec::<i64>()?),
+        d => format!("{d}: {cpu}"),
+    })
+}
+
+/// One program on `device`: the ops the emu plugin computes itself (add, sub, mul
+/// with alpha and broadcasting, relu, mm, the pinned sum, in f32, f64, i64 and i32) and
+/// ops it runs through the CPU fallback (mixed dtypes, sum with dtype=, exp,
+/// mean.dim). Each result as one line: its device, dtype, sizes and exact bits.
+pub fn emu_program(device: &str) -> Result<Vec<String>> {
+    let dev = Device::parse(device)?;
+    let mut out = Vec::new();
+    let mk = |v: &[f32], s: &[i64]| -> Result<Tensor> { Tensor::from_slice(v, s)?.to(dev) };
+    let vals: Vec<f32> = (0..12).map(|i| (i as f32 - 5.5) * 0.37).collect();
+    let x = mk(&vals, &[3, 4])?;
+    let w = mk(&[0.1, -0.2, 0.3, 1.7], &[4])?;
+    let xd = Tensor::from_slice(
+        &vals.iter().map(|v| f64::from(*v) / 3.0).collect::<Vec<_>>(),
+        &[3, 4],
+    )?
+    .to(dev)?;
+    let xi = Tensor::from_slice(&(0..12i64).map(|i| i * 7 - 30).collect::<Vec<_>>(), &[3, 4])?
+        .to(dev)?;
+    let results = vec![
+        ops::add_tensor(&x, &w)?,
+        ops::add_tensor::with(&x, &w, ops::add_tensor::Options::default().alpha(2.5))?,
+        ops::sub_tensor::with(&x, &x, ops::sub_tensor::Options::default().alpha(3))?,
+        ops::mul_tensor(&x, &w)?,
+        ops::relu(&ops::mul_tensor(&x, &x)?)?,
+        ops::relu(&x)?,
+        ops::sum(&x)?,
+        ops::add_tensor(&xd, &xd)?,
+        ops::sum(&xd)?,
+        ops::mul_tensor(&xi, &xi)?,
+        ops::sum(&xi)?,
+        ops::sub_tensor(&xi.to_dtype(DType::I32)?, &xi.to_dtype(DType::I32)?.relu()?)?,
+        ops::add_tensor(&x, &xd)?,
+        ops::sum::with(&x, ops::sum::Options::default().dtype(DType::F64))?,
+        ops::exp(&x)?,
+        ops::mm(&x, &mk(&vals, &[4, 3])?)?,
+        ops::mean_dim::call(&x, Some(&[1]), false, None)?,
+    ];
+    for r in &results {
+        out.push(format!(
+            "{} {} {:?} {}",
+            r.device(),
+            r.dtype(),
+            r.sizes(),
+            bits(r)?
+        ));
+    }
+    Ok(out)
+}
+
+/// The lines of a child's output that [`emu_program`] printed (prefix `RESULT `).
+pub fn result_lines(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter_map(|l| l.find("RESULT ").map(|i| l[i + 7..].to_string()))
+        .collect()
+}
+
+/// `opal_cpu::init()` for the tests (they depend on opal and opal-cpu only).
+pub fn init_cpu() {
+    opal_cpu::init().expect("cpu backend");
+}
+
+/// A CPU f32 tensor.
+pub fn f32_tensor(v: &[f32]) -> Tensor {
+    Tensor::from_slice(v, &[v.len() as i64]).unwrap()
+}

@@ -1,0 +1,648 @@
+//! The host's side of the ABI at run time: the [`OpalHostApi`] functions plugins
+//! call, the registrar their entry uses, and the bridges that make a plugin's
+//! kernels, fallback, allocator and transfer into the runtime's own kinds.
+//!
+//! Every `extern "C"` function here catches panics (a panic becomes a
+//! [`code::PANIC`] status, or a null/no-op where the function returns no status).
+//!
+//! Owns: those functions and bridges. Must not: read manifests or open libraries.
+
+use super::adapt::{is_default, Plan, Slot};
+use super::value::{self, Marshal};
+use crate::device::Device;
+use crate::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, KernelFunction, OperatorHandle};
+use crate::error::{OpalError, Result};
+use crate::fallback::DeviceTransfer;
+use crate::ivalue::{IValue, Stack};
+use crate::tensor::{Allocator, KernelAccess, Tensor};
+use opal_plugin_abi::{code, OpalAllocator, OpalKernelFn, OpalRegistrar, OpalStatus, OpalStr};
+use opal_plugin_abi::{OpalHostApi, OpalTensor, OpalTensorInfo, OpalTransfer, OpalValue};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// Runs `f`, turning an `Err` or a panic into a status.
+fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => OpalStatus::OK,
+        Ok(Err(e)) => value::status_of(&e),
+        Err(_) => OpalStatus::error(code::PANIC, &format!("the host panicked in {what}")),
+    }
+}
+
+unsafe extern "C" fn tensor_retain(t: OpalTensor) -> OpalTensor {
+    catch_unwind(|| {
+        // SAFETY: the ABI requires a live handle (null is answered with null).
+        match unsafe { value::deref(t) } {
+            Ok(t) => value::own(t.clone()),
+            Err(_) => OpalTensor(std::ptr::null_mut()),
+        }
+    })
+    .unwrap_or(OpalTensor(std::ptr::null_mut()))
+}
+
+unsafe extern "C" fn tensor_release(t: OpalTensor) {
+    if t.0.is_null() {
+        return;
+    }
+    // SAFETY: the ABI requires an owned handle released once; dropping a tensor
+    // cannot unwind into the plugin because the result of catch_unwind is ignored.
+    let _ = catch_unwind(|| drop(unsafe { value::take(t) }));
+}
+
+unsafe extern "C" fn tensor_info(t: OpalTensor, out: *mut OpalTensorInfo) -> OpalStatus {
+    guarded("tensor_info", || {
+        // SAFETY: the ABI requires a live handle.
+        let t = unsafe { value::deref(t) }?;
+        // SAFETY: `out` is null or points to a writable info whose `size` is set.
+        let out = unsafe { out.as_mut() }
+            .ok_or_else(|| OpalError::msg("tensor_info: null output pointer"))?;
+        if out.size < std::mem::size_of::<OpalTensorInfo>() {
+            return Err(OpalError::msg(format!(
+                "tensor_info: the plugin's info struct has {} bytes, ABI 1.0 needs {}",
+                out.size,
+                std::mem::size_of::<OpalTensorInfo>()
+            )));
+        }
+        let defined = t.is_defined();
+        // The element's address in its device's memory (host memory only when the
+        // device's allocator says so); none for meta tensors, which have no data.
+        let data = if defined && t.numel() > 0 && !t.device().is_meta() {
+            let off = t.storage_offset() as usize * t.element_size();
+            t.storage().data_ptr().wrapping_add(off)
+        } else {
+            std::ptr::null_mut()
+        };
+        *out = OpalTensorInfo {
+            size: std::mem::size_of::<OpalTensorInfo>(),
+            ndim: if defined { t.sizes().len() } else { 0 },
+            sizes: if defined {
+                t.sizes().as_ptr()
+            } else {
+                std::ptr::null()
+            },
+            strides: if defined {
+                t.strides().as_ptr()
+            } else {
+                std::ptr::null()
+            },
+            storage_offset: if defined { t.storage_offset() } else { 0 },
+            dtype: if defined {
+                value::dtype_code(t.dtype())
+            } else {
+                -1
+            },
+            device_type: if defined {
+                value::device_code(t.device().device_type())?
+            } else {
+                -1
+            },
+            device_index: if defined {
+                t.device().index().map_or(-1, i32::from)
+            } else {
+                -1
+            },
+            defined: i32::from(defined),
+            data: data.cast(),
+            element_size: if defined { t.element_size() } else { 0 },
+        };
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn tensor_empty(
+    sizes: *const i64,
+    ndim: usize,
+    dtype: i32,
+    device_type: i32,
+    device_index: i32,
+    out: *mut OpalTensor,
+) -> OpalStatus {
+    guarded("tensor_empty", || {
+        // SAFETY: the ABI requires `ndim` readable sizes.
+        let sizes = unsafe { opal_plugin_abi::slice(sizes, ndim) }
+            .ok_or_else(|| OpalError::msg("tensor_empty: null sizes"))?;
+        let dev = value::device_from(i64::from(device_type), i64::from(device_index))?;
+        let t = Tensor::empty(sizes, value::dtype_from(i64::from(dtype))?, dev)?;
+        // SAFETY: `out` is null or writable, as the ABI requires.
+        let out =
+            unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty: null out"))?;
+        *out = value::own(t);
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn call_op(
+    name: OpalStr,
+    args: *const OpalValue,
+    nargs: usize,
+    rets: *mut OpalValue,
+    cap: usize,
+    nrets: *mut usize,
+) -> OpalStatus {
+    guarded("call_op", || {
+        // SAFETY: the ABI requires a borrowed string valid for the call.
+        let name = unsafe { name.as_str() }
+            .ok_or_else(|| OpalError::msg("call_op: the op name is not UTF-8"))?;
+        // SAFETY: the ABI requires `nargs` readable values.
+        let args = unsafe { opal_plugin_abi::slice(args, nargs) }
+            .ok_or_else(|| OpalError::msg(format!("call_op({name}): null arguments")))?;
+        let mut stack: Stack = Vec::with_capacity(nargs.max(4));
+        for a in args {
+            // SAFETY: arguments are borrowed under the ABI's rules.
+            stack.push(unsafe { value::from_abi(a, false) }?);
+        }
+        Dispatcher::global().call_boxed(name, &mut stack)?;
+        if stack.len() > cap {
+            return Err(OpalError::msg(format!(
+                "call_op({name}): {} returns, room for {cap}",
+                stack.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(stack.len());
+        for r in stack {
+            out.push(match r {
+                IValue::Tensor(t) => OpalValue::tensor(value::own(t)),
+                IValue::Str(_) | IValue::TensorList(_) | IValue::IntList(_) | IValue::List(_) => {
+                    return Err(OpalError::msg(format!(
+                        "call_op({name}): a {} return cannot cross ABI 1.0",
+                        r.type_name()
+                    )))
+                }
+                other => {
+                    let mut m = Marshal::default();
+                    m.push(&other)?;
+                    m.values[0]
+                }
+            });
+        }
+        // SAFETY: `rets` has room for `cap` values and `nrets` is writable (ABI).
+        unsafe {
+            std::ptr::copy_nonoverlapping(out.as_ptr(), rets, out.len());
+            *nrets = out.len();
+        }
+        Ok(())
+    })
+}
+
+/// The host API table (one, static, shared by every plugin).
+pub static HOST_API: OpalHostApi = OpalHostApi {
+    size: std::mem::size_of::<OpalHostApi>(),
+    abi_major: opal_plugin_abi::ABI_MAJOR,
+    abi_minor: opal_plugin_abi::ABI_MINOR,
+    tensor_retain,
+    tensor_release,
+    tensor_info,
+    tensor_empty,
+    call_op,
+};
+
+/// A plugin's kernel function and its user pointer.
+#[derive(Copy, Clone)]
+pub struct RawKernel {
+    f: OpalKernelFn,
+    user: *mut c_void,
+}
+
+// SAFETY: the ABI requires kernels (and what their user pointer refers to) to be
+// callable from any thread, concurrently (docs/abi.md, "Threads").
+unsafe impl Send for RawKernel {}
+// SAFETY: as above.
+unsafe impl Sync for RawKernel {}
+
+/// What runs when a kernel declines or an argument is not at its default.
+#[derive(Clone)]
+pub enum Fallback {
+    /// Nothing: an error.
+    None,
+    /// The host's CPU fallback.
+    Cpu,
+    /// The plugin's own boxed fallback.
+    Plugin(RawKernel),
+}
+
+/// One registered kernel: the plugin's function, the op's adapter plan and what to
+/// do when the kernel cannot run.
+struct Bridge {
+    plugin: Arc<str>,
+    kernel: RawKernel,
+    plan: Plan,
+    fallback: Fallback,
+}
+
+fn run_fallback(
+    plugin: &str,
+    fb: &Fallback,
+    op: &OperatorHandle,
+    ks: DispatchKeySet,
+    stack: &mut Stack,
+    why: impl FnOnce() -> String,
+) -> Result<()> {
+    match fb {
+        Fallback::Cpu => crate::fallback::cpu_fallback(op, ks, stack),
+        Fallback::Plugin(k) => call_raw(plugin, *k, op, stack, None).and_then(|declined| {
+            if declined {
+                Err(OpalError::msg(format!(
+                    "{}: plugin '{plugin}''s fallback declined the call",
+                    op.name()
+                )))
+            } else {
+                Ok(())
+            }
+        }),
+        Fallback::None => Err(OpalError::msg(why())),
+    }
+}
+
+/// Calls a plugin kernel on the arguments at the end of `stack` (the host's
+/// schema), passing only the `Keep` slots of `plan`. Returns `true` when the kernel
+/// declined (the stack is then unchanged).
+fn call_raw(
+    plugin: &str,
+    k: RawKernel,
+    op: &OperatorHandle,
+    stack: &mut Stack,
+    plan: Option<&Plan>,
+) -> Result<bool> {
+    let def = op
+        .def()
+        .ok_or_else(|| OpalError::msg(format!("{}: the op has no schema", op.name())))?;
+    let n = def.num_args();
+    if stack.len() < n {
+        return Err(OpalError::msg(format!(
+            "{}: {} arguments on the stack, the schema has {n}",
+            op.name(),
+            stack.len()
+        )));
+    }
+    let base = stack.len() - n;
+    let mut m = Marshal::take();
+    for (i, v) in stack[base..].iter().enumerate() {
+        if plan.is_none_or(|p| matches!(p.slots.get(i), Some(Slot::Keep) | None)) {
+            m.push(v)?;
+        }
+    }
+    m.rets.resize(def.returns.len(), OpalValue::NONE);
+    let name = op.name();
+    // SAFETY: the plugin's kernel gets borrowed values that live until it returns
+    // (`stack` and `m` are not touched meanwhile) and room for the op's returns.
+    let st = unsafe {
+        (k.f)(
+            k.user,
+            OpalStr::borrow(name),
+            m.values.as_ptr(),
+            m.values.len(),
+            m.rets.as_mut_ptr(),
+            m.rets.len(),
+        )
+    };
+    if st.code == code::DECLINED {
+        // SAFETY: a status from the plugin, consumed once (frees its message).
+        let _ = unsafe { st.into_result() };
+        release_all(&m.rets);
+        m.give_back();
+        return Ok(true);
+    }
+    // SAFETY: a status from the plugin, consumed once.
+    if let Err(e) = unsafe { value::check(st, || format!("{name}: plugin '{plugin}''s kernel")) } {
+        release_all(&m.rets);
+        m.give_back();
+        return Err(e);
+    }
+    stack.truncate(base);
+    let mut err = None;
+    for r in &m.rets {
+        // SAFETY: returns are owned by the host after the call (ABI).
+        match unsafe { value::from_abi(r, true) } {
+            Ok(v) => stack.push(v),
+            Err(e) => err = err.or(Some(e)),
+        }
+    }
+    m.give_back();
+    err.map_or(Ok(false), Err)
+}
+
+/// Releases tensor handles a plugin wrote to `rets` before failing or declining.
+fn release_all(rets: &[OpalValue]) {
+    for r in rets {
+        if r.tag == opal_plugin_abi::tag::TENSOR && !r.ptr.is_null() {
+            // SAFETY: handles in `rets` are owned by the host (ABI); released once.
+            unsafe { tensor_release(OpalTensor(r.ptr)) };
+        }
+    }
+}
+
+impl Bridge {
+    fn call(&self, op: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack) -> Result<()> {
+        if !self.plan.is_identity() {
+            let n = self.plan.slots.len();
+            let base = stack.len().saturating_sub(n);
+            let def = op.def();
+            for (i, s) in self.plan.slots.iter().enumerate() {
+                let (Slot::Drop(d), Some(v)) = (s, stack.get(base + i)) else {
+                    continue;
+                };
+                if !is_default(v, &d()) {
+                    let arg = def.map_or("?", |d| d.args[i].name);
+                    let v = format!("{v:?}");
+                    return run_fallback(&self.plugin, &self.fallback, op, ks, stack, || {
+                        format!(
+                            "{}: plugin '{}' was built against '{}', which lacks argument \
+                             '{arg}'; it runs only with {arg} at its default, got {arg}={v}, \
+                             and the plugin has no fallback",
+                            op.name(),
+                            self.plugin,
+                            self.plan.plugin_schema
+                        )
+                    });
+                }
+            }
+        }
+        if call_raw(&self.plugin, self.kernel, op, stack, Some(&self.plan))? {
+            return run_fallback(&self.plugin, &self.fallback, op, ks, stack, || {
+                format!(
+                    "{}: plugin '{}''s kernel declined the call and the plugin has no fallback",
+                    op.name(),
+                    self.plugin
+                )
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A plugin's allocator as a runtime [`Allocator`].
+struct PluginAllocator {
+    plugin: String,
+    raw: OpalAllocator,
+}
+
+// SAFETY: the ABI requires allocator functions to be callable from any thread.
+unsafe impl Send for PluginAllocator {}
+// SAFETY: as above.
+unsafe impl Sync for PluginAllocator {}
+
+// SAFETY: `alloc` returns `nbytes` usable bytes aligned to 64 or null (ABI); memory
+// is host-accessible only when the plugin says so.
+unsafe impl Allocator for PluginAllocator {
+    fn allocate(&self, device: Device, nbytes: usize) -> Result<NonNull<u8>> {
+        let idx = device.index().map_or(0, i32::from);
+        // SAFETY: the plugin's allocator, called as the ABI describes.
+        let p = unsafe { (self.raw.alloc)(self.raw.user, nbytes, idx) };
+        NonNull::new(p).ok_or_else(|| {
+            OpalError::msg(format!(
+                "plugin '{}''s allocator failed to allocate {nbytes} bytes on {device}",
+                self.plugin
+            ))
+        })
+    }
+
+    unsafe fn deallocate(&self, device: Device, ptr: NonNull<u8>, nbytes: usize) {
+        let idx = device.index().map_or(0, i32::from);
+        // SAFETY: `ptr` came from this allocator's `alloc(nbytes, idx)` (caller's contract).
+        unsafe { (self.raw.free)(self.raw.user, ptr.as_ptr(), nbytes, idx) }
+    }
+
+    fn host_accessible(&self) -> bool {
+        self.raw.host_accessible != 0
+    }
+}
+
+/// A plugin's transfer as a runtime [`DeviceTransfer`].
+struct PluginTransfer {
+    plugin: String,
+    raw: OpalTransfer,
+}
+
+// SAFETY: the ABI requires transfer functions to be callable from any thread.
+unsafe impl Send for PluginTransfer {}
+// SAFETY: as above.
+unsafe impl Sync for PluginTransfer {}
+
+impl DeviceTransfer for PluginTransfer {
+    fn to_cpu(&self, src: &Tensor) -> Result<Tensor> {
+        let dst = Tensor::empty(src.sizes(), src.dtype(), Device::cpu())?;
+        let acc = KernelAccess::new(&[src], &[&dst])?;
+        // SAFETY: both handles borrow tensors alive for the call; both storages are
+        // borrowed by `acc` meanwhile.
+        let st =
+            unsafe { (self.raw.to_cpu)(self.raw.user, value::borrow(src), value::borrow(&dst)) };
+        drop(acc);
+        // SAFETY: a status from the plugin, consumed once.
+        unsafe { value::check(st, || format!("plugin '{}''s to_cpu", self.plugin)) }?;
+        Ok(dst)
+    }
+
+    fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+        let acc = KernelAccess::new(&[src], &[dst])?;
+        // SAFETY: as in `to_cpu`.
+        let st =
+            unsafe { (self.raw.from_cpu)(self.raw.user, value::borrow(src), value::borrow(dst)) };
+        drop(acc);
+        // SAFETY: a status from the plugin, consumed once.
+        unsafe { value::check(st, || format!("plugin '{}''s from_cpu", self.plugin)) }
+    }
+}
+
+/// What a plugin's entry registered, applied only after the entry succeeded.
+pub struct Registration {
+    /// The plugin's name.
+    pub plugin: Arc<str>,
+    /// Its dispatch key.
+    pub key: DispatchKey,
+    /// Compatible ops and their plans (from the manifest).
+    pub plans: HashMap<String, Plan>,
+    /// Disabled ops and why (from the manifest).
+    pub disabled: HashMap<String, String>,
+    kernels: Vec<(String, RawKernel)>,
+    fallback: Fallback,
+    transfer: Option<OpalTransfer>,
+    allocator: Option<OpalAllocator>,
+    /// Ops whose kernel the plugin registered but that stay disabled.
+    pub skipped: Vec<String>,
+}
+
+impl Registration {
+    /// An empty registration for `plugin` at `key`.
+    pub fn new(
+        plugin: &str,
+        key: DispatchKey,
+        plans: HashMap<String, Plan>,
+        disabled: HashMap<String, String>,
+    ) -> Self {
+        Registration {
+            plugin: Arc::from(plugin),
+            key,
+            plans,
+            disabled,
+            kernels: Vec::new(),
+            fallback: Fallback::None,
+            transfer: None,
+            allocator: None,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// The registrar table whose `ctx` is `self` (valid while `self` is not moved).
+    pub fn registrar(&mut self) -> OpalRegistrar {
+        OpalRegistrar {
+            size: std::mem::size_of::<OpalRegistrar>(),
+            ctx: (self as *mut Registration).cast(),
+            register_kernel,
+            register_fallback,
+            use_cpu_fallback,
+            register_allocator,
+        }
+    }
+
+    /// Registers everything with the runtime; returns the ops that got a kernel.
+    pub fn apply(self) -> Result<Vec<String>> {
+        let dev = crate::device::DeviceType::ALL
+            .into_iter()
+            .find(|d| d.backend_key() == self.key)
+            .ok_or_else(|| OpalError::msg(format!("no device type for {}", self.key)))?;
+        if let Some(a) = self.allocator {
+            let a: &'static PluginAllocator = Box::leak(Box::new(PluginAllocator {
+                plugin: self.plugin.to_string(),
+                raw: a,
+            }));
+            crate::tensor::register_allocator(dev, a);
+        }
+        if let Some(t) = self.transfer {
+            let t: &'static PluginTransfer = Box::leak(Box::new(PluginTransfer {
+                plugin: self.plugin.to_string(),
+                raw: t,
+            }));
+            crate::fallback::register_transfer(dev, t);
+        }
+        let mut lib = crate::dispatch::Library::new("aten", self.key);
+        match &self.fallback {
+            Fallback::None => {}
+            Fallback::Cpu => {
+                lib.fallback(crate::fallback::kernel())?;
+            }
+            Fallback::Plugin(k) => {
+                let (k, plugin) = (*k, self.plugin.clone());
+                lib.fallback(KernelFunction::from_boxed_fn(move |op, ks, stack| {
+                    run_fallback(&plugin, &Fallback::Plugin(k), op, ks, stack, String::new)
+                }))?;
+            }
+        }
+        let mut done = Vec::new();
+        for (name, kernel) in self.kernels {
+            let Some(plan) = self.plans.get(&name).cloned() else {
+                continue;
+            };
+            let b = Bridge {
+                plugin: self.plugin.clone(),
+                kernel,
+                plan,
+                fallback: self.fallback.clone(),
+            };
+            lib.impl_(
+                &name,
+                KernelFunction::from_boxed_fn(move |op, ks, st| b.call(op, ks, st)),
+            )?;
+            done.push(name);
+        }
+        lib.leak();
+        Ok(done)
+    }
+}
+
+/// The registration behind a registrar's `ctx`.
+///
+/// # Safety
+/// `ctx` is the `ctx` of a registrar made by [`Registration::registrar`] whose
+/// registration is alive and not otherwise borrowed (during the entry call).
+unsafe fn reg<'a>(ctx: *mut c_void) -> Result<&'a mut Registration> {
+    // SAFETY: forwarded contract.
+    unsafe { ctx.cast::<Registration>().as_mut() }
+        .ok_or_else(|| OpalError::msg("null registrar context"))
+}
+
+unsafe extern "C" fn register_kernel(
+    ctx: *mut c_void,
+    name: OpalStr,
+    kernel: OpalKernelFn,
+    user: *mut c_void,
+) -> OpalStatus {
+    guarded("register_kernel", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: a borrowed string valid for the call (ABI).
+        let name = unsafe { name.as_str() }
+            .ok_or_else(|| OpalError::msg("register_kernel: the op name is not UTF-8"))?;
+        let name = if name.contains("::") {
+            name.to_string()
+        } else {
+            format!("aten::{name}")
+        };
+        if r.disabled.contains_key(&name) {
+            r.skipped.push(name);
+            return Ok(());
+        }
+        if !r.plans.contains_key(&name) {
+            return Err(OpalError::msg(format!(
+                "plugin '{}' registers a kernel for '{name}', which its manifest does not list",
+                r.plugin
+            )));
+        }
+        r.kernels.push((name, RawKernel { f: kernel, user }));
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn register_fallback(
+    ctx: *mut c_void,
+    kernel: OpalKernelFn,
+    user: *mut c_void,
+) -> OpalStatus {
+    guarded("register_fallback", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        r.fallback = Fallback::Plugin(RawKernel { f: kernel, user });
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn use_cpu_fallback(ctx: *mut c_void, t: *const OpalTransfer) -> OpalStatus {
+    guarded("use_cpu_fallback", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: null or a readable transfer table (ABI).
+        let t = unsafe { t.as_ref() }
+            .ok_or_else(|| OpalError::msg("use_cpu_fallback: null transfer"))?;
+        if t.size < std::mem::size_of::<OpalTransfer>() {
+            return Err(OpalError::msg(format!(
+                "use_cpu_fallback: transfer table of {} bytes, ABI 1.0 needs {}",
+                t.size,
+                std::mem::size_of::<OpalTransfer>()
+            )));
+        }
+        r.transfer = Some(*t);
+        r.fallback = Fallback::Cpu;
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn register_allocator(ctx: *mut c_void, a: *const OpalAllocator) -> OpalStatus {
+    guarded("register_allocator", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: null or a readable allocator table (ABI).
+        let a = unsafe { a.as_ref() }
+            .ok_or_else(|| OpalError::msg("register_allocator: null allocator"))?;
+        if a.size < std::mem::size_of::<OpalAllocator>() {
+            return Err(OpalError::msg(format!(
+                "register_allocator: table of {} bytes, ABI 1.0 needs {}",
+                a.size,
+                std::mem::size_of::<OpalAllocator>()
+            )));
+        }
+        r.allocator = Some(*a);
+        Ok(())
+    })
+}
