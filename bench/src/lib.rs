@@ -79,6 +79,10 @@ mod tests {
             "softmax_256x1024_f32_us",
             "layer_norm_256x1024_f32_us",
             "conv2d_64x3x32x32_k3_16_f32_us",
+            "train_mlp_step_us",
+            "train_cnn_step_us",
+            "train_gpt_step_us",
+            "autograd_add_1elem_ns",
         ] {
             assert!(
                 v.get(k).and_then(|x| x.as_f64()).is_some(),
