@@ -117,6 +117,9 @@ fn a_broken_plugin_does_not_stop_the_others() {
     }
     init_cpu();
     Device::parse("emu").expect("emu still loads");
+    // Printed for the parent (warnings go to stderr, or to `tracing` when a
+    // crate of the build enables that feature).
+    println!("{}", plugin::autoload_warnings().join("\n"));
     let list = plugin::plugins();
     let broken = list.iter().find(|p| p.name == "broken").unwrap();
     assert!(broken
@@ -158,6 +161,7 @@ fn a_writable_plugin_directory_is_skipped() {
         return;
     }
     assert!(Device::parse("emu").is_err());
+    println!("{}", plugin::autoload_warnings().join("\n"));
     assert!(plugin::plugins().is_empty());
 }
 

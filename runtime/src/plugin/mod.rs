@@ -165,6 +165,18 @@ pub fn autoload() -> Result<()> {
     AUTOLOADED.get_or_init(|| r).clone().map_err(OpalError::msg)
 }
 
+/// The warnings autoloading reported (also sent to [`crate::warning`], which prints
+/// them or, with the `tracing` feature, emits events): for programs and tests that
+/// want them whatever the build's features.
+pub fn autoload_warnings() -> Vec<String> {
+    AUTOLOAD_WARNINGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
+static AUTOLOAD_WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
 fn run_autoload() -> std::result::Result<(), String> {
     if std::env::var_os(AUTOLOAD_ENV).is_some_and(|v| v == "0") {
         return Ok(());
@@ -174,6 +186,10 @@ fn run_autoload() -> std::result::Result<(), String> {
         for failure in load_dir_until(&dir, strict) {
             let msg = format!("{failure}; {}", off_switch());
             crate::warning::warn("opal::plugin", &msg);
+            AUTOLOAD_WARNINGS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(msg.clone());
             if strict {
                 return Err(msg);
             }
