@@ -17,6 +17,7 @@ pub mod memory;
 mod transfer;
 
 use crate::device::{Device, DeviceType};
+use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::tensor::Allocator;
 use std::cell::Cell;
@@ -83,6 +84,13 @@ pub trait DeviceHooks: Send + Sync + 'static {
     /// device, if it has one ([`crate::Tensor::pin_memory`]).
     fn host_allocator(&self) -> Option<&'static dyn Allocator> {
         None
+    }
+
+    /// The dtypes autocast may cast to on this device (PyTorch's
+    /// `get_amp_supported_dtype`); asking for another is an error naming the device
+    /// and this list. Default: `float16` and `bfloat16`.
+    fn autocast_dtypes(&self) -> Vec<DType> {
+        vec![DType::F16, DType::BF16]
     }
 
     /// Encodes a backend metadata value ([`crate::Tensor::set_backend_meta`]) as
