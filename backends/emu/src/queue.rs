@@ -357,60 +357,72 @@ enum Next {
 /// Takes the next runnable job of `key`'s streams (round robin), completing
 /// records and passing satisfied waits on the way.
 fn next(st: &mut State, key: (DeviceType, i16)) -> Next {
-    let now = Instant::now();
-    let mut wake: Option<Instant> = None;
-    let start = st.dev(key).next_rr;
-    for k in 0..STREAMS {
-        let i = (start + k) % STREAMS;
-        loop {
-            let head = {
-                let q = &mut st.dev(key).streams[i];
-                match q.items.front() {
-                    _ if q.busy => None,
-                    None => None,
-                    Some(Item::Run(_)) => Some(Head::Run),
-                    Some(Item::Hold(t)) => Some(Head::Hold(*t)),
-                    Some(&Item::Record { event, gen }) => Some(Head::Record(event, gen)),
-                    Some(&Item::Wait { event, gen }) => Some(Head::Wait(event, gen)),
-                }
-            };
-            match head {
-                None => break,
-                Some(Head::Run) => {
-                    let Some(Item::Run(job)) = sq(st, key, i).items.pop_front() else {
+    // A completed record can unblock a stream this pass already looked at: pass
+    // again until a pass changes nothing.
+    loop {
+        let now = Instant::now();
+        let mut wake: Option<Instant> = None;
+        let mut progress = false;
+        let start = st.dev(key).next_rr;
+        for k in 0..STREAMS {
+            let i = (start + k) % STREAMS;
+            loop {
+                let head = {
+                    let q = &mut st.dev(key).streams[i];
+                    match q.items.front() {
+                        _ if q.busy => None,
+                        None => None,
+                        Some(Item::Run(_)) => Some(Head::Run),
+                        Some(Item::Hold(t)) => Some(Head::Hold(*t)),
+                        Some(&Item::Record { event, gen }) => Some(Head::Record(event, gen)),
+                        Some(&Item::Wait { event, gen }) => Some(Head::Wait(event, gen)),
+                    }
+                };
+                match head {
+                    None => break,
+                    Some(Head::Run) => {
+                        let Some(Item::Run(job)) = sq(st, key, i).items.pop_front() else {
+                            break;
+                        };
+                        sq(st, key, i).busy = true;
+                        st.dev(key).next_rr = (i + 1) % STREAMS;
+                        return Next::Run(i, job);
+                    }
+                    Some(Head::Hold(t)) if t <= now => {
+                        sq(st, key, i).items.pop_front();
+                        progress = true;
+                    }
+                    Some(Head::Hold(t)) => {
+                        wake = Some(wake.map_or(t, |w| w.min(t)));
                         break;
-                    };
-                    sq(st, key, i).busy = true;
-                    st.dev(key).next_rr = (i + 1) % STREAMS;
-                    return Next::Run(i, job);
-                }
-                Some(Head::Hold(t)) if t <= now => {
-                    sq(st, key, i).items.pop_front();
-                }
-                Some(Head::Hold(t)) => {
-                    wake = Some(wake.map_or(t, |w| w.min(t)));
-                    break;
-                }
-                Some(Head::Record(event, gen)) => {
-                    sq(st, key, i).items.pop_front();
-                    if let Some(e) = st.events.get_mut(&event) {
-                        if gen >= e.done {
-                            e.done = gen;
-                            e.done_at = Some(Instant::now());
+                    }
+                    Some(Head::Record(event, gen)) => {
+                        sq(st, key, i).items.pop_front();
+                        if let Some(e) = st.events.get_mut(&event) {
+                            if gen >= e.done {
+                                e.done = gen;
+                                e.done_at = Some(Instant::now());
+                            }
                         }
+                        progress = true;
+                        CV.notify_all();
                     }
-                    CV.notify_all();
-                }
-                Some(Head::Wait(event, gen)) => {
-                    if !st.event_done(event, gen) {
-                        break;
+                    Some(Head::Wait(event, gen)) => {
+                        if !st.event_done(event, gen) {
+                            break;
+                        }
+                        sq(st, key, i).items.pop_front();
+                        progress = true;
                     }
-                    sq(st, key, i).items.pop_front();
                 }
             }
         }
+        if !progress {
+            return Next::Sleep(wake);
+        }
+        // Streams may have become idle (or events complete): tell waiters.
+        CV.notify_all();
     }
-    Next::Sleep(wake)
 }
 
 fn worker(key: (DeviceType, i16)) {

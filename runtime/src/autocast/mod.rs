@@ -214,6 +214,7 @@ pub fn policy() -> Vec<&'static str> {
 /// Autocast on (with a dtype) or off for one device type for a scope: restores the
 /// previous enable flag, dtype and included key when dropped (also on unwinding),
 /// so guards nest. Not `Send`: it restores this thread's state.
+#[derive(Debug)]
 #[must_use = "autocast is set only while the guard lives"]
 pub struct AutocastGuard {
     ty: DeviceType,

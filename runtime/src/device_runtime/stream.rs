@@ -228,6 +228,14 @@ impl StreamGuard {
     }
 }
 
+impl std::fmt::Debug for StreamGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamGuard")
+            .field("original_stream", &self.prev)
+            .finish()
+    }
+}
+
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         // The previous stream was valid when taken; restoring it cannot fail
