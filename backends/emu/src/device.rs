@@ -423,7 +423,7 @@ pub fn iota(t: &Tensor, start: &Scalar, step: &Scalar) -> Result<()> {
     let (es, dt) = (t.element_size(), t.dtype());
     let op = Operand::of(t);
     let float = matches!(start, Scalar::Float(_)) || matches!(step, Scalar::Float(_));
-    let (start, step) = (start.clone(), step.clone());
+    let (start, step) = (*start, *step);
     crate::queue::run_sync(stream_of(t.device())?, move || {
         let d = op.ptr(pool)?;
         let mut bytes = [0u8; 16];
@@ -552,7 +552,7 @@ pub fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: &Scalar, out: &Tensor) 
     let (mut oa, mut ob) = (Operand::of(a), Operand::of(b));
     (oa.strides, ob.strides) = (broadcast_strides(a, &sizes)?, broadcast_strides(b, &sizes)?);
     (oa.sizes, ob.sizes) = (sizes.clone(), sizes);
-    let (oo, alpha) = (Operand::of(out), alpha.clone());
+    let (oo, alpha) = (Operand::of(out), *alpha);
     launch(out.device(), pool, move || {
         let (pa, pb, po) = (oa.ptr(pool)?, ob.ptr(pool)?, oo.ptr(pool)?);
         with_num!(dt, T => {
