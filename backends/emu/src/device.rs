@@ -193,12 +193,22 @@ fn host_ptr(t: &Tensor) -> *mut u8 {
 /// The elements of `op` (in `pool`), contiguous. Runs on the worker.
 fn gather(op: &Operand, pool: &Pool) -> Result<Vec<u8>> {
     let p = op.ptr(pool)?;
-    let es = op.es;
-    let mut out = vec![0u8; op.numel() * es];
+    // SAFETY: `ptr` checked that every offset of the geometry is inside the
+    // arena, which only this worker thread accesses.
+    Ok(unsafe { gather_raw(p, &op.sizes, &op.strides, op.es) })
+}
+
+/// The elements at `p` + the offsets of `sizes`/`strides` (`es` bytes each),
+/// contiguous.
+///
+/// # Safety
+/// Every such element must be readable and not written meanwhile.
+unsafe fn gather_raw(p: *const u8, sizes: &[i64], strides: &[i64], es: usize) -> Vec<u8> {
+    let n = sizes.iter().product::<i64>().max(0) as usize;
+    let mut out = vec![0u8; n * es];
     let mut i = 0usize;
-    for_each_offset(&op.sizes, [&op.strides], |[o]| {
-        // SAFETY: `ptr` checked that every offset of the geometry is inside the
-        // arena, which only this worker thread accesses; `i < numel`.
+    for_each_offset(sizes, [strides], |[o]| {
+        // SAFETY: the caller vouches for the element at offset `o`; `i < n`.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 p.offset(o * es as isize),
@@ -208,7 +218,7 @@ fn gather(op: &Operand, pool: &Pool) -> Result<Vec<u8>> {
         };
         i += 1;
     });
-    Ok(out)
+    out
 }
 
 /// Writes the contiguous elements `bytes` of dtype `from` into `op` (in `pool`),
@@ -313,31 +323,24 @@ pub fn copy_from_host(src: &Tensor, dst: &Tensor) -> Result<()> {
     let pool = pool_of(dst.device())?;
     check_same(src, dst, "copy_from_host")?;
     let acc = KernelAccess::new(&[src], &[])?;
-    let es = src.element_size();
-    let s = host_ptr(src);
-    let mut bytes = vec![0u8; src.numel().max(0) as usize * es];
-    let mut i = 0usize;
-    for_each_offset(src.sizes(), [src.strides()], |[a]| {
-        // SAFETY: offsets of `src`'s geometry stay inside its borrowed host storage;
-        // `i < numel` indexes `bytes`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                s.offset(a * es as isize),
-                bytes.as_mut_ptr().add(i * es),
-                es,
-            )
-        };
-        i += 1;
-    });
+    // SAFETY: `src` is a host tensor whose storage `acc` borrows for reading; its
+    // geometry's offsets stay inside that storage.
+    let bytes = unsafe {
+        gather_raw(
+            host_ptr(src),
+            src.sizes(),
+            src.strides(),
+            src.element_size(),
+        )
+    };
     drop(acc);
+    let n = bytes.len();
     let (op, dt) = (Operand::of(dst), dst.dtype());
     crate::queue::enqueue(
         stream_of(dst.device())?,
         Box::new(move || scatter(&bytes, dt, &op, dt, pool)),
     )?;
-    pool.stats
-        .h2d_bytes
-        .fetch_add((i * es) as u64, Ordering::Relaxed);
+    pool.stats.h2d_bytes.fetch_add(n as u64, Ordering::Relaxed);
     Ok(())
 }
 
