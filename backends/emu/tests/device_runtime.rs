@@ -721,7 +721,7 @@ fn kernels_run_asynchronously_and_copies_to_the_host_wait() {
     let s = device::new_stream(emu(0)).unwrap();
     let _g = StreamGuard::new(s).unwrap();
     let x = floats(&[1.0, 2.0], &[2]).to(emu(0)).unwrap();
-    hold(s, 150);
+    hold(s, 250);
     let y = ops::add_tensor(&x, &x).unwrap();
     assert!(!s.query().unwrap(), "the add is still queued");
     let t = Instant::now();
@@ -826,7 +826,7 @@ fn events_query_and_synchronize() {
     assert!(e.synchronize().is_ok());
     assert_eq!(e.device(), None);
     let s = device::new_stream(emu(0)).unwrap();
-    hold(s, 100);
+    hold(s, 250);
     e.record(s).unwrap();
     assert_eq!(e.device(), Some(emu(0)));
     assert!(!e.query().unwrap());
