@@ -39,10 +39,20 @@ fn main() {
         .native_yaml(native)
         .derivatives_yaml("derivatives.yaml")
         .namespace("aten")
-        .out_dir(PathBuf::from(out_dir).join("opal_ops"))
+        .out_dir(PathBuf::from(&out_dir).join("opal_ops"))
         .runtime_crate()
         .generate();
     if let Err(e) = result {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+    // Autocast kernels from the cast policy (src/autocast/mod.rs includes them).
+    let autocast = opal_codegen::autocast::Builder::new()
+        .native_yaml(native)
+        .policy("autocast.yaml")
+        .out_dir(PathBuf::from(&out_dir).join("opal_autocast"))
+        .generate();
+    if let Err(e) = autocast {
         eprintln!("{e}");
         std::process::exit(1);
     }

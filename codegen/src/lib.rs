@@ -11,6 +11,7 @@
 //! Entry points: [`load`], [`load_with_tags`], [`load_str`], [`load_bytes`] and
 //! [`parse::parse_schema`].
 
+pub mod autocast;
 pub mod derivatives;
 pub mod diagnostics;
 mod load;

@@ -19,6 +19,10 @@ pub use crate::device_runtime::memory::{
     empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
     reset_peak_memory_stats,
 };
+pub use crate::device_runtime::stream::{
+    current_stream, default_stream, exchange_stream, new_stream, set_stream, synchronize,
+    DeviceEvent, Event, HostEvent, StreamGuard,
+};
 pub use crate::device_runtime::{
     accelerator, check_device, current_device, device_count, exchange_device, hooks, is_available,
     register_hooks, registered_device_types, resolve, set_device, DeviceGuard, DeviceHooks,

@@ -90,6 +90,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod autocast;
 pub mod autograd;
 mod composite;
 pub mod device;

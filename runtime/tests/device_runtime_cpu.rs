@@ -1,6 +1,8 @@
 //! The device runtime on the CPU: its built-in hooks (one device, no memory
 //! statistics), index validation, the current device and guard, per-device
-//! generators, `to_dtype`, and the safetensors format's exact bytes.
+//! generators, `to_dtype`, the safetensors format's exact bytes, and its one
+//! synchronous default stream with host-timed events. Autocast on the CPU is in
+//! `autocast_cpu.rs`.
 
 use std::collections::BTreeMap;
 
@@ -190,4 +192,54 @@ fn factories_asked_to_pin_without_an_accelerator_fail() {
     assert!(m.contains("zeros") && m.contains("no accelerator"), "{m}");
     let t = opal::ops::zeros::call(&[2], None, None, None, Some(false)).unwrap();
     assert!(!t.is_pinned());
+}
+
+// ---- streams and events on the CPU: one synchronous default stream ----
+
+#[test]
+fn the_cpu_has_one_synchronous_default_stream() {
+    let s = device::current_stream(Device::cpu()).unwrap();
+    assert_eq!(s, opal::Stream::default_for(cpu(0)));
+    assert_eq!(device::default_stream(Device::cpu()).unwrap(), s);
+    assert!(s.query().unwrap());
+    s.synchronize().unwrap();
+    device::synchronize(Device::cpu()).unwrap();
+    let m = msg(device::new_stream(Device::cpu()));
+    assert!(
+        m.contains("'cpu:0'") && m.contains("only the default stream"),
+        "{m}"
+    );
+    let m = msg(device::set_stream(opal::Stream {
+        device: cpu(0),
+        id: 3,
+    }));
+    assert!(m.contains("'cpu:0' has no stream 3"), "{m}");
+    let m = msg(device::current_stream(cpu(1)));
+    assert!(m.contains("'cpu:1'"), "{m}");
+    {
+        let g = device::StreamGuard::new(s).unwrap();
+        assert_eq!(g.original_stream(), s);
+    }
+    assert_eq!(device::current_stream(Device::cpu()).unwrap(), s);
+}
+
+#[test]
+fn cpu_events_complete_when_recorded_and_time_the_host() {
+    let s = device::default_stream(Device::cpu()).unwrap();
+    let (start, end) = (device::Event::new(true), device::Event::new(true));
+    assert!(start.query().unwrap());
+    let m = msg(start.elapsed_time(&end));
+    assert!(m.contains("never recorded"), "{m}");
+    start.record(s).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    end.record(s).unwrap();
+    assert!(end.query().unwrap());
+    end.synchronize().unwrap();
+    s.wait_event(&start).unwrap();
+    let ms = start.elapsed_time(&end).unwrap();
+    assert!(ms >= 15.0, "{ms} ms");
+    assert_eq!(start.device(), Some(cpu(0)));
+    let untimed = s.record_event(false).unwrap();
+    let m = msg(untimed.elapsed_time(&end));
+    assert!(m.contains("timing enabled"), "{m}");
 }

@@ -3,9 +3,18 @@
 //! device memory (the only way data crosses), and the "device kernels" the native
 //! ops launch: strided loops that run on pool memory, never on host tensors.
 //!
-//! Every access borrows the storages it touches through `opal::tensor::KernelAccess`
-//! (so concurrent misuse is an error, not a race) and computes addresses from the
-//! storage base, sizes and strides of each tensor.
+//! Device memory is touched only inside jobs on the device's queue
+//! ([`crate::queue`]): a kernel checks its arguments and captures their geometry
+//! ([`Operand`]) on the host, then queues a job and returns. The job runs on the
+//! device's worker thread, the only thread that ever accesses that device's memory,
+//! and checks every address range against the pool's arena before using it, so
+//! nothing a host thread does (resizing, freeing, racing ops on other streams) can
+//! make a job touch memory outside the arena or race with another access. Host
+//! (CPU) memory is read and written on the calling thread under
+//! `opal::tensor::KernelAccess`. Asynchronous: `fill`, `binary`, `relu`, `sum_all`,
+//! `mm`, host-to-device copies and same-dtype device copies; synchronous (the host
+//! waits for the job): device-to-host copies, dtype-converting copies and `iota`
+//! (whose errors must reach the caller).
 //!
 //! Owns: device memory access. Must not: register kernels (that is `crate::register`
 //! through the generated code) or know operators.
@@ -103,10 +112,140 @@ pub fn pool_of(device: Device) -> Result<&'static Pool> {
     }
 }
 
-/// Address of the first element of `t` in its storage (host or pool memory).
-fn base_ptr(t: &Tensor) -> *mut u8 {
+/// One tensor argument of a job, captured on the host when the kernel is
+/// launched: the tensor (which keeps its storage alive) and its geometry then.
+pub struct Operand {
+    t: Tensor,
+    sizes: Vec<i64>,
+    strides: Vec<i64>,
+    offset: i64,
+    es: usize,
+}
+
+impl Operand {
+    /// Captures `t`'s geometry now.
+    pub fn of(t: &Tensor) -> Operand {
+        Operand {
+            t: t.clone(),
+            sizes: t.sizes().to_vec(),
+            strides: t.strides().to_vec(),
+            offset: t.storage_offset(),
+            es: t.element_size(),
+        }
+    }
+
+    fn numel(&self) -> usize {
+        self.sizes.iter().product::<i64>().max(0) as usize
+    }
+
+    /// The address of element (0, ..., 0) in `pool`'s memory, after checking that
+    /// every element the captured geometry reaches lies inside the pool's arena and
+    /// is aligned to the element size. Called on the worker when the job runs (the
+    /// storage may have been reallocated since launch).
+    fn ptr(&self, pool: &Pool) -> Result<*mut u8> {
+        if self.numel() == 0 {
+            return Ok(std::ptr::null_mut());
+        }
+        let (mut lo, mut hi) = (self.offset as i128, self.offset as i128);
+        for (&n, &st) in self.sizes.iter().zip(&self.strides) {
+            let span = (n as i128 - 1) * st as i128;
+            if span < 0 {
+                lo += span;
+            } else {
+                hi += span;
+            }
+        }
+        let es = self.es as i128;
+        let base = self.t.storage().data_ptr() as usize as i128;
+        let (start, end) = (base + lo * es, base + (hi + 1) * es);
+        let first = base + self.offset as i128 * es;
+        let inside = start >= 0
+            && usize::try_from(end - start)
+                .ok()
+                .is_some_and(|len| pool.contains_range(start as usize, len));
+        if !inside || first % es != 0 {
+            return Err(OpalError::device(format!(
+                "emu kernel: a {:?} view at element offset {} no longer fits its device memory (was its storage changed while the kernel was queued?)",
+                self.sizes, self.offset
+            )));
+        }
+        // The address is inside the arena allocation (checked above): derive it
+        // from the storage pointer to keep its provenance.
+        Ok(self
+            .t
+            .storage()
+            .data_ptr()
+            .wrapping_offset((self.offset as isize).wrapping_mul(self.es as isize)))
+    }
+}
+
+/// The current stream of `device` (the queue its kernels go to).
+fn stream_of(device: Device) -> Result<opal::Stream> {
+    opal::device::current_stream(device)
+}
+
+/// Address of the first element of the host tensor `t` in its storage.
+fn host_ptr(t: &Tensor) -> *mut u8 {
     let off = t.storage_offset() as usize * t.element_size();
     t.storage().data_ptr().wrapping_add(off)
+}
+
+/// The elements of `op` (in `pool`), contiguous. Runs on the worker.
+fn gather(op: &Operand, pool: &Pool) -> Result<Vec<u8>> {
+    let p = op.ptr(pool)?;
+    // SAFETY: `ptr` checked that every offset of the geometry is inside the
+    // arena, which only this worker thread accesses.
+    Ok(unsafe { gather_raw(p, &op.sizes, &op.strides, op.es) })
+}
+
+/// The elements at `p` + the offsets of `sizes`/`strides` (`es` bytes each),
+/// contiguous.
+///
+/// # Safety
+/// Every such element must be readable and not written meanwhile.
+unsafe fn gather_raw(p: *const u8, sizes: &[i64], strides: &[i64], es: usize) -> Vec<u8> {
+    let n = sizes.iter().product::<i64>().max(0) as usize;
+    let mut out = vec![0u8; n * es];
+    let mut i = 0usize;
+    for_each_offset(sizes, [strides], |[o]| {
+        // SAFETY: the caller vouches for the element at offset `o`; `i < n`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                p.offset(o * es as isize),
+                out.as_mut_ptr().add(i * es),
+                es,
+            )
+        };
+        i += 1;
+    });
+    out
+}
+
+/// Writes the contiguous elements `bytes` of dtype `from` into `op` (in `pool`),
+/// converting to `op`'s dtype `to`. Runs on the worker.
+fn scatter(bytes: &[u8], from: DType, op: &Operand, to: DType, pool: &Pool) -> Result<()> {
+    let p = op.ptr(pool)?;
+    let (fes, tes) = (from.size(), op.es);
+    if bytes.len() != op.numel() * fes {
+        return Err(OpalError::device("emu copy: element counts differ"));
+    }
+    let mut err = None;
+    let mut i = 0usize;
+    for_each_offset(&op.sizes, [&op.strides], |[o]| {
+        let src = &bytes[i * fes..(i + 1) * fes];
+        // SAFETY: `ptr` checked the whole geometry against the arena, which only
+        // this worker thread accesses; `tes` bytes at an element offset.
+        let dst = unsafe { std::slice::from_raw_parts_mut(p.offset(o * tes as isize), tes) };
+        if from == to {
+            dst.copy_from_slice(src);
+        } else if let Err(e) = opal::dtype::scalar_from_bytes(from, src)
+            .and_then(|v| opal::dtype::scalar_to_bytes(&v, to, dst))
+        {
+            err.get_or_insert(e);
+        }
+        i += 1;
+    });
+    err.map_or(Ok(()), Err)
 }
 
 /// Calls `f` with the element offsets of each operand, for every index of `sizes`
@@ -168,46 +307,40 @@ fn broadcast_strides(t: &Tensor, sizes: &[i64]) -> Result<Vec<i64>> {
 }
 
 /// Copies `src` (an emu tensor, any strides) into a new contiguous CPU tensor.
+/// Synchronizes: runs after the work queued before it on the current stream.
 pub fn copy_to_host(src: &Tensor) -> Result<Tensor> {
     let pool = pool_of(src.device())?;
-    let dst = Tensor::empty(src.sizes(), src.dtype(), Device::cpu())?;
-    let acc = KernelAccess::new(&[src], &[&dst])?;
-    let es = src.element_size();
-    let (s, d) = (base_ptr(src), dst.raw_data_ptr()?);
-    let mut i = 0usize;
-    for_each_offset(src.sizes(), [src.strides()], |[o]| {
-        // SAFETY: `o` is an element offset inside `src`'s view of its (borrowed) pool
-        // block; `i < numel` indexes the new contiguous CPU tensor; both are `es` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(s.offset(o * es as isize), d.add(i * es), es) };
-        i += 1;
-    });
-    drop(acc);
-    pool.stats
-        .d2h_bytes
-        .fetch_add((i * es) as u64, Ordering::Relaxed);
-    Ok(dst)
+    let op = Operand::of(src);
+    let n = op.numel() * op.es;
+    let bytes = crate::queue::run_sync(stream_of(src.device())?, move || gather(&op, pool))?;
+    pool.stats.d2h_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    Tensor::from_bytes(&bytes, src.sizes(), src.dtype())
 }
 
 /// Copies `src` (a CPU tensor) into `dst` (an emu tensor of the same sizes and dtype;
-/// either may be strided).
+/// either may be strided). The host bytes are read now; the device write is queued.
 pub fn copy_from_host(src: &Tensor, dst: &Tensor) -> Result<()> {
     let pool = pool_of(dst.device())?;
     check_same(src, dst, "copy_from_host")?;
-    let acc = KernelAccess::new(&[src], &[dst])?;
-    let es = src.element_size();
-    let (s, d) = (src.raw_data_ptr()?, base_ptr(dst));
-    let mut n = 0usize;
-    for_each_offset(dst.sizes(), [src.strides(), dst.strides()], |[a, b]| {
-        // SAFETY: offsets stay inside each tensor's borrowed storage; `es` bytes each.
-        unsafe {
-            std::ptr::copy_nonoverlapping(s.offset(a * es as isize), d.offset(b * es as isize), es)
-        };
-        n += 1;
-    });
+    let acc = KernelAccess::new(&[src], &[])?;
+    // SAFETY: `src` is a host tensor whose storage `acc` borrows for reading; its
+    // geometry's offsets stay inside that storage.
+    let bytes = unsafe {
+        gather_raw(
+            host_ptr(src),
+            src.sizes(),
+            src.strides(),
+            src.element_size(),
+        )
+    };
     drop(acc);
-    pool.stats
-        .h2d_bytes
-        .fetch_add((n * es) as u64, Ordering::Relaxed);
+    let n = bytes.len();
+    let (op, dt) = (Operand::of(dst), dst.dtype());
+    crate::queue::enqueue(
+        stream_of(dst.device())?,
+        Box::new(move || scatter(&bytes, dt, &op, dt, pool)),
+    )?;
+    pool.stats.h2d_bytes.fetch_add(n as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -225,100 +358,102 @@ fn check_same(src: &Tensor, dst: &Tensor, what: &str) -> Result<()> {
 }
 
 /// Copies between two emu tensors (same or different emu devices) of equal sizes,
-/// converting the dtype element by element when they differ.
+/// converting the dtype element by element when they differ. Same device and
+/// dtype: queued. A dtype conversion waits for the job (its errors are the
+/// caller's); across devices the source is read first (waiting), then the write
+/// is queued on the destination.
 pub fn copy_device(src: &Tensor, dst: &Tensor) -> Result<()> {
     let pool = pool_of(dst.device())?;
-    pool_of(src.device())?;
+    let src_pool = pool_of(src.device())?;
     if src.sizes() != dst.sizes() {
         return check_same(src, dst, "copy");
     }
-    let acc = KernelAccess::new(&[src], &[dst])?;
-    let (ses, des) = (src.element_size(), dst.element_size());
-    let (s, d) = (base_ptr(src), base_ptr(dst));
     let (sd, dd) = (src.dtype(), dst.dtype());
-    let mut err = None;
-    let mut n = 0usize;
-    for_each_offset(dst.sizes(), [src.strides(), dst.strides()], |[a, b]| {
+    let (sop, dop) = (Operand::of(src), Operand::of(dst));
+    let n = dop.numel() * dop.es;
+    let stream = stream_of(dst.device())?;
+    if std::ptr::eq(pool, src_pool) {
+        let job = move || scatter(&gather(&sop, src_pool)?, sd, &dop, dd, pool);
         if sd == dd {
-            // SAFETY: offsets inside the borrowed storages; `ses == des` bytes.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    s.offset(a * ses as isize),
-                    d.offset(b * des as isize),
-                    ses,
-                )
-            };
+            crate::queue::enqueue(stream, Box::new(job))?;
         } else {
-            // SAFETY: as above, element-sized slices of the borrowed storages.
-            let (from, to) = unsafe {
-                (
-                    std::slice::from_raw_parts(s.offset(a * ses as isize), ses),
-                    std::slice::from_raw_parts_mut(d.offset(b * des as isize), des),
-                )
-            };
-            if let Err(e) = opal::dtype::scalar_from_bytes(sd, from)
-                .and_then(|v| opal::dtype::scalar_to_bytes(&v, dd, to))
-            {
-                err.get_or_insert(e);
-            }
+            crate::queue::run_sync(stream, job)?;
         }
-        n += 1;
-    });
-    drop(acc);
-    pool.stats
-        .d2d_bytes
-        .fetch_add((n * des) as u64, Ordering::Relaxed);
+    } else {
+        let bytes =
+            crate::queue::run_sync(stream_of(src.device())?, move || gather(&sop, src_pool))?;
+        crate::queue::run_sync(stream, move || scatter(&bytes, sd, &dop, dd, pool))?;
+    }
+    pool.stats.d2d_bytes.fetch_add(n as u64, Ordering::Relaxed);
     pool.stats.launches.fetch_add(1, Ordering::Relaxed);
-    err.map_or(Ok(()), Err)
+    Ok(())
 }
 
-/// Writes `value` (converted to `t`'s dtype) into every element of the emu tensor `t`.
+/// Writes `value` (converted to `t`'s dtype) into every element of the emu tensor
+/// `t` (queued).
 pub fn fill(t: &Tensor, value: &Scalar) -> Result<()> {
     let pool = pool_of(t.device())?;
     let es = t.element_size();
     let mut bytes = [0u8; 16];
     opal::dtype::scalar_to_bytes(value, t.dtype(), &mut bytes[..es])?;
-    let acc = KernelAccess::new(&[], &[t])?;
-    let d = base_ptr(t);
-    for_each_offset(t.sizes(), [t.strides()], |[o]| {
-        // SAFETY: offset inside the borrowed storage; `es <= 16` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), d.offset(o * es as isize), es) };
-    });
-    drop(acc);
+    let op = Operand::of(t);
+    launch(t.device(), pool, move || {
+        let d = op.ptr(pool)?;
+        for_each_offset(&op.sizes, [&op.strides], |[o]| {
+            // SAFETY: offset inside the checked arena range, accessed only by
+            // this worker; `es <= 16` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), d.offset(o * es as isize), es) };
+        });
+        Ok(())
+    })
+}
+
+/// Queues `job` on the current stream of `device` and counts a launch.
+fn launch(
+    device: Device,
+    pool: &'static Pool,
+    job: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<()> {
+    crate::queue::enqueue(stream_of(device)?, Box::new(job))?;
     pool.stats.launches.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
-/// Writes `start + i * step` into element `i` of the contiguous 1-d emu tensor `t`.
+/// Writes `start + i * step` into element `i` of the 1-d emu tensor `t`; waits
+/// for the job (a value that does not fit the dtype is the caller's error).
 pub fn iota(t: &Tensor, start: &Scalar, step: &Scalar) -> Result<()> {
     let pool = pool_of(t.device())?;
-    let es = t.element_size();
-    let acc = KernelAccess::new(&[], &[t])?;
-    let d = base_ptr(t);
+    let (es, dt) = (t.element_size(), t.dtype());
+    let op = Operand::of(t);
     let float = matches!(start, Scalar::Float(_)) || matches!(step, Scalar::Float(_));
-    let mut bytes = [0u8; 16];
-    let mut i = 0i64;
-    let mut err = None;
-    for_each_offset(t.sizes(), [t.strides()], |[o]| {
-        let v = if float {
-            Scalar::Float(start.to_f64() + i as f64 * step.to_f64())
-        } else {
-            Scalar::Int(start.to_i64() + i * step.to_i64())
-        };
-        match opal::dtype::scalar_to_bytes(&v, t.dtype(), &mut bytes[..es]) {
-            // SAFETY: offset inside the borrowed storage; `es <= 16` bytes.
-            Ok(()) => unsafe {
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), d.offset(o * es as isize), es)
-            },
-            Err(e) => {
-                err.get_or_insert(e);
+    let (start, step) = (*start, *step);
+    crate::queue::run_sync(stream_of(t.device())?, move || {
+        let d = op.ptr(pool)?;
+        let mut bytes = [0u8; 16];
+        let mut i = 0i64;
+        let mut err = None;
+        for_each_offset(&op.sizes, [&op.strides], |[o]| {
+            let v = if float {
+                Scalar::Float(start.to_f64() + i as f64 * step.to_f64())
+            } else {
+                Scalar::Int(start.to_i64() + i * step.to_i64())
+            };
+            match opal::dtype::scalar_to_bytes(&v, dt, &mut bytes[..es]) {
+                // SAFETY: offset inside the checked arena range, accessed only by
+                // this worker; `es <= 16` bytes.
+                Ok(()) => unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), d.offset(o * es as isize), es)
+                },
+                Err(e) => {
+                    err.get_or_insert(e);
+                }
             }
-        }
-        i += 1;
-    });
-    drop(acc);
+            i += 1;
+        });
+        err.map_or(Ok(()), Err)
+    })?;
     pool.stats.launches.fetch_add(1, Ordering::Relaxed);
-    err.map_or(Ok(()), Err)
+    Ok(())
 }
 
 /// Element types the native emu kernels compute in.
@@ -359,8 +494,12 @@ impl Num for i32 {
     }
 }
 
-/// Runs `body` with the dtype's Rust type, or returns `Ok(false)` for dtypes the
-/// native kernels do not compute in (the caller hands those to the fallback).
+/// Whether the native kernels compute in `dt`.
+fn native(dt: DType) -> bool {
+    matches!(dt, DType::F32 | DType::F64 | DType::I64 | DType::I32)
+}
+
+/// Runs `body` with the dtype's Rust type (one of the [`native`] dtypes).
 macro_rules! with_num {
     ($dtype:expr, $T:ident => $body:expr) => {
         match $dtype {
@@ -380,7 +519,9 @@ macro_rules! with_num {
                 type $T = i32;
                 $body
             }
-            _ => Ok(false),
+            other => Err(OpalError::device(format!(
+                "emu kernel: no native kernel for {other}"
+            ))),
         }
     };
 }
@@ -397,11 +538,12 @@ pub enum Binary {
 }
 
 /// `out = a (op) b` with broadcasting to `out`'s sizes, all of one dtype on one emu
-/// device. Returns `Ok(false)` (nothing written) when the dtypes or devices are not
-/// ones the native kernel handles.
+/// device (queued). Returns `Ok(false)` (nothing queued) when the dtypes or
+/// devices are not ones the native kernel handles.
 pub fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: &Scalar, out: &Tensor) -> Result<bool> {
     let dt = out.dtype();
-    if a.dtype() != dt
+    if !native(dt)
+        || a.dtype() != dt
         || b.dtype() != dt
         || a.device() != out.device()
         || b.device() != out.device()
@@ -410,81 +552,95 @@ pub fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: &Scalar, out: &Tensor) 
     }
     let pool = pool_of(out.device())?;
     let sizes = out.sizes().to_vec();
-    let (sa, sb) = (broadcast_strides(a, &sizes)?, broadcast_strides(b, &sizes)?);
-    let acc = KernelAccess::new(&[a, b], &[out])?;
-    let (pa, pb, po) = (base_ptr(a), base_ptr(b), base_ptr(out));
-    let r = with_num!(dt, T => {
-        let al = T::from_scalar(alpha);
-        let (pa, pb, po) = (pa as *const T, pb as *const T, po as *mut T);
-        for_each_offset(&sizes, [&sa, &sb, out.strides()], |[x, y, z]| {
-            // SAFETY: offsets from sizes/strides stay inside each borrowed storage;
-            // elements of T are aligned (pool blocks and offsets are element-aligned).
-            unsafe {
-                let (u, v) = (*pa.offset(x), *pb.offset(y));
-                *po.offset(z) = match op {
-                    Binary::Add => u + al * v,
-                    Binary::Sub => u - al * v,
-                    Binary::Mul => u * v,
-                };
-            }
-        });
-        Ok(true)
-    });
-    drop(acc);
-    pool.stats.launches.fetch_add(1, Ordering::Relaxed);
-    r
+    let (mut oa, mut ob) = (Operand::of(a), Operand::of(b));
+    (oa.strides, ob.strides) = (broadcast_strides(a, &sizes)?, broadcast_strides(b, &sizes)?);
+    (oa.sizes, ob.sizes) = (sizes.clone(), sizes);
+    let (oo, alpha) = (Operand::of(out), *alpha);
+    launch(out.device(), pool, move || {
+        let (pa, pb, po) = (oa.ptr(pool)?, ob.ptr(pool)?, oo.ptr(pool)?);
+        with_num!(dt, T => {
+            let al = T::from_scalar(&alpha);
+            let (pa, pb, po) = (pa as *const T, pb as *const T, po as *mut T);
+            for_each_offset(&oo.sizes, [&oa.strides, &ob.strides, &oo.strides], |[x, y, z]| {
+                // SAFETY: every offset of the three geometries was checked inside
+                // the arena (aligned elements of T), which only this worker accesses.
+                unsafe {
+                    let (u, v) = (*pa.offset(x), *pb.offset(y));
+                    *po.offset(z) = match op {
+                        Binary::Add => u + al * v,
+                        Binary::Sub => u - al * v,
+                        Binary::Mul => u * v,
+                    };
+                }
+            });
+            Ok(())
+        })
+    })?;
+    Ok(true)
 }
 
-/// `out = max(a, 0)`, elementwise, same sizes and dtype.
+/// `out = max(a, 0)`, elementwise, same sizes and dtype (queued).
 pub fn relu(a: &Tensor, out: &Tensor) -> Result<bool> {
-    if a.dtype() != out.dtype() || a.sizes() != out.sizes() {
+    let dt = a.dtype();
+    if !native(dt) || dt != out.dtype() || a.sizes() != out.sizes() || a.device() != out.device() {
         return Ok(false);
     }
     let pool = pool_of(out.device())?;
-    let acc = KernelAccess::new(&[a], &[out])?;
-    let (pa, po) = (base_ptr(a), base_ptr(out));
-    let r = with_num!(a.dtype(), T => {
-        let (pa, po) = (pa as *const T, po as *mut T);
-        for_each_offset(out.sizes(), [a.strides(), out.strides()], |[x, z]| {
-            // SAFETY: offsets inside the borrowed storages, aligned elements of T.
-            unsafe {
-                let u = *pa.offset(x);
-                *po.offset(z) = if u > T::ZERO { u } else { T::ZERO };
-            }
-        });
-        Ok(true)
-    });
-    drop(acc);
-    pool.stats.launches.fetch_add(1, Ordering::Relaxed);
-    r
+    let (oa, oo) = (Operand::of(a), Operand::of(out));
+    launch(out.device(), pool, move || {
+        let (pa, po) = (oa.ptr(pool)?, oo.ptr(pool)?);
+        with_num!(dt, T => {
+            let (pa, po) = (pa as *const T, po as *mut T);
+            for_each_offset(&oo.sizes, [&oa.strides, &oo.strides], |[x, z]| {
+                // SAFETY: offsets checked inside the arena, aligned elements of T,
+                // accessed only by this worker.
+                unsafe {
+                    let u = *pa.offset(x);
+                    *po.offset(z) = if u > T::ZERO { u } else { T::ZERO };
+                }
+            });
+            Ok(())
+        })
+    })?;
+    Ok(true)
 }
 
-/// The sum of all elements of `a` into the 0-d tensor `out` (same dtype).
+/// The sum of all elements of `a` into the 0-d tensor `out` (same dtype; queued).
 pub fn sum_all(a: &Tensor, out: &Tensor) -> Result<bool> {
-    if a.dtype() != out.dtype() || out.numel() != 1 {
+    let dt = a.dtype();
+    if !native(dt) || dt != out.dtype() || out.numel() != 1 || a.device() != out.device() {
         return Ok(false);
     }
     let pool = pool_of(out.device())?;
-    let acc = KernelAccess::new(&[a], &[out])?;
-    let (pa, po) = (base_ptr(a), base_ptr(out));
-    let r = with_num!(a.dtype(), T => {
-        let pa = pa as *const T;
-        let mut s = T::ZERO;
-        // SAFETY: offsets inside the borrowed storage, aligned elements of T.
-        for_each_offset(a.sizes(), [a.strides()], |[x]| s += unsafe { *pa.offset(x) });
-        // SAFETY: `out` has one element, exclusively borrowed.
-        unsafe { *(po as *mut T) = s };
-        Ok(true)
-    });
-    drop(acc);
-    pool.stats.launches.fetch_add(1, Ordering::Relaxed);
-    r
+    let (oa, oo) = (Operand::of(a), Operand::of(out));
+    launch(out.device(), pool, move || {
+        let (pa, po) = (oa.ptr(pool)?, oo.ptr(pool)?);
+        with_num!(dt, T => {
+            let pa = pa as *const T;
+            let mut s = T::ZERO;
+            // SAFETY: offsets checked inside the arena, aligned elements of T.
+            for_each_offset(&oa.sizes, [&oa.strides], |[x]| s += unsafe { *pa.offset(x) });
+            // SAFETY: `out` has one element, checked inside the arena.
+            unsafe { *(po as *mut T) = s };
+            Ok(())
+        })
+    })?;
+    Ok(true)
 }
 
-/// `out = a @ b` for 2-d tensors of one dtype (`out` sized `[n, m]`).
+/// `out = a @ b` for 2-d tensors of one dtype (`out` sized `[n, m]`; queued).
 pub fn mm(a: &Tensor, b: &Tensor, out: &Tensor) -> Result<bool> {
     let dt = out.dtype();
-    if a.dtype() != dt || b.dtype() != dt || a.dim() != 2 || b.dim() != 2 || out.dim() != 2 {
+    if !native(dt)
+        || a.dtype() != dt
+        || b.dtype() != dt
+        || a.dim() != 2
+        || b.dim() != 2
+        || out.dim() != 2
+    {
+        return Ok(false);
+    }
+    if a.device() != out.device() || b.device() != out.device() {
         return Ok(false);
     }
     let (n, k, m) = (a.sizes()[0], a.sizes()[1], b.sizes()[1]);
@@ -497,29 +653,26 @@ pub fn mm(a: &Tensor, b: &Tensor, out: &Tensor) -> Result<bool> {
         )));
     }
     let pool = pool_of(out.device())?;
-    let acc = KernelAccess::new(&[a, b], &[out])?;
-    let (pa, pb, po) = (base_ptr(a), base_ptr(b), base_ptr(out));
-    let (sa, sb, so) = (
-        a.strides().to_vec(),
-        b.strides().to_vec(),
-        out.strides().to_vec(),
-    );
-    let r = with_num!(dt, T => {
-        let (pa, pb, po) = (pa as *const T, pb as *const T, po as *mut T);
-        for i in 0..n {
-            for j in 0..m {
-                let mut acc_v = T::ZERO;
-                for p in 0..k {
-                    // SAFETY: i < n, j < m, p < k index inside each borrowed 2-d view.
-                    acc_v += unsafe { *pa.offset((i * sa[0] + p * sa[1]) as isize) * *pb.offset((p * sb[0] + j * sb[1]) as isize) };
+    let (oa, ob, oo) = (Operand::of(a), Operand::of(b), Operand::of(out));
+    launch(out.device(), pool, move || {
+        let (pa, pb, po) = (oa.ptr(pool)?, ob.ptr(pool)?, oo.ptr(pool)?);
+        let (sa, sb, so) = (&oa.strides, &ob.strides, &oo.strides);
+        with_num!(dt, T => {
+            let (pa, pb, po) = (pa as *const T, pb as *const T, po as *mut T);
+            for i in 0..n {
+                for j in 0..m {
+                    let mut acc_v = T::ZERO;
+                    for p in 0..k {
+                        // SAFETY: i < n, j < m, p < k index inside each captured 2-d
+                        // geometry, checked inside the arena.
+                        acc_v += unsafe { *pa.offset((i * sa[0] + p * sa[1]) as isize) * *pb.offset((p * sb[0] + j * sb[1]) as isize) };
+                    }
+                    // SAFETY: as above, inside `out`'s checked range.
+                    unsafe { *po.offset((i * so[0] + j * so[1]) as isize) = acc_v };
                 }
-                // SAFETY: as above, inside `out`, exclusively borrowed.
-                unsafe { *po.offset((i * so[0] + j * so[1]) as isize) = acc_v };
             }
-        }
-        Ok(true)
-    });
-    drop(acc);
-    pool.stats.launches.fetch_add(1, Ordering::Relaxed);
-    r
+            Ok(())
+        })
+    })?;
+    Ok(true)
 }

@@ -1,7 +1,8 @@
 //! Emu's device runtime: the [`opal::device::DeviceHooks`] of `emu` (several
 //! devices, one pool each) and `emu2` (one device), reporting their pools' memory
-//! statistics, (de)serializing backend metadata, and the host allocator that
-//! serves pinned memory for them.
+//! statistics, (de)serializing backend metadata, streams and events over
+//! [`crate::queue`], the autocast dtypes, and the host allocator that serves
+//! pinned memory for them.
 //!
 //! Owns: the hooks and pinned host memory. Must not: allocate device memory (the
 //! pools in [`crate::pool`] do).
@@ -9,9 +10,11 @@
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use opal::device::{DeviceHooks, MemoryStats};
+use opal::device::{DeviceEvent, DeviceHooks, MemoryStats};
 use opal::tensor::{Allocator, CpuAllocator};
-use opal::{Device, OpalError, Result};
+use opal::{DType, Device, DeviceType, OpalError, Result, Stream};
+
+use crate::queue;
 
 use crate::pool::Pool;
 
@@ -21,6 +24,8 @@ pub struct EmuHooks {
     pub pools: &'static [Pool],
     /// How many of the pools are devices.
     pub count: usize,
+    /// The device type (`PrivateUse1` for emu, `PrivateUse2` for emu2).
+    pub ty: DeviceType,
 }
 
 impl EmuHooks {
@@ -61,6 +66,36 @@ impl DeviceHooks for EmuHooks {
         Ok(())
     }
 
+    fn new_stream(&self, index: i16) -> Result<i64> {
+        Ok(queue::new_stream(Device::new(self.ty, Some(index))))
+    }
+
+    fn stream_exists(&self, stream: Stream) -> bool {
+        queue::stream_exists(stream)
+    }
+
+    fn query_stream(&self, stream: Stream) -> Result<bool> {
+        queue::query(stream)
+    }
+
+    fn synchronize_stream(&self, stream: Stream) -> Result<()> {
+        queue::synchronize(stream)
+    }
+
+    fn synchronize_device(&self, index: i16) -> Result<()> {
+        queue::synchronize_device(Device::new(self.ty, Some(index)))
+    }
+
+    fn create_event(&self, _index: i16, _timing: bool) -> Result<Box<dyn DeviceEvent>> {
+        Ok(Box::new(EmuEvent(queue::create_event())))
+    }
+
+    /// Emu stands for an accelerator without bfloat16 units: autocast may cast
+    /// to float16 only (PyTorch's `get_amp_supported_dtype`).
+    fn autocast_dtypes(&self) -> Vec<DType> {
+        vec![DType::F16]
+    }
+
     fn host_allocator(&self) -> Option<&'static dyn Allocator> {
         Some(&PINNED_ALLOCATOR)
     }
@@ -79,6 +114,34 @@ impl DeviceHooks for EmuHooks {
                     "emu cannot read backend metadata '{key}' = '{text}': expected the '{META_VERSION}' encoding"
                 ))
             })
+    }
+}
+
+/// An event of emu's queues (see [`crate::queue`]); destroyed with the handle.
+pub struct EmuEvent(u64);
+
+impl DeviceEvent for EmuEvent {
+    fn record(&self, stream: Stream) -> Result<()> {
+        queue::record(self.0, stream)
+    }
+    fn block(&self, stream: Stream) -> Result<()> {
+        queue::block(self.0, stream)
+    }
+    fn query(&self) -> Result<bool> {
+        Ok(queue::event_query(self.0))
+    }
+    fn synchronize(&self) -> Result<()> {
+        queue::event_synchronize(self.0);
+        Ok(())
+    }
+    fn completed_at(&self) -> Result<std::time::Instant> {
+        queue::event_time(self.0)
+    }
+}
+
+impl Drop for EmuEvent {
+    fn drop(&mut self) {
+        queue::destroy_event(self.0);
     }
 }
 

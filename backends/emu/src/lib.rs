@@ -23,6 +23,7 @@ pub mod emu2;
 pub mod hooks;
 pub mod kernels;
 pub mod pool;
+pub mod queue;
 
 use std::sync::OnceLock;
 
@@ -60,6 +61,7 @@ pub fn init() -> Result<()> {
         let hooks = hooks::EmuHooks {
             pools: &device::EMU_POOLS,
             count: device::emu_device_count(),
+            ty: DeviceType::PrivateUse1,
         };
         opal::device::register_hooks(DeviceType::PrivateUse1, Box::new(hooks))
     })
@@ -76,6 +78,7 @@ pub fn init_emu2() -> Result<()> {
         let hooks = hooks::EmuHooks {
             pools: &device::EMU2_POOLS,
             count: 1,
+            ty: DeviceType::PrivateUse2,
         };
         opal::device::register_hooks(DeviceType::PrivateUse2, Box::new(hooks))
     })

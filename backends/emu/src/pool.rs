@@ -190,6 +190,18 @@ impl Pool {
         off < arena.cap
     }
 
+    /// Whether the `len` bytes at address `start` lie inside this pool's arena.
+    pub fn contains_range(&self, start: usize, len: usize) -> bool {
+        let Some(Some(arena)) = self.arena.get() else {
+            return false;
+        };
+        let base = arena.base.as_ptr() as usize;
+        start >= base
+            && start
+                .checked_add(len)
+                .is_some_and(|end| end <= base + arena.cap)
+    }
+
     /// Returns every cached block to the free list (reserved drops to in use).
     pub fn empty_cache(&self) {
         let Some(arena) = self.arena() else { return };

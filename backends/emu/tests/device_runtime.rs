@@ -1,15 +1,21 @@
 //! The device runtime on the example `emu` device: device counts and availability,
 //! the per-thread current device and its guard, index validation wherever a device
 //! makes tensors, per-index generators, memory statistics through `opal::device`,
-//! pinned host memory, moving tensors between cpu and emu, and printing emu
-//! tensors. Files and backend metadata are in `device_serialize.rs`.
+//! pinned host memory, moving tensors between cpu and emu, printing emu
+//! tensors, streams (asynchronous kernels, the current stream, ordering between
+//! streams), events (query, synchronize, waits, timing) and autocast. Files and
+//! backend metadata are in `device_serialize.rs`.
 //!
 //! Memory counters and default generators are process-wide, and the harness runs
 //! tests on several threads, so every test that allocates emu memory or draws
 //! random numbers holds `common::serial`.
 
-use opal::device::{self, DeviceGuard};
-use opal::{ops, DType, Device, DeviceType, Generator, Scalar, Tensor};
+use std::time::{Duration, Instant};
+
+use opal::autocast::{self, AutocastGuard};
+use opal::device::{self, DeviceGuard, Event, StreamGuard};
+use opal::ops::TensorOps;
+use opal::{ops, DType, Device, DeviceType, Generator, Scalar, Stream, Tensor};
 
 mod common;
 
@@ -615,4 +621,319 @@ fn factories_with_pin_memory_make_pinned_cpu_tensors() {
     assert!(like.is_pinned());
     let plain = ops::zeros::call(&[3], Some(DType::F32), None, None, Some(false)).unwrap();
     assert!(!plain.is_pinned());
+}
+
+// ---- streams ----
+//
+// Emu runs kernels on a worker thread per device; `opal_emu::queue::hold` stands
+// for a slow kernel: work queued on that stream after it starts later.
+
+fn hold(s: Stream, ms: u64) {
+    opal_emu::queue::hold(s, Duration::from_millis(ms)).unwrap();
+}
+
+#[test]
+fn each_device_starts_on_its_default_stream() {
+    setup();
+    for i in 0..2 {
+        let s = device::current_stream(emu(i)).unwrap();
+        assert_eq!(s, Stream::default_for(emu(i)));
+        assert_eq!(device::default_stream(emu(i)).unwrap().id, 0);
+    }
+    // Without an index: the thread's current device.
+    let _g = DeviceGuard::new(emu(1)).unwrap();
+    let s = device::current_stream(Device::parse("emu").unwrap()).unwrap();
+    assert_eq!(s.device, emu(1));
+}
+
+#[test]
+fn new_streams_are_distinct_and_not_the_default() {
+    setup();
+    let a = device::new_stream(emu(0)).unwrap();
+    let b = device::new_stream(emu(0)).unwrap();
+    assert!(a.id != 0 && b.id != 0 && a != b, "{a:?} {b:?}");
+    assert_eq!(a.device, emu(0));
+    assert!(a.query().unwrap());
+    let m = msg(device::new_stream(emu(7)));
+    assert!(m.contains("'emu:7'"), "{m}");
+}
+
+#[test]
+fn stream_guard_sets_stream_and_device_and_restores_them() {
+    setup();
+    let s = device::new_stream(emu(1)).unwrap();
+    {
+        let g = StreamGuard::new(s).unwrap();
+        assert_eq!(g.original_stream(), Stream::default_for(emu(1)));
+        assert_eq!(device::current_stream(emu(1)).unwrap(), s);
+        assert_eq!(device::current_device(DeviceType::PrivateUse1), 1);
+        assert_eq!(device::current_stream(emu(0)).unwrap().id, 0);
+    }
+    assert_eq!(device::current_stream(emu(1)).unwrap().id, 0);
+    assert_eq!(device::current_device(DeviceType::PrivateUse1), 0);
+    let r = std::panic::catch_unwind(|| {
+        let _g = StreamGuard::new(s).unwrap();
+        panic!("inside the guard");
+    });
+    assert!(r.is_err());
+    assert_eq!(device::current_stream(emu(1)).unwrap().id, 0);
+}
+
+#[test]
+fn current_streams_are_per_thread() {
+    setup();
+    let s = device::new_stream(emu(0)).unwrap();
+    device::set_stream(s).unwrap();
+    let other = std::thread::spawn(|| device::current_stream(emu(0)).unwrap().id)
+        .join()
+        .unwrap();
+    assert_eq!(other, 0);
+    assert_eq!(
+        device::exchange_stream(Stream::default_for(emu(0))).unwrap(),
+        s
+    );
+}
+
+#[test]
+fn unknown_streams_are_errors_naming_the_device() {
+    setup();
+    let m = msg(device::set_stream(Stream {
+        device: emu(0),
+        id: 99,
+    }));
+    assert!(m.contains("'emu:0'") && m.contains("no stream 99"), "{m}");
+    let m = msg(StreamGuard::new(Stream {
+        device: emu(5),
+        id: 0,
+    }));
+    assert!(m.contains("'emu:5'"), "{m}");
+    let m = msg(Stream {
+        device: Device::parse("emu").unwrap(),
+        id: 0,
+    }
+    .synchronize());
+    assert!(m.contains("without an index"), "{m}");
+}
+
+#[test]
+fn kernels_run_asynchronously_and_copies_to_the_host_wait() {
+    let _s = serial();
+    let s = device::new_stream(emu(0)).unwrap();
+    let _g = StreamGuard::new(s).unwrap();
+    let x = floats(&[1.0, 2.0], &[2]).to(emu(0)).unwrap();
+    hold(s, 250);
+    let y = ops::add_tensor(&x, &x).unwrap();
+    assert!(!s.query().unwrap(), "the add is still queued");
+    let t = Instant::now();
+    assert_eq!(
+        y.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap(),
+        [2.0, 4.0]
+    );
+    assert!(t.elapsed() >= Duration::from_millis(100), "the copy waited");
+    assert!(s.query().unwrap());
+}
+
+#[test]
+fn streams_overtake_each_other_unless_an_event_orders_them() {
+    let _s = serial();
+    let (a, b) = (
+        device::new_stream(emu(0)).unwrap(),
+        device::new_stream(emu(0)).unwrap(),
+    );
+    let x = floats(&[0.0, 0.0], &[2]).to(emu(0)).unwrap();
+    let one = floats(&[1.0, 1.0], &[2]).to(emu(0)).unwrap();
+    device::synchronize(emu(0)).unwrap();
+    let read_on = |s: Stream| {
+        let _g = StreamGuard::new(s).unwrap();
+        x.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap()
+    };
+    // Without an event, stream b reads x before a's (held) add has run.
+    {
+        let _g = StreamGuard::new(a).unwrap();
+        hold(a, 300);
+        x.add_tensor_(&one).unwrap();
+    }
+    assert_eq!(read_on(b), [0.0, 0.0], "b overtook a");
+    a.synchronize().unwrap();
+    assert_eq!(read_on(b), [1.0, 1.0]);
+    // With an event recorded after the add and waited on by b, b sees it.
+    let done = Event::new(false);
+    {
+        let _g = StreamGuard::new(a).unwrap();
+        hold(a, 100);
+        x.add_tensor_(&one).unwrap();
+        done.record_current(emu(0)).unwrap();
+    }
+    b.wait_event(&done).unwrap();
+    assert_eq!(read_on(b), [2.0, 2.0], "b waited for the event");
+    assert!(done.query().unwrap());
+}
+
+#[test]
+fn synchronize_waits_for_every_stream_of_the_device() {
+    let _s = serial();
+    let s = device::new_stream(emu(1)).unwrap();
+    hold(s, 80);
+    let t = Instant::now();
+    device::synchronize(emu(1)).unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(60));
+    assert!(s.query().unwrap());
+    assert!(device::synchronize(emu(0)).is_ok());
+}
+
+#[test]
+fn work_on_other_threads_streams_stays_correct() {
+    let _s = serial();
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let s = device::new_stream(emu(i % 2)).unwrap();
+                let _g = StreamGuard::new(s).unwrap();
+                let x = floats(&[i as f32; 3], &[3]).to(emu(i % 2)).unwrap();
+                let mut y = x.clone();
+                for _ in 0..20 {
+                    y = ops::add_tensor(&y, &x).unwrap();
+                }
+                y.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap()
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), vec![21.0 * i as f32; 3]);
+    }
+}
+
+#[test]
+fn the_cpu_fallback_sees_queued_results() {
+    let _s = serial();
+    let s = device::new_stream(emu(0)).unwrap();
+    let _g = StreamGuard::new(s).unwrap();
+    let x = floats(&[0.0, 1.0], &[2]).to(emu(0)).unwrap();
+    hold(s, 50);
+    let y = ops::mul_tensor(&x, &x).unwrap(); // native, queued behind the hold
+    let e = ops::exp(&y).unwrap(); // CPU fallback: copies y back first
+    let v = e.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(v, [1.0, 1.0f32.exp()]);
+}
+
+// ---- events ----
+
+#[test]
+fn events_query_and_synchronize() {
+    let _s = serial();
+    let e = Event::new(false);
+    assert!(e.query().unwrap(), "never recorded: complete");
+    assert!(e.synchronize().is_ok());
+    assert_eq!(e.device(), None);
+    let s = device::new_stream(emu(0)).unwrap();
+    hold(s, 250);
+    e.record(s).unwrap();
+    assert_eq!(e.device(), Some(emu(0)));
+    assert!(!e.query().unwrap());
+    e.synchronize().unwrap();
+    assert!(e.query().unwrap());
+    let e2 = s.record_event(false).unwrap();
+    e2.synchronize().unwrap();
+    assert!(e2.query().unwrap());
+}
+
+#[test]
+fn elapsed_time_measures_the_work_between_two_events() {
+    let _s = serial();
+    let s = device::new_stream(emu(1)).unwrap();
+    let (start, end) = (Event::new(true), Event::new(true));
+    start.record(s).unwrap();
+    hold(s, 60);
+    end.record(s).unwrap();
+    let m = msg(start.elapsed_time(&end));
+    assert!(m.contains("not completed"), "{m}");
+    end.synchronize().unwrap();
+    let ms = start.elapsed_time(&end).unwrap();
+    assert!((50.0..5000.0).contains(&ms), "{ms} ms");
+    assert!(end.elapsed_time(&start).unwrap() <= 0.0);
+    let untimed = s.record_event(false).unwrap();
+    let m = msg(start.elapsed_time(&untimed));
+    assert!(m.contains("timing enabled"), "{m}");
+    let m = msg(Event::new(true).elapsed_time(&end));
+    assert!(m.contains("never recorded"), "{m}");
+}
+
+#[test]
+fn events_stay_on_their_device() {
+    setup();
+    let e = device::default_stream(emu(0))
+        .unwrap()
+        .record_event(false)
+        .unwrap();
+    let m = msg(e.record(device::default_stream(emu(1)).unwrap()));
+    assert!(m.contains("'emu:0'") && m.contains("'emu:1'"), "{m}");
+    let m = msg(device::default_stream(emu(1)).unwrap().wait_event(&e));
+    assert!(m.contains("cannot wait"), "{m}");
+    // An unrecorded event: nothing to wait for.
+    assert!(device::default_stream(emu(1))
+        .unwrap()
+        .wait_event(&Event::new(false))
+        .is_ok());
+}
+
+// ---- autocast ----
+
+#[test]
+fn autocast_on_emu_runs_matmuls_in_float16() {
+    let _s = serial();
+    let a = floats(&[1.0, 2.0, 3.0, 4.0], &[2, 2]).to(emu(0)).unwrap();
+    let _g = AutocastGuard::new(DeviceType::PrivateUse1).unwrap();
+    let c = ops::mm(&a, &a).unwrap();
+    assert_eq!((c.dtype(), c.device()), (DType::F16, emu(0)));
+    let v = c.to_device_dtype(Device::cpu(), DType::F32).unwrap();
+    assert_eq!(v.to_vec::<f32>().unwrap(), [7.0, 10.0, 15.0, 22.0]);
+    // fp32 ops come back to float32.
+    assert_eq!(ops::sum(&c).unwrap().dtype(), DType::F32);
+}
+
+#[test]
+fn autocast_is_per_device_type() {
+    let _s = serial();
+    let c = floats(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let e = c.to(emu(0)).unwrap();
+    {
+        let _g = AutocastGuard::new(DeviceType::PrivateUse1).unwrap();
+        assert_eq!(
+            ops::mm(&c, &c).unwrap().dtype(),
+            DType::F32,
+            "cpu untouched"
+        );
+        assert_eq!(ops::mm(&e, &e).unwrap().dtype(), DType::F16);
+    }
+    let _g = AutocastGuard::new(DeviceType::Cpu).unwrap();
+    assert!(!autocast::is_autocast_enabled(DeviceType::PrivateUse1));
+    assert_eq!(
+        ops::mm(&e, &e).unwrap().dtype(),
+        DType::F32,
+        "emu untouched"
+    );
+    assert_eq!(ops::mm(&c, &c).unwrap().dtype(), DType::F16);
+}
+
+#[test]
+fn emu_autocast_dtypes_come_from_its_hooks() {
+    setup();
+    assert_eq!(
+        autocast::supported_dtypes(DeviceType::PrivateUse1).unwrap(),
+        [DType::F16]
+    );
+    let m = msg(AutocastGuard::with_dtype(
+        DeviceType::PrivateUse1,
+        DType::BF16,
+    ));
+    assert!(
+        m.contains("device 'emu'") && m.contains("bfloat16") && m.contains("supports float16"),
+        "{m}"
+    );
+    assert!(!autocast::is_autocast_enabled(DeviceType::PrivateUse1));
+    let _g = AutocastGuard::with_dtype(DeviceType::PrivateUse1, DType::F16).unwrap();
+    assert_eq!(
+        autocast::autocast_dtype(DeviceType::PrivateUse1),
+        DType::F16
+    );
 }

@@ -14,6 +14,7 @@
 //! `backend_select`, `structured`.
 
 pub(crate) mod ast;
+pub mod autocast;
 pub mod autograd;
 pub mod backend_select;
 pub mod boxing;

@@ -1,6 +1,7 @@
 //! The device runtime: what a vendor implements once per device type beyond kernels
 //! ([`DeviceHooks`]), its registry, device counts and index validation, and the
 //! per-thread current device ([`set_device`], [`exchange_device`], [`DeviceGuard`]).
+//! Streams, the current stream and events are in [`stream`].
 //! Memory statistics and pinned host memory are in [`memory`]; moving tensors
 //! between devices in `transfer`; backends' per-tensor metadata in
 //! [`backend_meta`].
@@ -14,11 +15,16 @@
 
 pub mod backend_meta;
 pub mod memory;
+pub mod stream;
 mod transfer;
 
+use stream::{DeviceEvent, HostEvent};
+
 use crate::device::{Device, DeviceType};
+use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::tensor::Allocator;
+use crate::types::Stream;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -83,6 +89,55 @@ pub trait DeviceHooks: Send + Sync + 'static {
     /// device, if it has one ([`crate::Tensor::pin_memory`]).
     fn host_allocator(&self) -> Option<&'static dyn Allocator> {
         None
+    }
+
+    /// The dtypes autocast may cast to on this device (PyTorch's
+    /// `get_amp_supported_dtype`); asking for another is an error naming the device
+    /// and this list. Default: `float16` and `bfloat16`.
+    fn autocast_dtypes(&self) -> Vec<DType> {
+        vec![DType::F16, DType::BF16]
+    }
+
+    /// A new stream of device `index` (already validated); its id, not 0.
+    /// Default: an error, the device has only its default stream.
+    fn new_stream(&self, index: i16) -> Result<i64> {
+        let _ = index;
+        Err(OpalError::device(
+            "this device runtime creates no streams (only the default stream, id 0)",
+        ))
+    }
+
+    /// Whether `stream` (of a validated device) exists. Default: only id 0.
+    fn stream_exists(&self, stream: Stream) -> bool {
+        stream.id == 0
+    }
+
+    /// Whether all work queued on `stream` has run; reports (once) an error an
+    /// asynchronous kernel on it hit. Default: true (a synchronous device).
+    fn query_stream(&self, stream: Stream) -> Result<bool> {
+        let _ = stream;
+        Ok(true)
+    }
+
+    /// Waits until all work queued on `stream` has run, reporting (once) an error
+    /// an asynchronous kernel on it hit. Default: nothing to wait for.
+    fn synchronize_stream(&self, stream: Stream) -> Result<()> {
+        let _ = stream;
+        Ok(())
+    }
+
+    /// [`DeviceHooks::synchronize_stream`] for every stream of device `index`.
+    fn synchronize_device(&self, index: i16) -> Result<()> {
+        let _ = index;
+        Ok(())
+    }
+
+    /// A new event of device `index` (`timing`: it will be asked for
+    /// [`DeviceEvent::completed_at`]). Default: a [`HostEvent`], completed when
+    /// recorded.
+    fn create_event(&self, index: i16, timing: bool) -> Result<Box<dyn DeviceEvent>> {
+        let _ = (index, timing);
+        Ok(Box::new(HostEvent::default()))
     }
 
     /// Encodes a backend metadata value ([`crate::Tensor::set_backend_meta`]) as

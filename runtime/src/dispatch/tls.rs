@@ -123,3 +123,11 @@ pub(crate) fn update_excluded(f: impl FnOnce(u64) -> u64) -> u64 {
 pub(crate) fn restore_excluded(prev: u64) {
     let _ = EXCLUDED.try_with(|c| c.set(prev));
 }
+
+/// Replaces this thread's include set by `f(current)`; returns the previous set
+/// (autocast guards both add and remove their key).
+pub(crate) fn update_included(f: impl FnOnce(u64) -> u64) -> u64 {
+    INCLUDED
+        .try_with(|c| c.replace(f(c.get())))
+        .unwrap_or_default()
+}
