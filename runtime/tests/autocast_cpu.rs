@@ -4,7 +4,7 @@
 //! the parameters' dtype) through autograd kernels this test registers itself.
 
 use opal::autocast::{self, AutocastGuard};
-use opal::dispatch::{tls, DispatchKey, DispatchKeySet, ExcludeGuard, Library};
+use opal::dispatch::{tls, DispatchKey, DispatchKeySet};
 use opal::{autograd, ops, DType, DeviceType, Tensor};
 
 fn init() {
@@ -172,60 +172,11 @@ fn unsupported_dtypes_and_devices_are_errors() {
     assert!(autocast::policy().contains(&"aten::mm"));
 }
 
-// Autograd kernels for `mm` and `_to_copy` at AutogradCPU, written with the
-// engine's `record` (generated autograd kernels, issue 13, will replace these).
-fn mm_autograd(_ks: DispatchKeySet, a: &Tensor, b: &Tensor) -> opal::Result<Tensor> {
-    let out = {
-        let _below = ExcludeGuard::new(DispatchKey::AutogradCPU);
-        ops::mm(a, b)?
-    };
-    let (sa, sb) = (a.detach()?, b.detach()?);
-    autograd::record(
-        "MmBackward",
-        &[a, b],
-        &[&out],
-        Box::new(move |g| {
-            let g = g[0].as_ref().expect("mm's gradient");
-            let ga = ops::mm(g, &ops::t(&sb)?)?;
-            let gb = ops::mm(&ops::t(&sa)?, g)?;
-            Ok(vec![Some(ga), Some(gb)])
-        }),
-    )?;
-    Ok(out)
-}
-
-#[allow(clippy::too_many_arguments, reason = "the op's kernel signature")]
-fn to_copy_autograd(
-    _ks: DispatchKeySet,
-    t: &Tensor,
-    dtype: Option<DType>,
-    layout: Option<opal::Layout>,
-    device: Option<opal::Device>,
-    pin: Option<bool>,
-    non_blocking: bool,
-    fmt: Option<opal::MemoryFormat>,
-) -> opal::Result<Tensor> {
-    let out = {
-        let _below = ExcludeGuard::new(DispatchKey::AutogradCPU);
-        ops::_to_copy::call(t, dtype, layout, device, pin, non_blocking, fmt)?
-    };
-    let from = t.dtype();
-    autograd::record(
-        "ToCopyBackward",
-        &[t],
-        &[&out],
-        Box::new(move |g| Ok(vec![Some(g[0].as_ref().expect("gradient").to_dtype(from)?)])),
-    )?;
-    Ok(out)
-}
-
 #[test]
 fn autocast_composes_with_autograd_gradients_in_the_parameters_dtype() {
+    // Through the autograd kernels generated from derivatives.yaml: the casts
+    // autocast inserts (`_to_copy`) are differentiated like any op.
     init();
-    let mut lib = Library::new("aten", DispatchKey::AutogradCPU);
-    lib.impl_("aten::mm", ops::mm::kernel(mm_autograd)).unwrap();
-    lib.impl_("aten::_to_copy", ops::_to_copy::kernel(to_copy_autograd))
-        .unwrap();
     let w = f32s(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
     w.set_requires_grad(true).unwrap();
     let x = f32s(&[1.0, 1.0, 0.5, 2.0], &[2, 2]);
@@ -234,7 +185,7 @@ fn autocast_composes_with_autograd_gradients_in_the_parameters_dtype() {
         ops::mm(&x, &w).unwrap()
     };
     assert_eq!(y.dtype(), DType::F16);
-    assert!(y.grad_fn().is_some());
+    assert_eq!(y.grad_fn().unwrap().name(), "MmBackward0");
     let yf = y.to_dtype(DType::F32).unwrap();
     let ones = f32s(&[1.0; 4], &[2, 2]);
     autograd::backward(&[yf], &[ones], autograd::GradOptions::default()).unwrap();
@@ -246,5 +197,4 @@ fn autocast_composes_with_autograd_gradients_in_the_parameters_dtype() {
     );
     // d(sum(x @ w))/dw, with ones as the output gradient, = x^T @ ones.
     assert_eq!(g.to_vec::<f32>().unwrap(), [1.5, 1.5, 3.0, 3.0]);
-    drop(lib);
 }
