@@ -185,7 +185,8 @@ fn precedence_direct_then_cea_then_cia() {
     assert_eq!(call(&OP, &emu()).unwrap(), 2);
     drop(_h2);
     // Without CEA: meta has no backend kernel, so CIA serves AutogradMeta; CPU has a
-    // kernel, so AutogradCPU must not decompose and falls through to CPU.
+    // kernel, so AutogradCPU must not decompose: the autograd fallback serves it,
+    // which runs the CPU kernel (and would refuse a differentiable result).
     let op = OP.get().unwrap().handle();
     assert_eq!(
         op.resolve_key(grad(meta()).key_set()).unwrap(),
@@ -193,7 +194,7 @@ fn precedence_direct_then_cea_then_cia() {
     );
     assert_eq!(
         op.resolve_key(grad(cpu()).key_set()).unwrap(),
-        DispatchKey::CPU
+        DispatchKey::AutogradCPU
     );
     assert_eq!(call(&OP, &grad(meta())).unwrap(), 3);
     assert_eq!(
