@@ -466,7 +466,10 @@ impl KernelCtx<'_, '_> {
             };
             let mut scope_vars = vars.clone();
             if f.uses_grad_input_mask() {
-                let m = slots.iter().map(|s| quote!(__needs[#s]));
+                let m = slots.iter().map(|s| {
+                    let s = proc_macro2::Literal::usize_unsuffixed(*s);
+                    quote!(__needs[#s])
+                });
                 scope_vars.insert(
                     "grad_input_mask".into(),
                     Val::new(quote!(vec![#(#m),*]), Ty::List(Box::new(Ty::Bool))),
@@ -498,7 +501,10 @@ impl KernelCtx<'_, '_> {
                     continue;
                 }
             };
-            let cond = slots.iter().map(|s| quote!(__needs[#s]));
+            let cond = slots.iter().map(|s| {
+                let s = proc_macro2::Literal::usize_unsuffixed(*s);
+                quote!(__needs[#s])
+            });
             let value = val.owned();
             let gvars: Vec<_> = slots.iter().map(|s| format_ident!("__g{}", s)).collect();
             let list_slot = |s: usize| tensor_args[s].1 == TensorArg::List;
