@@ -498,36 +498,14 @@ impl Scope<'_, '_> {
         let (at, bt) = (a.owned(), b.owned());
         match (&a.ty, &b.ty) {
             (Ty::Tensor, Ty::Tensor) => {
-                let name = match op {
-                    Add => "add",
-                    Sub => "sub",
-                    Mul => "mul",
-                    Div => "div",
-                    Eq => "eq",
-                    Ne => "ne",
-                    Lt => "lt",
-                    Gt => "gt",
-                    Le => "le",
-                    Ge => "ge",
-                    BitAnd | And => "logical_and",
-                    BitOr | Or => "logical_or",
-                    _ => return fail(span, format!("`{}` on tensors", op.as_str())),
+                let Some(name) = tensor_op(op, true) else {
+                    return fail(span, format!("`{}` on tensors", op.as_str()));
                 };
                 self.resolve(name, &[a.clone(), b.clone()], span)
             }
             (Ty::Tensor, t) if numeric(t) => {
-                let name = match op {
-                    Add => "add",
-                    Sub => "sub",
-                    Mul => "mul",
-                    Div => "div",
-                    Eq => "eq",
-                    Ne => "ne",
-                    Lt => "lt",
-                    Gt => "gt",
-                    Le => "le",
-                    Ge => "ge",
-                    _ => return fail(span, format!("`{}` on a tensor and a number", op.as_str())),
+                let Some(name) = tensor_op(op, false) else {
+                    return fail(span, format!("`{}` on a tensor and a number", op.as_str()));
                 };
                 let s = coerce(b, &Ty::Scalar).expect("numbers become scalars");
                 self.resolve(name, &[a.clone(), s.clone()], span)
@@ -592,6 +570,27 @@ impl Scope<'_, '_> {
             ),
         }
     }
+}
+
+/// The native operator of C++ operator `op` on a tensor and a tensor (`both`) or
+/// a tensor and a number; logical operators only between tensors.
+fn tensor_op(op: BinOp, both: bool) -> Option<&'static str> {
+    use BinOp::*;
+    Some(match op {
+        Add => "add",
+        Sub => "sub",
+        Mul => "mul",
+        Div => "div",
+        Eq => "eq",
+        Ne => "ne",
+        Lt => "lt",
+        Gt => "gt",
+        Le => "le",
+        Ge => "ge",
+        BitAnd | And if both => "logical_and",
+        BitOr | Or if both => "logical_or",
+        _ => return None,
+    })
 }
 
 /// The name an operand is known by, for the "has no value" message.
