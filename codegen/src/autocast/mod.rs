@@ -25,7 +25,7 @@ use crate::emit::plan::OpPlan;
 use crate::model::{BaseTy, Loc, NativeFunctions, Type};
 use crate::parse::node::Node;
 use crate::parse::outline::LineIndex;
-use crate::parse::{check_flow_depth, yaml_error_loc};
+use crate::parse::read_document;
 
 /// How an autocast kernel treats an operator's floating-point tensor inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -80,23 +80,9 @@ const START: Loc = Loc {
 pub fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Policy::default();
-    if let Err(e) = check_flow_depth(src) {
-        return (out, vec![e]);
-    }
-    let doc: Node<'_> = match serde_yaml::from_str(src) {
+    let doc: Node<'_> = match read_document(src) {
         Ok(d) => d,
-        Err(e) => {
-            let text = e.to_string();
-            let message = text.split(" at line ").next().unwrap_or(&text);
-            let d = Diagnostic::new(
-                "opal::yaml",
-                yaml_error_loc(&e, src),
-                format!("invalid YAML: {message}"),
-            )
-            .label("YAML parser stopped here")
-            .hint("check the indentation and quoting around this point");
-            return (out, vec![d]);
-        }
+        Err(d) => return (out, vec![d]),
     };
     let idx = LineIndex::new(src);
     let at = |n: &Node<'_>, fallback: Loc| {

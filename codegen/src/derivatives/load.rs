@@ -15,7 +15,7 @@ use crate::diagnostics::Diagnostic;
 use crate::model::{FunctionSchema, Loc};
 use crate::parse::node::Node;
 use crate::parse::outline::LineIndex;
-use crate::parse::{check_flow_depth, parse_schema_at, yaml_error_loc};
+use crate::parse::{parse_schema_at, read_document};
 
 /// The keys of an entry that are not formulas.
 pub const ENTRY_KEYS: [&str; 3] = ["name", "dispatch", "output_differentiability"];
@@ -33,23 +33,9 @@ const START: Loc = Loc {
 pub fn parse_derivatives(src: &str) -> (Derivatives, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Derivatives::default();
-    if let Err(e) = check_flow_depth(src) {
-        return (out, vec![e]);
-    }
-    let doc: Node<'_> = match serde_yaml::from_str(src) {
+    let doc: Node<'_> = match read_document(src) {
         Ok(d) => d,
-        Err(e) => {
-            let text = e.to_string();
-            let message = text.split(" at line ").next().unwrap_or(&text);
-            let d = Diagnostic::new(
-                "opal::yaml",
-                yaml_error_loc(&e, src),
-                format!("invalid YAML: {message}"),
-            )
-            .label("YAML parser stopped here")
-            .hint("check the indentation and quoting around this point");
-            return (out, vec![d]);
-        }
+        Err(d) => return (out, vec![d]),
     };
     let items = match doc {
         Node::Seq(items) => items,

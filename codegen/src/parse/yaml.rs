@@ -137,6 +137,24 @@ pub(crate) const MAX_FLOW_DEPTH: usize = 1000;
 /// A located error when `src` opens more than [`MAX_FLOW_DEPTH`] brackets without
 /// closing them. Only the brackets are visited (found with `memchr`), so this
 /// costs about nothing on ordinary files.
+/// Reads a whole small YAML document (a derivatives file, an autocast policy) as a
+/// located [`Node`] tree: nesting too deep and YAML syntax errors are one located
+/// diagnostic each.
+pub(crate) fn read_document(src: &str) -> Result<Node<'_>, Diagnostic> {
+    check_flow_depth(src)?;
+    serde_yaml::from_str(src).map_err(|e| {
+        let text = e.to_string();
+        let message = text.split(" at line ").next().unwrap_or(&text);
+        Diagnostic::new(
+            "opal::yaml",
+            yaml_error_loc(&e, src),
+            format!("invalid YAML: {message}"),
+        )
+        .label("YAML parser stopped here")
+        .hint("check the indentation and quoting around this point")
+    })
+}
+
 pub(crate) fn check_flow_depth(src: &str) -> Result<(), Diagnostic> {
     let b = src.as_bytes();
     let mut depth = 0usize;
