@@ -2,8 +2,11 @@
 //! metadata), as a check that Opal reads and writes the format:
 //!
 //! ```text
-//! cargo run --release -p opal-runtime --example resave -- IN OUT
+//! cargo run --release -p opal --example resave -- IN OUT
 //! ```
+//!
+//! (The workspace package `opal`, in `examples/`, builds this same file; from this
+//! package it is `-p opal-runtime --example resave`.)
 //!
 //! Exits with status 1 and a message naming the problem on bad arguments or a file
 //! it cannot read or write. `tests/resave.rs` runs [`run`] on a temporary file.
