@@ -10,7 +10,8 @@
 //! into Opal's repository.
 //!
 //! It also generates the autograd kernels from `derivatives.yaml` (`autograd.rs`,
-//! included by `src/autograd/generated.rs`).
+//! included by `src/autograd/generated.rs`) and the composite kernel table from
+//! `composites.yaml` (`composites.rs`, included by `src/composite/mod.rs`).
 //!
 //! Owns: only the call of `opal_codegen::Builder`. Must not: generate anything by
 //! hand. Reruns only when build.rs or the YAML files change; unchanged outputs are
@@ -38,6 +39,7 @@ fn main() {
     let result = opal_codegen::Builder::new()
         .native_yaml(native)
         .derivatives_yaml("derivatives.yaml")
+        .composites_yaml("composites.yaml")
         .namespace("aten")
         .out_dir(PathBuf::from(&out_dir).join("opal_ops"))
         .runtime_crate()

@@ -35,6 +35,7 @@ pub struct Builder {
     native_yaml: Option<PathBuf>,
     tags: Option<PathBuf>,
     derivatives: Option<PathBuf>,
+    composites: Option<PathBuf>,
     namespace: String,
     out_dir: Option<PathBuf>,
     runtime: RuntimePath,
@@ -94,6 +95,7 @@ impl Builder {
             native_yaml: None,
             tags: None,
             derivatives: None,
+            composites: None,
             namespace: "aten".to_string(),
             out_dir: None,
             runtime: RuntimePath::Opal,
@@ -145,6 +147,14 @@ impl Builder {
     /// at `path`, checked against the native YAML.
     pub fn derivatives_yaml(mut self, path: impl AsRef<Path>) -> Self {
         self.derivatives = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Also generates the composite kernel table (`composites.rs`) from the
+    /// `composites.yaml` at `path` (see [`crate::composite`]), checked against the
+    /// native YAML.
+    pub fn composites_yaml(mut self, path: impl AsRef<Path>) -> Self {
+        self.composites = Some(path.as_ref().to_path_buf());
         self
     }
 
@@ -205,6 +215,21 @@ impl Builder {
                 Error::Load(d)
             })?;
             generated.files.push(("autograd.rs".to_string(), text));
+        }
+        if let Some(cpath) = &self.composites {
+            if self.cargo_directives {
+                println!("cargo:rerun-if-changed={}", cpath.display());
+            }
+            let kernels = crate::composite::load(cpath, &model).map_err(Error::Load)?;
+            let plan = emit::plan::plan(&model, &self.namespace)
+                .map_err(|errs| Error::Load(emit_diagnostics(&yaml, &errs)))?;
+            let source = cpath
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let text =
+                emit::composites::generate(&kernels, &plan.ops, &source).map_err(Error::Config)?;
+            generated.files.push(("composites.rs".to_string(), text));
         }
         if self.cargo_directives {
             for u in &generated.unsupported {

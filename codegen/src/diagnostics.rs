@@ -506,6 +506,17 @@ impl SourceCode for Excerpt {
     }
 }
 
+/// "operator `op` is listed twice" at `again`, pointing back at the first listing:
+/// the one wording of every list of operators (autocast policy, composites).
+pub(crate) fn listed_twice(code: &'static str, op: &str, again: Loc, first: Loc) -> Diagnostic {
+    Diagnostic::new(code, again, format!("operator `{op}` is listed twice"))
+        .label("second listing")
+        .hint(format!(
+            "it is first listed at line {}, column {}; keep one",
+            first.line, first.col
+        ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

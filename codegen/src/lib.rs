@@ -12,11 +12,13 @@
 //! [`parse::parse_schema`].
 
 pub mod autocast;
+pub mod composite;
 pub mod derivatives;
 pub mod diagnostics;
 mod load;
 pub mod model;
 pub mod parse;
+pub mod suggest;
 pub mod validate;
 
 pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};

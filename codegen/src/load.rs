@@ -34,6 +34,24 @@ pub(crate) fn read(path: &Path) -> Result<Vec<u8>, Diagnostics> {
     })
 }
 
+/// Reads `path` as UTF-8 text and hands it, with the name messages show, to
+/// `load`; an unreadable file or invalid UTF-8 is a located diagnostic.
+pub(crate) fn with_text<T>(
+    path: &Path,
+    load: impl FnOnce(&str, &str) -> Result<T, Diagnostics>,
+) -> Result<T, Diagnostics> {
+    let name = path.display().to_string();
+    let bytes = read(path)?;
+    match crate::parse::decode(&bytes) {
+        Ok(src) => load(src, &name),
+        Err(e) => {
+            let mut d = Diagnostics::new(name, String::from_utf8_lossy(&bytes).into_owned());
+            d.push(e);
+            Err(d)
+        }
+    }
+}
+
 /// Loads `path` with the tags of `tags` (`None`: tags are not checked).
 pub fn load_with_tags(path: &Path, tags: Option<&Path>) -> Result<NativeFunctions, Diagnostics> {
     let tag_names = match tags {

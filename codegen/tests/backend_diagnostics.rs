@@ -45,6 +45,19 @@ bad! {
     entry_without_func => "entry_without_func.yaml", "`- func: <schema";
     duplicate_key => "duplicate_key.yaml", "backend";
     not_utf8 => "not_utf8.yaml", "UTF-8";
+    bad_kernel_path => "bad_kernel_path.yaml", "is not the path of a Rust function";
+}
+
+#[test]
+fn every_bad_kernel_path_is_located() {
+    let out = render("bad_kernel_path.yaml");
+    for at in ["4:11", "6:14", "8:14", "9:17"] {
+        assert!(
+            out.contains(&format!("bad/bad_kernel_path.yaml:{at}")),
+            "{at}: {out}"
+        );
+    }
+    assert!(out.contains("4 errors"), "{out}");
 }
 
 #[test]

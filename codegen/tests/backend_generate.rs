@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use opal_codegen::backend::run::{coverage_of, generate_code, load_inputs};
+use opal_codegen::backend::run::{coverage_of, generate_code, load_inputs, with_cpu_backend};
 use opal_codegen::backend::{Format, Status};
 
 /// Relative to the crate root (cargo runs tests there), so that rendered
@@ -107,7 +107,7 @@ fn coverage_in_three_formats() {
             t.missing,
             t.total
         ),
-        (4, 1, 1, 1, 1, 8)
+        (4, 1, 1, 2, 2, 10)
     );
 
     let text = report.render(Format::Text);
@@ -116,7 +116,7 @@ fn coverage_in_three_formats() {
         "{text}"
     );
     assert!(
-        text.ends_with("total: native 4, adapter 1, composite 1, fallback 1, missing 1 (8 ops)\n"),
+        text.ends_with("total: native 4, adapter 1, composite 1, fallback 2, missing 2 (10 ops)\n"),
         "{text}"
     );
     let md = report.render(Format::Markdown);
@@ -198,4 +198,70 @@ fn autograd_entries_are_checked() {
     assert!(err.contains("did you mean 'relu'?"), "{err}");
     assert!(err.contains("`autograd:` lists operator names"), "{err}");
     assert!(err.contains("bad_autograd.yaml:7:5"), "{err}");
+}
+
+#[test]
+fn named_kernels_and_autogen_outs_need_no_hand_written_forwarding() {
+    let code = generate_code(&inputs("named.yaml"), true, None).expect("generates");
+    let part = backend_part(&code.module);
+    // A named kernel: the trait fn is provided and forwards (relative paths are
+    // from the crate root; `crate::` paths are kept).
+    assert!(
+        part.contains("crate::kernels::add_out(self_, other, alpha, out)"),
+        "{part}"
+    );
+    assert!(
+        part.contains("-> Result<Tensor> {\n        crate::kernels::mul(self_, other)\n    }"),
+        "{part}"
+    );
+    // A pinned entry forwards with the pinned schema's arguments.
+    assert!(part.contains("crate::kernels::sum_old(self_)"), "{part}");
+    // `relu.out` is listed on `relu_` by `autogen:`, but derives from the
+    // functional `relu`: run it, then hand the result to the copy rule.
+    assert!(part.contains("let r0 = Self::relu(ks, self_)?;"), "{part}");
+    assert!(
+        part.contains("crate::kernels::copy_outs(\"relu.out\", &[(&r0, out)])?;"),
+        "{part}"
+    );
+    // An entry without a kernel stays for the backend to write.
+    assert!(
+        part.contains("fn square(ks: DispatchKeySet, self_: &Tensor) -> Result<Tensor>;"),
+        "{part}"
+    );
+    // The starter implements only that one.
+    let skeleton = code.skeleton.expect("skeleton");
+    assert!(skeleton.contains("fn square("), "{skeleton}");
+    for provided in ["fn add_out(", "fn mul_tensor(", "fn relu_out(", "fn sum("] {
+        assert!(!skeleton.contains(provided), "{provided}: {skeleton}");
+    }
+    insta::assert_snapshot!("named_backend_trait", trait_part(part));
+}
+
+/// The kernel trait, out of the backend items.
+fn trait_part(part: &str) -> &str {
+    let start = part.find("pub trait NamedKernels").expect("trait");
+    let end = part[start..].find("\n}\n").expect("trait end") + start + 3;
+    &part[start..end]
+}
+
+#[test]
+fn coverage_counts_what_the_runtime_has() {
+    // Without the CPU backend, `relu.out` (autogen, no CPU entry in the native
+    // YAML) has no CPU kernel the fallback could run; `square` is a composite only
+    // because composites.yaml beside the native YAML lists it.
+    let (report, _) = coverage_of(&inputs("emu.yaml"));
+    let status = |r: &opal_codegen::backend::Coverage, op: &str| {
+        r.ops.iter().find(|row| row.op == op).map(|row| row.status)
+    };
+    assert_eq!(status(&report, "square"), Some(Status::Composite));
+    assert_eq!(status(&report, "relu.out"), Some(Status::Missing));
+    // With it, the fallback runs exactly what the CPU backend has.
+    let mut i = inputs("emu.yaml");
+    with_cpu_backend(&mut i, &fixture("cpu.yaml")).expect("cpu backend resolves");
+    let (report, _) = coverage_of(&i);
+    assert_eq!(status(&report, "relu.out"), Some(Status::Fallback));
+    assert_eq!(status(&report, "relu_"), Some(Status::Fallback));
+    assert_eq!(status(&report, "relu"), Some(Status::Fallback));
+    assert_eq!(status(&report, "_cuda_only"), Some(Status::Missing));
+    assert_eq!(status(&report, "square"), Some(Status::Composite));
 }

@@ -302,19 +302,22 @@ fn factories() {
 
 #[test]
 fn autogen_out_forms_resize_with_the_result_dtype() {
-    use opal_meta::kernels::autogen;
+    // Generated from `backend.yaml`'s `out_copy:` rule, so called through the
+    // dispatcher.
+    use opal::ops;
+    opal_meta::init().unwrap();
     let x = meta(&[2, 3], DType::F32);
     let out = meta(&[0], DType::F32);
-    autogen::relu_out(&x, &out).unwrap();
+    ops::relu_out::call(&x, &out).unwrap();
     assert_eq!(out.sizes(), &[2, 3]);
     let o = meta(&[5], DType::F32);
-    autogen::sum_out(&x, None, &o).unwrap();
+    ops::sum_out::call(&x, None, &o).unwrap();
     assert_eq!(o.sizes(), &[] as &[i64]);
     // The derived out= copy does not convert: an int64 `out` for a float sum is an
     // error (as in PyTorch), while `_to_copy.out` converts to `out`'s dtype.
-    assert!(autogen::sum_out(&x, None, &meta(&[0], DType::I64)).is_err());
+    assert!(ops::sum_out::call(&x, None, &meta(&[0], DType::I64)).is_err());
     let c = meta(&[0], DType::I64);
-    autogen::_to_copy_out(&x, false, None, &c).unwrap();
+    ops::_to_copy_out::call(&x, false, None, &c).unwrap();
     assert_eq!((c.sizes(), c.dtype()), (&[2i64, 3][..], DType::I64));
     // Outputs the mask did not request are left as given.
     let (g, i, w) = (
@@ -327,7 +330,7 @@ fn autogen_out_forms_resize_with_the_result_dtype() {
         meta(&[0], DType::F32),
         meta(&[0], DType::F32),
     ];
-    let (a, _, c) = autogen::convolution_backward_out(
+    let (a, _, c) = ops::convolution_backward_out::call(
         &g,
         &i,
         &w,

@@ -216,18 +216,12 @@ pub fn validate(policy: &Policy, ops: &[OpPlan<'_>]) -> Vec<Diagnostic> {
     let mut seen: Vec<(&str, Loc)> = Vec::new();
     for e in &policy.entries {
         if let Some((_, first)) = seen.iter().find(|(n, _)| *n == e.op) {
-            errs.push(
-                Diagnostic::new(
-                    "opal::autocast_duplicate",
-                    e.loc,
-                    format!("operator `{}` is listed twice", e.op),
-                )
-                .label("second listing")
-                .hint(format!(
-                    "it is first listed at line {}, column {}; keep one",
-                    first.line, first.col
-                )),
-            );
+            errs.push(crate::diagnostics::listed_twice(
+                "opal::autocast_duplicate",
+                &e.op,
+                e.loc,
+                *first,
+            ));
             continue;
         }
         seen.push((&e.op, e.loc));
@@ -358,14 +352,10 @@ impl Builder {
         let ns = self.namespace.unwrap_or_else(|| "aten".to_string());
         println!("cargo:rerun-if-changed={}", policy_path.display());
         let model = crate::load(&native).map_err(Error::Load)?;
-        let name = policy_path.display().to_string();
-        let bytes = crate::load::read(&policy_path).map_err(Error::Load)?;
-        let src = crate::parse::decode(&bytes).map_err(|e| {
-            let mut d = Diagnostics::new(&name, String::from_utf8_lossy(&bytes).into_owned());
-            d.push(e);
-            Error::Load(d)
-        })?;
-        let text = generate_str(&model, src, &name, &ns).map_err(Error::Load)?;
+        let text = crate::load::with_text(&policy_path, |src, name| {
+            generate_str(&model, src, name, &ns)
+        })
+        .map_err(Error::Load)?;
         let io = |path: &Path, error| Error::Io {
             path: path.to_path_buf(),
             error,

@@ -1,16 +1,17 @@
 //! The coverage report: for every operator of a native YAML, how a backend runs it
 //! (native kernel, adapted pinned kernel, composite, CPU fallback, or not at all),
-//! with totals, as text, markdown or JSON.
+//! with totals, as text, markdown or JSON. Composites and the fallback's CPU kernels
+//! are counted against what the runtime has ([`RuntimeOps`]) when that is known.
 //!
 //! Owns: the classification per op and its renderings. Must not: read files or
 //! emit code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::model::NativeFunctions;
+use crate::model::{NativeFunction, NativeFunctions};
 
 use super::compat::Compat;
 use super::plan::Plan;
@@ -116,8 +117,39 @@ pub enum Format {
     Json,
 }
 
-/// Classifies every op of `natives` for the backend, using its resolved plan.
-pub fn coverage(spec: &BackendSpec, natives: &NativeFunctions, plan: &Plan<'_>) -> Coverage {
+/// What the runtime the backend plugs into really has, when known: its composite
+/// kernels (`composites.yaml`) and the ops its CPU backend runs (for the fallback).
+/// Without it, coverage goes by the native YAML's `dispatch:` entries, which name
+/// PyTorch's kernels and may promise ops a runtime lacks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeOps {
+    /// Op name -> alias key of its composite kernel.
+    pub composites: HashMap<String, String>,
+    /// The ops the CPU backend has a kernel for (its own, derived or autogen); `None`
+    /// when the CPU backend is not known.
+    pub cpu: Option<HashSet<String>>,
+}
+
+impl RuntimeOps {
+    /// The ops a backend runs natively by its plan: supported entries and the ops
+    /// derived from them (for the CPU backend's YAML, what the fallback can run).
+    pub fn backend_ops(plan: &Plan<'_>) -> HashSet<String> {
+        plan.ops
+            .iter()
+            .map(|o| o.func.func.name.to_string())
+            .chain(plan.derived.iter().map(|d| d.func.func.name.to_string()))
+            .collect()
+    }
+}
+
+/// Classifies every op of `natives` for the backend, using its resolved plan, and
+/// what the runtime has when `runtime` says.
+pub fn coverage(
+    spec: &BackendSpec,
+    natives: &NativeFunctions,
+    plan: &Plan<'_>,
+    runtime: Option<&RuntimeOps>,
+) -> Coverage {
     let mut status: HashMap<String, (Status, String)> = HashMap::new();
     for op in &plan.ops {
         let entry = match &op.compat {
@@ -154,7 +186,7 @@ pub fn coverage(spec: &BackendSpec, natives: &NativeFunctions, plan: &Plan<'_>) 
     let fallback = spec.fallback.value;
     // An op "has a CPU kernel" when its dispatch table (or that of its structured
     // delegate) names CPU or a composite key.
-    let dispatch_of: HashMap<String, &crate::model::NativeFunction> = natives
+    let dispatch_of: HashMap<String, &NativeFunction> = natives
         .functions
         .iter()
         .map(|f| (f.func.name.to_string(), f))
@@ -167,6 +199,16 @@ pub fn coverage(spec: &BackendSpec, natives: &NativeFunctions, plan: &Plan<'_>) 
             (s, d)
         } else if let Some(reason) = failed.get(name.as_str()) {
             (Status::Missing, (*reason).to_string())
+        } else if let Some(rt) = runtime {
+            if let Some(key) = rt.composites.get(&name) {
+                (Status::Composite, key.clone())
+            } else {
+                let has_cpu = match &rt.cpu {
+                    Some(cpu) => cpu.contains(&name),
+                    None => cpu_named(f, &dispatch_of),
+                };
+                fallback_status(fallback, has_cpu)
+            }
         } else if f.has_composite_implicit_autograd_kernel {
             (Status::Composite, "CompositeImplicitAutograd".to_string())
         } else if f.has_composite_explicit_autograd_kernel
@@ -180,20 +222,7 @@ pub fn coverage(spec: &BackendSpec, natives: &NativeFunctions, plan: &Plan<'_>) 
             };
             (Status::Composite, key.to_string())
         } else {
-            let delegate = f
-                .structured_delegate
-                .as_ref()
-                .and_then(|d| dispatch_of.get(&d.to_string()));
-            let has_cpu = f.dispatch.contains_key("CPU")
-                || delegate.is_some_and(|d| d.dispatch.contains_key("CPU"));
-            match (fallback, has_cpu) {
-                (FallbackPolicy::Cpu, true) => (Status::Fallback, String::new()),
-                (FallbackPolicy::Cpu, false) => (
-                    Status::Missing,
-                    "no CPU kernel for the fallback".to_string(),
-                ),
-                (FallbackPolicy::None, _) => (Status::Missing, String::new()),
-            }
+            fallback_status(fallback, cpu_named(f, &dispatch_of))
         };
         totals.add(s);
         rows.push(Row {
@@ -209,6 +238,28 @@ pub fn coverage(spec: &BackendSpec, natives: &NativeFunctions, plan: &Plan<'_>) 
         fallback: fallback.as_str().to_string(),
         ops: rows,
         totals,
+    }
+}
+
+/// Whether the native YAML names a CPU kernel for `f` (or its structured delegate).
+fn cpu_named(f: &NativeFunction, dispatch_of: &HashMap<String, &NativeFunction>) -> bool {
+    let delegate = f
+        .structured_delegate
+        .as_ref()
+        .and_then(|d| dispatch_of.get(&d.to_string()));
+    f.dispatch.contains_key("CPU") || delegate.is_some_and(|d| d.dispatch.contains_key("CPU"))
+}
+
+/// An op with no kernel of the backend and no composite: the CPU fallback runs it
+/// if there is a CPU kernel.
+fn fallback_status(fallback: FallbackPolicy, has_cpu: bool) -> (Status, String) {
+    match (fallback, has_cpu) {
+        (FallbackPolicy::Cpu, true) => (Status::Fallback, String::new()),
+        (FallbackPolicy::Cpu, false) => (
+            Status::Missing,
+            "no CPU kernel for the fallback".to_string(),
+        ),
+        (FallbackPolicy::None, _) => (Status::Missing, String::new()),
     }
 }
 

@@ -21,8 +21,11 @@ use crate::emit::defaults::Value;
 use crate::emit::plan::{self as eplan, ArgPlan, OpPlan};
 use crate::emit::signature::{many_args_allow, names, params};
 use crate::emit::{self, Ctx, RuntimePath};
-use crate::model::{NativeFunction, NativeFunctions, OperatorName};
+use crate::model::{
+    Argument, FunctionSchema, NativeFunction, NativeFunctions, OperatorName, Origin, SchemaKind,
+};
 
+use super::bodies;
 use super::compat::Compat;
 use super::plan::Plan;
 use super::report::BackendDiagnostic;
@@ -82,6 +85,11 @@ struct Entry<'p> {
     /// An `autograd:` op: the trait fn is `autograd_<op>`, registered at the
     /// backend's autograd key.
     autograd: bool,
+    /// The kernel function the YAML names (the trait fn forwards to it).
+    kernel: Option<&'p str>,
+    /// For an autogen `out=` op with no named kernel, in a backend with `out_copy:`:
+    /// the index in the entries of its functional op (the trait fn derives from it).
+    autogen_from: Option<usize>,
 }
 
 impl Entry<'_> {
@@ -212,12 +220,25 @@ pub fn generate(
             },
             None => cur,
         };
+        if let Some(k) = o.kernel {
+            if let Err(e) = bodies::kernel_path(&k.value) {
+                errors.push(err(k.loc, "opal::backend::bad_kernel_path", e));
+            }
+        }
         entries.push(Entry {
             cur,
             ker,
             compat: &o.compat,
             autograd,
+            kernel: o.kernel.map(|k| k.value.as_str()),
+            autogen_from: None,
         });
+    }
+    if let Some(copy) = &spec.out_copy {
+        if let Err(e) = bodies::kernel_path(&copy.value) {
+            errors.push(err(copy.loc, "opal::backend::bad_kernel_path", e));
+        }
+        link_autogen_outs(&mut entries);
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -366,7 +387,10 @@ impl Parts<'_, '_> {
         let key = format_ident!("{}", key_name);
         let device = &spec.device.value;
         let trait_id = self.trait_id();
-        let trait_fns = self.entries.iter().map(|e| trait_fn(&cx, e, b));
+        let trait_fns = self
+            .entries
+            .iter()
+            .map(|e| trait_fn(&cx, e, self.entries, spec));
         let transfer_fns = if self.cpu_fallback() {
             quote! {
                 /// Copies `src`, a tensor of this backend's device, into a new contiguous CPU
@@ -563,8 +587,74 @@ fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
     cx.types.result(cx.types.returns(op.return_types()))
 }
 
+/// Points each autogen `out=` entry without a kernel of its own at the entry of its
+/// functional op, when the backend supports that op. The `autogen:` list may sit on
+/// the in-place variant (`relu_` lists `relu.out`), so the functional op is found by
+/// name and schema: same base name, the overload less its `out`/`_out` suffix,
+/// functional kind, every non-`out` argument of the `out=` op present, and only
+/// optional arguments besides.
+fn link_autogen_outs(entries: &mut [Entry]) {
+    let links: Vec<(usize, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.autograd && e.kernel.is_none())
+        .filter(|(_, e)| matches!(e.cur.f.origin, Origin::Autogen { .. }))
+        .filter_map(|(i, e)| {
+            let out = &e.cur.f.func;
+            entries
+                .iter()
+                .position(|c| !c.autograd && is_functional_of(&c.cur.f.func, out))
+                .map(|j| (i, j))
+        })
+        .collect();
+    for (i, j) in links {
+        entries[i].autogen_from = Some(j);
+    }
+}
+
+/// Whether `functional` is the functional form of the `out=` schema `out`.
+fn is_functional_of(functional: &FunctionSchema, out: &FunctionSchema) -> bool {
+    // `relu.out` is the out= form of `relu`, `masked_fill.Scalar_out` of
+    // `masked_fill.Scalar`.
+    let overload = out.name.overload_name.as_str();
+    let functional_overload = overload
+        .strip_suffix("_out")
+        .unwrap_or(if overload == "out" { "" } else { overload });
+    if functional.kind() != SchemaKind::Functional
+        || functional.name.name.base != out.name.name.base
+        || functional.name.overload_name != functional_overload
+    {
+        return false;
+    }
+    let f_args: Vec<&Argument> = functional.arguments.all().collect();
+    let inputs_present = out
+        .arguments
+        .all()
+        .filter(|a| !out.arguments.out.iter().any(|o| o.name == a.name))
+        .all(|a| f_args.iter().any(|f| f.name == a.name && f.ty == a.ty));
+    let extras_optional = f_args
+        .iter()
+        .filter(|f| !out.arguments.all().any(|a| a.name == f.name))
+        .all(|f| f.ty.is_optional());
+    inputs_present && extras_optional
+}
+
+/// The body of a provided trait fn: forwarding to the named kernel, or the autogen
+/// `out=` rule; `None` leaves the fn for the backend to implement.
+fn provided_body(e: &Entry, entries: &[Entry], out_copy: Option<&str>) -> Option<TokenStream> {
+    if let Some(k) = e.kernel {
+        // Checked by `generate`.
+        let path = bodies::kernel_path(k).ok()?;
+        return Some(bodies::forward(&path, &e.ker.args, e.autograd));
+    }
+    let from = &entries[e.autogen_from?];
+    let copy = bodies::kernel_path(out_copy?).ok()?;
+    bodies::autogen_out(e.ker, &from.fn_ident(), from.ker, &copy)
+}
+
 /// The trait's associated fn for one supported op.
-fn trait_fn(cx: &Ctx, e: &Entry, backend: &str) -> TokenStream {
+fn trait_fn(cx: &Ctx, e: &Entry, entries: &[Entry], spec: &BackendSpec) -> TokenStream {
+    let backend = spec.backend.value.as_str();
     let id = e.fn_ident();
     let ps = params(cx, e.ker.args.iter());
     let ret = ret(cx, e.ker);
@@ -591,14 +681,42 @@ fn trait_fn(cx: &Ctx, e: &Entry, backend: &str) -> TokenStream {
     } else if e.ker.schema != e.cur.schema || !std::ptr::eq(e.ker, e.cur) {
         text.push_str(&format!("\n\nPinned: `{}`.", e.ker.schema));
     }
+    let out_copy = spec.out_copy.as_ref().map(|c| c.value.as_str());
+    let body = provided_body(e, entries, out_copy);
+    match (e.kernel, e.autogen_from) {
+        (Some(k), _) => text.push_str(&format!("\n\nRuns `{k}` (named in the backend YAML).")),
+        (None, Some(_)) if body.is_some() => text.push_str(&format!(
+            "\n\nDerived (`autogen`): the backend's `{}` kernel, its results copied into the \
+             `out` tensors by `{}`.",
+            entries[e.autogen_from.unwrap_or_default()].cur.op_name,
+            out_copy.unwrap_or_default()
+        )),
+        _ => {}
+    }
     let doc = emit::doc(&text);
     let allow = many_args_allow(ps.len() + 1);
     let snake = cx.non_snake(e.cur);
-    quote! {
-        #doc
-        #allow
-        #snake
-        fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret;
+    match body {
+        Some(body) => {
+            let ks = if e.kernel.is_some() && !e.autograd {
+                quote!(_ks)
+            } else {
+                quote!(ks)
+            };
+            quote! {
+                #doc
+                #allow
+                #snake
+                #[inline]
+                fn #id(#ks: DispatchKeySet, #(#ps),*) -> #ret #body
+            }
+        }
+        None => quote! {
+            #doc
+            #allow
+            #snake
+            fn #id(ks: DispatchKeySet, #(#ps),*) -> #ret;
+        },
     }
 }
 
@@ -868,7 +986,12 @@ fn skeleton(
 ) -> Result<String, String> {
     let b = &spec.backend.value;
     let ty = format_ident!("{}", b);
-    let fns = entries.iter().map(|e| {
+    let out_copy = spec.out_copy.as_ref().map(|c| c.value.as_str());
+    // Fns the trait provides (named kernels, autogen out= ops) need no starter.
+    let required = entries
+        .iter()
+        .filter(|e| provided_body(e, entries, out_copy).is_none());
+    let fns = required.map(|e| {
         let id = e.fn_ident();
         let ps = e.ker.args.iter().map(|a| {
             let name = format_ident!("_{}", a.ident().to_string().trim_start_matches("r#"));

@@ -10,19 +10,20 @@ use std::sync::Arc;
 
 use crate::diagnostics::Diagnostic;
 use crate::model::{Loc, OperatorName};
-use crate::parse::{edit_distance, parse_schema_at};
+use crate::parse::parse_schema_at;
 
 use super::report::{BackendDiagnostic, BackendErrors, SourceFile};
 use super::spec::{BackendKey, BackendSpec, FallbackPolicy, Located, SupportedOp};
 use super::yaml::{self, Node};
 
 /// Every key a backend YAML may have.
-pub const KEYS: [&str; 7] = [
+pub const KEYS: [&str; 8] = [
     "backend",
     "dispatch_key",
     "device",
     "namespace",
     "fallback",
+    "out_copy",
     "supported",
     "autograd",
 ];
@@ -97,12 +98,7 @@ fn loc_of_offset(text: &str, offset: usize) -> Loc {
 }
 
 fn suggest(word: &str, candidates: &[&str]) -> Option<String> {
-    candidates
-        .iter()
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, c)| *d <= (c.len() / 3).max(2))
-        .min()
-        .map(|(_, c)| c.to_string())
+    crate::suggest::closest(word, candidates.iter().copied()).map(str::to_string)
 }
 
 /// A scalar value or an error saying a scalar was expected.
@@ -153,6 +149,7 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
     let mut fallback = None;
     let mut supported = None;
     let mut autograd = None;
+    let mut out_copy = None;
     let mut seen: Vec<(&str, Loc)> = Vec::new();
     // Required keys an unknown key was taken for (no second "missing" error).
     let mut suggested: Vec<String> = Vec::new();
@@ -268,6 +265,11 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
                             .hint("`cpu` runs unsupported ops (and argument values a pinned kernel predates) on the CPU with copies; `none` makes them errors"),
                         ),
                     }
+                }
+            }
+            "out_copy" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    out_copy = kernel_path(v, l, errs);
                 }
             }
             "supported" => supported = Some(supported_list(&e.value, errs)),
@@ -389,6 +391,7 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
         fallback,
         supported: supported?,
         autograd: autograd.unwrap_or_default(),
+        out_copy,
     })
 }
 
@@ -414,28 +417,55 @@ fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
         match item {
             Node::Scalar { text, loc, .. } => {
                 if let Some(name) = op_name(text, *loc, errs) {
-                    out.push(SupportedOp::Current { name, loc: *loc });
+                    out.push(SupportedOp::Current {
+                        name,
+                        loc: *loc,
+                        kernel: None,
+                    });
+                }
+            }
+            // `- add.Tensor: kernels::add`: an op and the kernel function it runs (a
+            // schema as the value is a mistyped `func:`, reported as an unknown key).
+            Node::Map { entries, loc }
+                if entries.len() == 1
+                    && !matches!(entries[0].key.as_str(), "func" | "kernel")
+                    && !matches!(&entries[0].value, Node::Scalar { text, .. } if text.contains('(')) =>
+            {
+                let e = &entries[0];
+                let name = op_name(&e.key, e.key_loc, errs);
+                let kernel =
+                    scalar(&e.key, &e.value, errs).and_then(|(v, l)| kernel_path(v, l, errs));
+                if let (Some(name), Some(kernel)) = (name, kernel) {
+                    out.push(SupportedOp::Current {
+                        name,
+                        loc: *loc,
+                        kernel: Some(kernel),
+                    });
                 }
             }
             Node::Map { entries, loc } => {
                 let mut func = None;
+                let mut kernel = None;
                 for e in entries {
-                    if e.key == "func" {
-                        func = Some(e);
-                    } else {
-                        errs.push(
+                    match e.key.as_str() {
+                        "func" => func = Some(e),
+                        "kernel" => {
+                            kernel = scalar("kernel", &e.value, errs)
+                                .and_then(|(v, l)| kernel_path(v, l, errs));
+                        }
+                        _ => errs.push(
                             Diagnostic::new(
                                 "opal::backend::unknown_key",
                                 e.key_loc,
                                 format!("unknown key `{}` in a `supported:` entry", e.key),
                             )
                             .label("not a key of a supported op")
-                            .hint("an entry is `- name.overload` or `- func: <schema the kernel was written against>`"),
-                        );
+                            .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema the kernel was written against>` with an optional `kernel: kernel_path`"),
+                        ),
                     }
                 }
                 let Some(f) = func else {
-                    if entries.iter().any(|e| e.key != "func") {
+                    if entries.iter().any(|e| e.key != "func" && e.key != "kernel") {
                         continue; // already reported as unknown keys
                     }
                     errs.push(
@@ -453,7 +483,11 @@ fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
                     continue;
                 };
                 match parse_schema_at(src, sloc) {
-                    Ok(schema) => out.push(SupportedOp::Pinned { schema, loc: *loc }),
+                    Ok(schema) => out.push(SupportedOp::Pinned {
+                        schema,
+                        loc: *loc,
+                        kernel,
+                    }),
                     Err(d) => errs.push(d),
                 }
             }
@@ -471,6 +505,27 @@ fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
         }
     }
     out
+}
+
+/// A kernel function's Rust path (`elementwise::add`, `crate::kernels::add`).
+fn kernel_path(text: &str, loc: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<String>> {
+    match syn::parse_str::<syn::Path>(text) {
+        Ok(p) if p.segments.iter().all(|s| s.arguments.is_none()) => {
+            Some(Located::new(text.to_string(), loc))
+        }
+        _ => {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_kernel_path",
+                    loc,
+                    format!("`{text}` is not the path of a Rust function"),
+                )
+                .label("expected a path such as `kernels::add_tensor`")
+                .hint("name the kernel function relative to the crate root (`module::function`), or start the path with `crate::`"),
+            );
+            None
+        }
+    }
 }
 
 /// Parses `name.overload` with the schema grammar's name rules.

@@ -12,6 +12,7 @@
 //! itself (it calls `crate::parse`), name things (it uses `crate::ident`), or
 //! duplicate per-op emission (it uses `crate::emit`).
 
+mod bodies;
 pub mod builder;
 pub mod compat;
 pub mod coverage;
@@ -26,7 +27,7 @@ pub mod yaml;
 
 pub use builder::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use compat::{classify, AddedArg, Compat, Incompatibility};
-pub use coverage::{coverage, Coverage, Format, Status};
+pub use coverage::{coverage, Coverage, Format, RuntimeOps, Status};
 pub use emit::{generate, BackendCode, BackendEmitOptions};
 pub use load::{load_bytes, load_file};
 pub use plan::{resolve, Plan};

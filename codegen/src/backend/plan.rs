@@ -9,11 +9,10 @@ use std::collections::HashMap;
 
 use crate::diagnostics::Diagnostic;
 use crate::model::{FunctionSchema, Loc, NativeFunction, NativeFunctions, OperatorName};
-use crate::parse::edit_distance;
 
 use super::compat::{classify, Compat};
 use super::report::{BackendDiagnostic, Note};
-use super::spec::{BackendSpec, SupportedOp};
+use super::spec::{BackendSpec, Located, SupportedOp};
 
 /// One supported op, resolved.
 #[derive(Clone, Debug)]
@@ -25,6 +24,8 @@ pub struct PlannedOp<'n> {
     pub compat: Compat,
     /// Where the `supported:` entry is.
     pub loc: Loc,
+    /// The kernel function the entry names, if any ([`SupportedOp::kernel`]).
+    pub kernel: Option<&'n Located<String>>,
 }
 
 impl PlannedOp<'_> {
@@ -132,6 +133,7 @@ pub fn resolve<'n>(
             pinned,
             compat,
             loc: entry.loc(),
+            kernel: entry.kernel(),
         });
     }
     let mut autograd = Vec::new();
@@ -172,6 +174,7 @@ pub fn resolve<'n>(
                 pinned: None,
                 compat: Compat::Identical,
                 loc: entry.loc(),
+                kernel: entry.kernel(),
             }),
             None => {
                 errors.push(unknown_op(&name, entry.loc(), natives));
@@ -218,19 +221,9 @@ fn unknown_op(name: &str, loc: Loc, natives: &NativeFunctions) -> BackendDiagnos
         format!("'{name}' is not an operator of the native YAML"),
     )
     .label("unknown operator");
-    match closest(name, names.iter()) {
+    match crate::suggest::closest(name, names.iter().map(String::as_str)) {
         Some(s) => d.hint(format!("did you mean '{s}'?")),
         None => d.hint("list operators as `name.overload`, as in the native YAML"),
     }
     .into()
-}
-
-/// The candidate closest to `name` by edit distance, if close enough to suggest.
-fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a String>) -> Option<&'a String> {
-    let limit = (name.len() / 3).max(2);
-    candidates
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|(d, _)| *d <= limit)
-        .min()
-        .map(|(_, c)| c)
 }

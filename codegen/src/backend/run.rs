@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::model::NativeFunctions;
 
-use super::coverage::{coverage, Coverage};
+use super::coverage::{coverage, Coverage, RuntimeOps};
 use super::emit::{generate, BackendCode, BackendEmitOptions};
 use super::load::load_bytes;
 use super::plan::resolve;
@@ -23,6 +23,8 @@ pub struct Inputs {
     pub natives: NativeFunctions,
     pub backend_file: SourceFile,
     pub native_file: SourceFile,
+    /// What the runtime has (composites, the CPU backend's ops), for coverage.
+    pub runtime: Option<RuntimeOps>,
 }
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> BackendErrors {
@@ -70,11 +72,32 @@ pub fn load_inputs(
         items: Vec::new(),
         native_errors: Some(Box::new(d)),
     })?;
+    // A runtime's composite kernels are listed beside its native YAML.
+    let composites_path = native.with_file_name("composites.yaml");
+    let runtime = if composites_path.is_file() {
+        let kernels =
+            crate::composite::load(&composites_path, &natives).map_err(|d| BackendErrors {
+                backend: backend_file.clone(),
+                native: Some(native_file.clone()),
+                items: Vec::new(),
+                native_errors: Some(Box::new(d)),
+            })?;
+        Some(RuntimeOps {
+            composites: kernels
+                .into_iter()
+                .map(|k| (k.op, k.key.to_string()))
+                .collect(),
+            cpu: None,
+        })
+    } else {
+        None
+    };
     Ok(Inputs {
         spec,
         natives,
         backend_file,
         native_file,
+        runtime,
     })
 }
 
@@ -117,7 +140,12 @@ pub fn generate_code(
 /// incompatible pins), which the report lists as missing.
 pub fn coverage_of(inputs: &Inputs) -> (Coverage, Option<BackendErrors>) {
     let (plan, errors) = resolve(&inputs.spec, &inputs.natives);
-    let report = coverage(&inputs.spec, &inputs.natives, &plan);
+    let report = coverage(
+        &inputs.spec,
+        &inputs.natives,
+        &plan,
+        inputs.runtime.as_ref(),
+    );
     let errors = (!errors.is_empty()).then(|| BackendErrors {
         backend: inputs.backend_file.clone(),
         native: Some(inputs.native_file.clone()),
@@ -125,6 +153,29 @@ pub fn coverage_of(inputs: &Inputs) -> (Coverage, Option<BackendErrors>) {
         native_errors: None,
     });
     (report, errors)
+}
+
+/// Tells coverage which ops the fallback can run: those the CPU backend of
+/// `cpu_backend` (a backend YAML for dispatch key CPU, resolved against the same
+/// native YAML) has kernels for, plus the runtime's composites.
+pub fn with_cpu_backend(inputs: &mut Inputs, cpu_backend: &Path) -> Result<(), BackendErrors> {
+    let cpu = load_inputs(cpu_backend, Path::new(&inputs.native_file.path), None)?;
+    let (plan, errors) = resolve(&cpu.spec, &inputs.natives);
+    if !errors.is_empty() {
+        return Err(BackendErrors {
+            backend: cpu.backend_file.clone(),
+            native: Some(cpu.native_file.clone()),
+            items: errors,
+            native_errors: None,
+        });
+    }
+    let mut ops = RuntimeOps::backend_ops(&plan);
+    // Autogen out= ops the CPU backend lists are in its plan already; composites
+    // run on the CPU too.
+    let runtime = inputs.runtime.get_or_insert_with(RuntimeOps::default);
+    ops.extend(runtime.composites.keys().cloned());
+    runtime.cpu = Some(ops);
+    Ok(())
 }
 
 /// Writes `contents` to `path` unless the file already has exactly these bytes (so

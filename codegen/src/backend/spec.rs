@@ -95,11 +95,22 @@ impl FallbackPolicy {
 /// One entry of `supported:`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SupportedOp {
-    /// `- add.Tensor`: the kernel implements the schema of the current native YAML.
-    Current { name: OperatorName, loc: Loc },
-    /// `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor`: the kernel was
-    /// written against this (possibly older) schema.
-    Pinned { schema: FunctionSchema, loc: Loc },
+    /// `- add.Tensor` (or `- add.Tensor: kernels::add`): the kernel implements the
+    /// schema of the current native YAML.
+    Current {
+        name: OperatorName,
+        loc: Loc,
+        /// The Rust path of the kernel function, when the entry names one.
+        kernel: Option<Located<String>>,
+    },
+    /// `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor` (with an optional
+    /// `kernel: path`): the kernel was written against this (possibly older) schema.
+    Pinned {
+        schema: FunctionSchema,
+        loc: Loc,
+        /// The Rust path of the kernel function, when the entry names one.
+        kernel: Option<Located<String>>,
+    },
 }
 
 impl SupportedOp {
@@ -114,6 +125,18 @@ impl SupportedOp {
     pub fn loc(&self) -> Loc {
         match self {
             SupportedOp::Current { loc, .. } | SupportedOp::Pinned { loc, .. } => *loc,
+        }
+    }
+
+    /// The kernel function the entry names (`- add.Tensor: path` or `kernel: path`):
+    /// a Rust path, relative to the crate that includes the generated code unless it
+    /// starts with `crate::`, `self::`, `super::` or `::`. Generated code forwards
+    /// the op's trait fn to it, so no hand-written forwarding is needed.
+    pub fn kernel(&self) -> Option<&Located<String>> {
+        match self {
+            SupportedOp::Current { kernel, .. } | SupportedOp::Pinned { kernel, .. } => {
+                kernel.as_ref()
+            }
         }
     }
 
@@ -141,6 +164,13 @@ pub struct BackendSpec {
     pub fallback: Located<FallbackPolicy>,
     /// `supported:` in file order.
     pub supported: Vec<SupportedOp>,
+    /// `out_copy:`: the Rust path of the backend's copy rule for the `out=` ops the
+    /// native YAML derives with `autogen:`. With it, such an op listed in `supported:`
+    /// without a kernel gets one generated: the backend's functional kernel, then
+    /// `out_copy(op_name, &[(&result, &out), ...])` (signature
+    /// `fn(&str, &[(&Tensor, &Tensor)]) -> Result<()>`; pairs a false `output_mask`
+    /// entry left uncomputed are not passed).
+    pub out_copy: Option<Located<String>>,
     /// `autograd:` (as torch-xla's): ops the backend differentiates itself. Their
     /// kernels are registered at the backend's autograd key (`AutogradPrivateUse1`,
     /// ...), ahead of the kernels generated from `derivatives.yaml`. Names only.

@@ -1,13 +1,15 @@
 //! `opal-codegen coverage <backend.yaml> --native <native_functions.yaml>
-//! [--format text|markdown|json]`: how the backend runs each op (native, adapter,
-//! composite, fallback, missing), with totals. Problems in the backend YAML (unknown
+//! [--cpu <cpu backend.yaml>] [--format text|markdown|json]`: how the backend runs
+//! each op (native, adapter, composite, fallback, missing), with totals. Composites
+//! are those of the `composites.yaml` beside the native YAML when there is one, and
+//! the fallback runs what `--cpu` lists. Problems in the backend YAML (unknown
 //! ops, incompatible pins) are printed to stderr and make the exit status 1; the
 //! report still lists those ops as missing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use opal_codegen::backend::run::{coverage_of, load_inputs};
+use opal_codegen::backend::run::{coverage_of, load_inputs, with_cpu_backend};
 use opal_codegen::backend::Format;
 
 use super::backend::fail_backend;
@@ -29,6 +31,10 @@ pub struct Coverage {
     /// The native_functions.yaml to report against.
     #[arg(long)]
     pub native: PathBuf,
+    /// The CPU backend's YAML: the CPU fallback is counted as running only the ops
+    /// it has kernels for (without it, the native YAML's `CPU:` entries are trusted).
+    #[arg(long)]
+    pub cpu: Option<PathBuf>,
     /// text (default), markdown or json.
     #[arg(long, value_enum, default_value = "text")]
     pub format: CoverageFormat,
@@ -36,10 +42,15 @@ pub struct Coverage {
 
 impl Run for Coverage {
     fn run(self) -> ExitCode {
-        let inputs = match load_inputs(&self.backend, &self.native, None) {
+        let mut inputs = match load_inputs(&self.backend, &self.native, None) {
             Ok(i) => i,
             Err(e) => return fail_backend(&e),
         };
+        if let Some(cpu) = &self.cpu {
+            if let Err(e) = with_cpu_backend(&mut inputs, cpu) {
+                return fail_backend(&e);
+            }
+        }
         let (report, errors) = coverage_of(&inputs);
         let format = match self.format {
             CoverageFormat::Text => Format::Text,

@@ -29,17 +29,9 @@ pub fn load_derivatives(
     path: impl AsRef<Path>,
     native: &NativeFunctions,
 ) -> Result<Derivatives, Diagnostics> {
-    let path = path.as_ref();
-    let name = path.display().to_string();
-    let bytes = crate::load::read(path)?;
-    match crate::parse::decode(&bytes) {
-        Ok(src) => load_derivatives_str(src, &name, native),
-        Err(e) => {
-            let mut d = Diagnostics::new(name, String::from_utf8_lossy(&bytes).into_owned());
-            d.push(e);
-            Err(d)
-        }
-    }
+    crate::load::with_text(path.as_ref(), |src, name| {
+        load_derivatives_str(src, name, native)
+    })
 }
 
 /// Loads and validates `derivatives.yaml` text; `path` is only used in messages.

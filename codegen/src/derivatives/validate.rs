@@ -15,7 +15,7 @@ use super::load::ENTRY_KEYS;
 use super::model::{Body, DerivativeEntry, Derivatives, Formula, Mode, OutputDifferentiable};
 use crate::diagnostics::Diagnostic;
 use crate::model::{FunctionSchema, Loc, NativeFunctions};
-use crate::parse::edit_distance;
+use crate::suggest::did_you_mean;
 
 /// What the native model offers to formulas: operators by full name, and the
 /// names callable as functions and as methods.
@@ -524,18 +524,6 @@ impl<'a> Checker<'a, '_> {
 /// `n` and `what`, plural unless `n` is 1.
 fn count(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
-}
-
-/// "did you mean `x`?" for the closest of `candidates`, when one is close.
-fn did_you_mean<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<String> {
-    // The distance is at least the difference in length: most of the thousands
-    // of operator names are ruled out without computing it.
-    candidates
-        .filter(|c| c.len().abs_diff(name.len()) <= 3)
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|(d, _)| *d <= 3 && *d < name.len())
-        .min()
-        .map(|(_, c)| format!("did you mean `{c}`?"))
 }
 
 fn unknown<'c>(

@@ -19,6 +19,7 @@ pub mod autograd;
 pub mod backend_select;
 pub mod boxing;
 pub mod checks;
+pub mod composites;
 pub mod defaults;
 pub mod format;
 pub mod methods;

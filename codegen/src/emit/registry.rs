@@ -129,8 +129,10 @@ pub fn def_all(_cx: &Ctx, plan: &Plan) -> TokenStream {
         pub static ALL_DEFS: &[&OpDef] = &[#(#defs),*];
 
         /// Defines every operator of [`ALL_DEFS`] with `d` (idempotent) and registers
-        /// the BackendSelect kernels of the factory operators.
+        /// the BackendSelect kernels of the factory operators. Fails first with any
+        /// registration the dispatcher could not make when it was created.
         pub fn def_all(d: &Dispatcher) -> Result<()> {
+            d.startup_result()?;
             for def in ALL_DEFS {
                 d.def(def)?;
             }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::node::Node;
 use super::outline::LineIndex;
-use super::schema::{edit_distance, parse_operator_name_at, parse_schema_at, split_namespace};
+use super::schema::{parse_operator_name_at, parse_schema_at, split_namespace};
 use crate::diagnostics::Diagnostic;
 use crate::model::{BackendKernel, DeviceCheck, Loc, NativeFunction, Origin, Variants};
 
@@ -407,15 +407,8 @@ pub(crate) fn parse_entry(
 }
 
 fn unknown_key(name: &str, loc: Loc) -> Diagnostic {
-    let best = KNOWN_KEYS
-        .iter()
-        .map(|k| (edit_distance(name, k), *k))
-        .min()
-        .filter(|(d, _)| *d <= 3);
-    let hint = match best {
-        Some((_, k)) => format!("did you mean `{k}`?"),
-        None => format!("known keys: {}", KNOWN_KEYS.join(", ")),
-    };
+    let hint = crate::suggest::did_you_mean(name, KNOWN_KEYS)
+        .unwrap_or_else(|| format!("known keys: {}", KNOWN_KEYS.join(", ")));
     Diagnostic::new("opal::unknown_key", loc, format!("unknown key `{name}`"))
         .label("not a native_functions.yaml key")
         .hint(hint)

@@ -637,18 +637,16 @@ fn base_operator_name(op: &str, loc: Loc) -> Result<BaseOperatorName, Diagnostic
 }
 
 fn unknown_type(text: &str, loc: Loc) -> Diagnostic {
-    let best = BaseTy::ALL
+    // Case is not a typo here (`tensor` means `Tensor`): compare lowercased.
+    let lower: Vec<String> = BaseTy::ALL
         .iter()
-        .map(|b| {
-            (
-                edit_distance(&text.to_lowercase(), &b.as_str().to_lowercase()),
-                b.as_str(),
-            )
-        })
-        .min();
-    let hint = match best {
-        Some((d, name)) if d <= 3 => format!("did you mean `{name}`?"),
-        _ => {
+        .map(|b| b.as_str().to_lowercase())
+        .collect();
+    let hint = match crate::suggest::closest(&text.to_lowercase(), lower.iter().map(String::as_str))
+        .and_then(|l| BaseTy::ALL.iter().find(|b| b.as_str().to_lowercase() == l))
+    {
+        Some(b) => format!("did you mean `{}`?", b.as_str()),
+        None => {
             let all: Vec<_> = BaseTy::ALL.iter().map(|b| b.as_str()).collect();
             format!("known types: {}", all.join(", "))
         }
@@ -656,21 +654,6 @@ fn unknown_type(text: &str, loc: Loc) -> Diagnostic {
     Diagnostic::new("opal::unknown_type", loc, format!("unknown type `{text}`"))
         .label("not a schema type")
         .hint(hint)
-}
-
-/// Levenshtein distance, for "did you mean" hints.
-pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Whether a default literal can be a value of `ty`; the error is a hint.

@@ -7,7 +7,6 @@
 
 use crate::diagnostics::Diagnostic;
 use crate::model::{BackendKernel, DeviceCheck, Loc, NativeFunction, SchemaKind};
-use crate::parse::edit_distance;
 
 use super::keys;
 
@@ -281,16 +280,12 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
     for (name, k) in &f.dispatch {
         if !keys::is_known(name) {
             let all = keys::all();
-            let best = all
-                .iter()
-                .map(|k| (edit_distance(name, k), k))
-                .min()
-                .filter(|(d, _)| *d <= 3);
+            let best = crate::suggest::did_you_mean(name, all.iter().map(|k| &**k));
             errs.push(
                 Diagnostic::new("opal::unknown_dispatch_key", k.loc, format!("unknown dispatch key `{name}`"))
                     .label("not a dispatch key")
                     .hint(match best {
-                        Some((_, k)) => format!("did you mean `{k}`?"),
+                        Some(hint) => hint,
                         None => "dispatch keys are backends (`CPU`, `CUDA`, `Meta`, ...) or composites (`CompositeExplicitAutograd`, ...)".into(),
                     }),
             );
@@ -355,11 +350,7 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
     if let Some(known) = known_tags {
         for t in &f.tags {
             if !known.contains(t) {
-                let best = known
-                    .iter()
-                    .map(|k| (edit_distance(t, k), k))
-                    .min()
-                    .filter(|(d, _)| *d <= 3);
+                let best = crate::suggest::did_you_mean(t, known.iter().map(|k| &**k));
                 errs.push(
                     Diagnostic::new(
                         "opal::unknown_tag",
@@ -368,7 +359,7 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
                     )
                     .label("not in tags.yaml")
                     .hint(match best {
-                        Some((_, k)) => format!("did you mean `{k}`?"),
+                        Some(hint) => hint,
                         None => "add the tag to tags.yaml or remove it".into(),
                     }),
                 );

@@ -6,8 +6,9 @@
 //! [`Tensor::set_geometry_`](crate::Tensor::set_geometry_), so they run on every
 //! backend — CPU, Meta, out-of-tree devices — with no backend work.
 //!
-//! [`register`] puts each kernel of this module under the alias key the YAML gives
-//! its op (`CompositeImplicitAutograd` or `CompositeExplicitAutograd`); the global
+//! [`register`] puts each kernel of this module under the alias key that
+//! `composites.yaml` (beside `native_functions.yaml`) gives it
+//! (`CompositeImplicitAutograd` or `CompositeExplicitAutograd`); the global
 //! dispatcher calls it while it is created, so the kernels are in place before any
 //! operator is defined or called and a user never has to call an init function for
 //! them. A backend that registers its own kernel for one of these operators still
@@ -28,83 +29,38 @@ mod linalg;
 mod nn;
 mod shape;
 
-use crate::dispatch::{DispatchKey, Dispatcher};
-use crate::ops;
+use crate::dispatch::Dispatcher;
 use crate::tensor::wrap_dim;
 
-/// Registers every composite kernel with `d` under its op's composite key, for the
-/// life of the process. The operators need not be defined yet (definition later
-/// checks the registered signatures).
+/// The kernel table generated from `composites.yaml` (`composite_kernels()`).
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/opal_ops/composites.rs"));
+}
+
+/// Registers every composite kernel of `composites.yaml` with `d` under its alias
+/// key, for the life of the process. The operators need not be defined yet
+/// (definition later checks the registered signatures).
 ///
-/// Infallible in practice: `register_impl` fails only for the `Undefined` key, a name
-/// without namespace, a non-fn-pointer kernel or a signature that differs from the
-/// op's definition, and the compiler rules all of these out here (every kernel goes
-/// through the op's own `kernel(Sig)`). Should one fail anyway, the op is left
-/// without a composite kernel and calling it returns the dispatcher's "no kernel"
-/// error, naming the op and its registered keys.
-pub(crate) fn register(d: &Dispatcher) {
-    let key = DispatchKey::CompositeImplicitAutograd;
-    let kernels = [
-        (ops::reshape::DEF.name, ops::reshape::kernel(shape::reshape)),
-        (
-            ops::flatten_using_ints::DEF.name,
-            ops::flatten_using_ints::kernel(shape::flatten_using_ints),
-        ),
-        (ops::narrow::DEF.name, ops::narrow::kernel(shape::narrow)),
-        (ops::chunk::DEF.name, ops::chunk::kernel(shape::chunk)),
-        (
-            ops::contiguous::DEF.name,
-            ops::contiguous::kernel(shape::contiguous),
-        ),
-        (ops::matmul::DEF.name, ops::matmul::kernel(linalg::matmul)),
-        (
-            ops::matmul_out::DEF.name,
-            ops::matmul_out::kernel(linalg::matmul_out),
-        ),
-        (ops::linear::DEF.name, ops::linear::kernel(linalg::linear)),
-        (ops::one_hot::DEF.name, ops::one_hot::kernel(nn::one_hot)),
-        (
-            ops::dropout::DEF.name,
-            ops::dropout::kernel(dropout::dropout),
-        ),
-        (
-            ops::dropout_::DEF.name,
-            ops::dropout_::kernel(dropout::dropout_),
-        ),
-    ];
-    for (name, k) in kernels {
-        if let Ok(h) = d.register_impl(name, key, k) {
-            h.leak();
+/// `register_impl` fails only for the `Undefined` key, a name without namespace, a
+/// non-fn-pointer kernel or a signature that differs from the op's definition, and
+/// the compiler rules these out (every kernel goes through the op's own
+/// `kernel(Sig)`). Should one fail anyway, the others are still registered and the
+/// `Err` names each failure (the dispatcher reports it when the operators are
+/// defined).
+pub(crate) fn register(d: &Dispatcher) -> crate::Result<()> {
+    let mut failed = Vec::new();
+    for (name, key, kernel) in generated::composite_kernels() {
+        match d.register_impl(name, key, kernel) {
+            Ok(handle) => handle.leak(),
+            Err(e) => failed.push(format!("{name} at {key:?}: {e}")),
         }
     }
-    // CompositeExplicitAutograd ops written over other ops: they serve every backend
-    // key that has no kernel of its own (but, unlike the implicit ones, not autograd).
-    let explicit = [
-        (
-            ops::split_tensor::DEF.name,
-            ops::split_tensor::kernel(shape::split_tensor),
-        ),
-        (
-            ops::linear_out::DEF.name,
-            ops::linear_out::kernel(linalg::linear_out),
-        ),
-        (
-            ops::transpose_::DEF.name,
-            ops::transpose_::kernel(shape::transpose_),
-        ),
-        (ops::t_::DEF.name, ops::t_::kernel(shape::t_)),
-        (
-            ops::squeeze_dim_::DEF.name,
-            ops::squeeze_dim_::kernel(shape::squeeze_dim_),
-        ),
-        (
-            ops::unsqueeze_::DEF.name,
-            ops::unsqueeze_::kernel(shape::unsqueeze_),
-        ),
-    ];
-    for (name, k) in explicit {
-        if let Ok(h) = d.register_impl(name, DispatchKey::CompositeExplicitAutograd, k) {
-            h.leak();
-        }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(crate::OpalError::msg(format!(
+            "composite kernel registration failed: {}",
+            failed.join("; ")
+        )))
     }
 }

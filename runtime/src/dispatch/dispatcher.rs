@@ -31,6 +31,10 @@ pub struct Dispatcher {
     /// `fallbacks` points at.
     fallback_regs: Mutex<Vec<Reg>>,
     next_id: AtomicU64,
+    /// Registrations the runtime makes when the dispatcher is created (composite and
+    /// generated autograd kernels) that failed, as one message; reported by
+    /// [`Dispatcher::startup_result`], which defining the operators checks first.
+    startup_error: OnceLock<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -51,6 +55,7 @@ impl Dispatcher {
                 fallbacks: [const { AtomicPtr::new(std::ptr::null_mut()) }; 64],
                 fallback_regs: Mutex::new(Vec::new()),
                 next_id: AtomicU64::new(1),
+                startup_error: OnceLock::new(),
             };
             {
                 let mut regs = lock(&d.fallback_regs);
@@ -62,7 +67,9 @@ impl Dispatcher {
             }
             // The CompositeImplicitAutograd kernels ship with the runtime: registered
             // here, before any op is defined or called, so they need no init call.
-            crate::composite::register(&d);
+            if let Err(e) = crate::composite::register(&d) {
+                let _ = d.startup_error.set(e.to_string());
+            }
             // So are the autograd kernels generated from derivatives.yaml.
             crate::autograd::generated::register(&d);
             // Ops without a derivative refuse differentiable calls instead of
@@ -70,6 +77,18 @@ impl Dispatcher {
             crate::autograd::register_fallback(&d);
             d
         })
+    }
+
+    /// `Err` naming what failed if a registration the runtime makes when the
+    /// dispatcher is created did not succeed (a composite kernel whose signature
+    /// differs from its op's, say); `Ok` otherwise.
+    pub fn startup_result(&self) -> Result<()> {
+        match self.startup_error.get() {
+            Some(e) => Err(OpalError::msg(format!(
+                "the runtime's own registrations failed when the dispatcher was created: {e}"
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn entry(&self, name: &str) -> &'static OperatorEntry {

@@ -14,7 +14,6 @@
 //! runtime's Philox does) or know about devices other than the CPU.
 
 use super::io::{compute_dtype, err, make_output, with_slice, Compute};
-use crate::autogen::{copy_out, copy_outs};
 use opal::generator::philox4x32_10;
 use opal::{DType, Generator, Result, Scalar, Tensor};
 
@@ -139,21 +138,6 @@ pub fn native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> Result<(Te
     }
 }
 
-/// `native_dropout.out`: the functional result written into `out0` (output) and
-/// `out1` (mask).
-pub fn native_dropout_out(
-    input: &Tensor,
-    p: f64,
-    train: Option<bool>,
-    out0: &Tensor,
-    out1: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    const OP: &str = "native_dropout.out";
-    let (output, mask) = native_dropout(input, p, train)?;
-    copy_outs(OP, &[(&output, out0), (&mask, out1)])?;
-    Ok((out0.clone(), out1.clone()))
-}
-
 /// Gradient of dropout: `grad_output * mask * scale` (broadcasting, in
 /// `grad_output`'s float dtype).
 pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
@@ -161,17 +145,6 @@ pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) 
     compute_dtype(grad_output.dtype(), OP)?;
     let masked = crate::elementwise::binary::mul_tensor(grad_output, mask)?;
     crate::elementwise::binary::mul_scalar_(&masked, &Scalar::Float(scale))
-}
-
-/// `native_dropout_backward.out`.
-pub fn native_dropout_backward_out(
-    grad_output: &Tensor,
-    mask: &Tensor,
-    scale: f64,
-    out: &Tensor,
-) -> Result<Tensor> {
-    let r = native_dropout_backward(grad_output, mask, scale)?;
-    copy_out("native_dropout_backward.out", &r, out)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //!
 //! Owns: these four kernels. Must not: hold the argument rules (`shape::dropout`).
 
-use super::autogen::copy_out;
 use super::{check_inputs, new_contiguous, pointwise};
 use crate::shape::dropout::{check_dropout, check_float};
 use opal::{DType, Result, Scalar, Tensor};
@@ -20,19 +19,6 @@ pub fn native_dropout(input: &Tensor, p: f64, _train: Option<bool>) -> Result<(T
     ))
 }
 
-/// `native_dropout.out`.
-pub fn native_dropout_out(
-    input: &Tensor,
-    p: f64,
-    train: Option<bool>,
-    out0: &Tensor,
-    out1: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    const OP: &str = "native_dropout.out";
-    let (output, mask) = native_dropout(input, p, train)?;
-    Ok((copy_out(OP, &output, out0)?, copy_out(OP, &mask, out1)?))
-}
-
 /// `native_dropout_backward`: `grad_output * mask * scale` (broadcasting).
 pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
     const OP: &str = "native_dropout_backward";
@@ -40,18 +26,4 @@ pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) 
     check_float(OP, grad_output.dtype())?;
     let masked = pointwise::mul_tensor(grad_output, mask)?;
     pointwise::mul_scalar(&masked, &Scalar::Float(scale))
-}
-
-/// `native_dropout_backward.out`.
-pub fn native_dropout_backward_out(
-    grad_output: &Tensor,
-    mask: &Tensor,
-    scale: f64,
-    out: &Tensor,
-) -> Result<Tensor> {
-    copy_out(
-        "native_dropout_backward.out",
-        &native_dropout_backward(grad_output, mask, scale)?,
-        out,
-    )
 }
