@@ -82,6 +82,8 @@ pub fn backend_yaml(data: &[u8]) {
             path: "native_functions.yaml".into(),
             text: BACKEND_NATIVE.into(),
         },
+        runtime: None,
+        skip_unknown_ops: false,
     };
     if let Err(e) = generate_code(&inputs, true, None) {
         let _ = e.render(false, 80);

@@ -36,26 +36,18 @@ fn main() {
         "cargo:native_yaml={}",
         PathBuf::from(manifest_dir).join(native).display()
     );
-    let result = opal_codegen::Builder::new()
+    opal_codegen::Builder::new()
         .native_yaml(native)
         .derivatives_yaml("derivatives.yaml")
         .composites_yaml("composites.yaml")
         .namespace("aten")
         .out_dir(PathBuf::from(&out_dir).join("opal_ops"))
         .runtime_crate()
-        .generate();
-    if let Err(e) = result {
-        eprintln!("{e}");
-        std::process::exit(1);
-    }
+        .generate_or_exit();
     // Autocast kernels from the cast policy (src/autocast/mod.rs includes them).
-    let autocast = opal_codegen::autocast::Builder::new()
+    opal_codegen::autocast::Builder::new()
         .native_yaml(native)
         .policy("autocast.yaml")
         .out_dir(PathBuf::from(&out_dir).join("opal_autocast"))
-        .generate();
-    if let Err(e) = autocast {
-        eprintln!("{e}");
-        std::process::exit(1);
-    }
+        .generate_or_exit();
 }

@@ -62,7 +62,7 @@ fn main() {
         opal_codegen::BackendBuilder::new(yaml)
             .native_from_opal()
             .ops_path("::opal::ops")
-            .run_or_exit();
+            .generate_or_exit();
     }
 
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
@@ -91,10 +91,10 @@ fn main() {
         ("emu2.yaml", "backend_emu2_evolved.rs"),
     ] {
         opal_codegen::BackendBuilder::new(yaml)
-            .native(dir.join("native_functions.yaml"))
+            .native_yaml(dir.join("native_functions.yaml"))
             .namespace("evolved")
             .file_name(file)
-            .cargo_output(false)
-            .run_or_exit();
+            .cargo_directives(false)
+            .generate_or_exit();
     }
 }

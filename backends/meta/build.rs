@@ -12,5 +12,5 @@ fn main() {
     opal_codegen::BackendBuilder::new("backend.yaml")
         .native_from_opal()
         .ops_path("::opal::ops")
-        .run_or_exit();
+        .generate_or_exit();
 }

@@ -158,6 +158,18 @@ impl Builder {
         self
     }
 
+    /// [`Builder::generate`], printing the diagnostics and exiting with status 1 on
+    /// failure (what a build script wants).
+    pub fn generate_or_exit(self) -> Report {
+        match self.generate() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1)
+            }
+        }
+    }
+
     /// Loads, generates and writes. Files whose bytes are unchanged are not touched;
     /// `ops_NNN.rs` files left over from a larger earlier output are removed.
     pub fn generate(self) -> Result<Report, Error> {

@@ -104,6 +104,7 @@ pub mod interop;
 pub mod ivalue;
 pub mod ops;
 pub mod plugin;
+pub mod rules;
 pub mod scalar;
 #[cfg(feature = "serde")]
 mod serde_impls;

@@ -19,12 +19,12 @@ fn backend_with_an_empty_fallback_module_compiles_under_deny_warnings() {
     )
     .unwrap();
     let out = opal_codegen::BackendBuilder::new(&backend_yaml)
-        .native(scratch::workspace_root().join("runtime/native_functions.yaml"))
+        .native_yaml(scratch::workspace_root().join("runtime/native_functions.yaml"))
         .ops_path("::opal::ops")
         .out_dir(dir.join("src"))
         .file_name("backend_plain.rs")
-        .cargo_output(false)
-        .run()
+        .cargo_directives(false)
+        .generate()
         .unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(out).unwrap();
     assert!(

@@ -3,7 +3,7 @@
 
 use opal::{DType, Scalar, Tensor};
 use opal_cpu::elementwise::{activation, backward, binary, select, ternary, unary};
-use opal_cpu::{compare, copy, out};
+use opal_cpu::{compare, copy};
 
 fn t32(v: &[f32], shape: &[i64]) -> Tensor {
     Tensor::from_slice(v, shape).unwrap()
@@ -110,7 +110,7 @@ fn out_and_inplace_rules() {
     assert!(r.is_same(&x));
     assert_eq!(v32(&x), vec![1.0, 2.0]);
     assert!(binary::add_(&x, &t32(&[1.0, 2.0, 3.0, 4.0], &[2, 2]), &Scalar::Int(1)).is_err());
-    assert!(out::can_cast(DType::Bool, DType::F16));
+    assert!(opal::rules::can_cast(DType::Bool, DType::F16));
 }
 
 #[test]

@@ -340,6 +340,15 @@ impl Builder {
         self
     }
 
+    /// [`Builder::generate`], printing the diagnostics and exiting with status 1 on
+    /// failure (what a build script wants).
+    pub fn generate_or_exit(self) {
+        if let Err(e) = self.generate() {
+            eprintln!("{e}");
+            std::process::exit(1)
+        }
+    }
+
     /// Loads both files, checks the policy and writes `mod.rs` when its bytes
     /// changed. Prints `cargo:rerun-if-changed` for the policy.
     pub fn generate(self) -> Result<(), Error> {

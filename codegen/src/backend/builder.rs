@@ -12,7 +12,7 @@
 //! opal_codegen::BackendBuilder::new("backend.yaml")
 //!     .native_from_opal()
 //!     .ops_path("::opal::ops") // the YAML opal itself was generated from
-//!     .run_or_exit();
+//!     .generate_or_exit();
 //! // and in src/lib.rs:
 //! // pub mod generated { include!(concat!(env!("OUT_DIR"), "/backend_emu.rs")); }
 //! ```
@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 
 use super::report::BackendErrors;
-use super::run::{generate_code, load_inputs, write_if_changed};
+use super::run::{generate_code, load_inputs, warnings_of, write_if_changed};
 
 /// The environment variable that carries the path of `opal`'s own
 /// `native_functions.yaml` to build scripts. The `opal-runtime` package declares
@@ -59,8 +59,9 @@ pub struct BackendBuilder {
     file_name: Option<String>,
     namespace: Option<String>,
     ops_path: Option<String>,
-    cargo_output: bool,
+    cargo_directives: bool,
     plugin_library: Option<String>,
+    skip_unknown_ops: bool,
 }
 
 impl BackendBuilder {
@@ -75,14 +76,15 @@ impl BackendBuilder {
             file_name: None,
             namespace: None,
             ops_path: None,
-            cargo_output: true,
+            cargo_directives: true,
             plugin_library: None,
+            skip_unknown_ops: false,
         }
     }
 
     /// The native_functions.yaml to generate against (this or
     /// [`BackendBuilder::native_from_opal`] is required).
-    pub fn native(mut self, path: impl AsRef<Path>) -> Self {
+    pub fn native_yaml(mut self, path: impl AsRef<Path>) -> Self {
         self.native = Some(Ok(path.as_ref().to_path_buf()));
         self.from_opal = false;
         self
@@ -90,7 +92,7 @@ impl BackendBuilder {
 
     /// Generate against the `native_functions.yaml` that `opal` itself was generated
     /// from ([`opal_native_yaml`]): what an out-of-tree backend wants, with
-    /// `.ops_path("::opal::ops")`. [`BackendBuilder::run`] fails with the reason when
+    /// `.ops_path("::opal::ops")`. [`BackendBuilder::generate`] fails with the reason when
     /// the path is not available.
     pub fn native_from_opal(mut self) -> Self {
         self.from_opal = true;
@@ -125,7 +127,6 @@ impl BackendBuilder {
         self
     }
 
-    /// Whether to print `cargo:rerun-if-changed` lines (default: true).
     /// Generates the plugin side instead (see `backend::plugin`): the module for a
     /// crate depending on `opal-plugin-sdk`, and `<device>.opal-plugin.json` naming
     /// `library` beside it in the output directory.
@@ -134,37 +135,50 @@ impl BackendBuilder {
         self
     }
 
-    pub fn cargo_output(mut self, on: bool) -> Self {
-        self.cargo_output = on;
+    /// Skip ops the native YAML lacks (a `cargo:warning` each) instead of failing:
+    /// for a vendor's backend YAML written for another PyTorch version.
+    pub fn skip_unknown_ops(mut self, on: bool) -> Self {
+        self.skip_unknown_ops = on;
+        self
+    }
+
+    /// Whether to print `cargo:` lines (`rerun-if-changed`, warnings; default: true).
+    pub fn cargo_directives(mut self, on: bool) -> Self {
+        self.cargo_directives = on;
         self
     }
 
     /// Generates; returns the path written (or left as it was).
-    pub fn run(&self) -> Result<PathBuf, Box<dyn std::error::Error>> {
-        if self.cargo_output {
+    pub fn generate(&self) -> Result<PathBuf, Box<dyn std::error::Error>> {
+        if self.cargo_directives {
             println!("cargo:rerun-if-changed={}", self.backend.display());
             if self.from_opal {
                 println!("cargo:rerun-if-env-changed={OPAL_NATIVE_YAML_VAR}");
             }
         }
-        let native =
-            match &self.native {
-                Some(Ok(path)) => path,
-                Some(Err(e)) => return Err(format!("BackendBuilder: {e}").into()),
-                None => return Err(
-                    "BackendBuilder: call .native(<native_functions.yaml>) or .native_from_opal()"
-                        .into(),
-                ),
-            };
-        if self.cargo_output {
+        let native = match &self.native {
+            Some(Ok(path)) => path,
+            Some(Err(e)) => return Err(format!("BackendBuilder: {e}").into()),
+            None => return Err(
+                "BackendBuilder: call .native_yaml(<native_functions.yaml>) or .native_from_opal()"
+                    .into(),
+            ),
+        };
+        if self.cargo_directives {
             println!("cargo:rerun-if-changed={}", native.display());
             let tags = native.with_file_name("tags.yaml");
             if tags.is_file() {
                 println!("cargo:rerun-if-changed={}", tags.display());
             }
         }
-        let inputs = load_inputs(&self.backend, native, self.namespace.as_deref())
+        let mut inputs = load_inputs(&self.backend, native, self.namespace.as_deref())
             .map_err(Box::<BackendErrors>::new)?;
+        inputs.skip_unknown_ops = self.skip_unknown_ops;
+        if self.cargo_directives {
+            for w in warnings_of(&inputs) {
+                println!("cargo:warning={w}");
+            }
+        }
         let dir = match &self.out_dir {
             Some(d) => d.clone(),
             None => PathBuf::from(
@@ -194,10 +208,10 @@ impl BackendBuilder {
         Ok(path)
     }
 
-    /// [`BackendBuilder::run`], printing the diagnostics and exiting with status 1 on
+    /// [`BackendBuilder::generate`], printing the diagnostics and exiting with status 1 on
     /// failure (what a build script wants).
-    pub fn run_or_exit(&self) -> PathBuf {
-        match self.run() {
+    pub fn generate_or_exit(&self) -> PathBuf {
+        match self.generate() {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("{e}");
@@ -219,8 +233,8 @@ mod tests {
         assert!(std::env::var_os(OPAL_NATIVE_YAML_VAR).is_none());
         let err = BackendBuilder::new("backend.yaml")
             .native_from_opal()
-            .cargo_output(false)
-            .run()
+            .cargo_directives(false)
+            .generate()
             .expect_err("no DEP_OPAL_NATIVE_YAML here")
             .to_string();
         assert!(
@@ -231,9 +245,9 @@ mod tests {
         // A path given later wins over the missing one.
         let err = BackendBuilder::new("missing-backend.yaml")
             .native_from_opal()
-            .native("missing-native.yaml")
-            .cargo_output(false)
-            .run()
+            .native_yaml("missing-native.yaml")
+            .cargo_directives(false)
+            .generate()
             .expect_err("the files do not exist")
             .to_string();
         assert!(!err.contains("DEP_OPAL_NATIVE_YAML"), "{err}");

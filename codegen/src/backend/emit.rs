@@ -449,7 +449,7 @@ impl Parts<'_, '_> {
         };
         let adapters = adapters_module(&cx, entries, spec);
         // Registration.
-        let autograd_key = format_ident!("Autograd{}", autograd_suffix(spec.dispatch_key.value));
+        let autograd_key = format_ident!("{}", spec.dispatch_key.value.autograd_key());
         let impls = entries.iter().map(|e| {
             let id = e.cur.ident();
             let name = &e.cur.op_name;
@@ -553,17 +553,6 @@ impl Parts<'_, '_> {
 
             #skeleton_mod
         }
-    }
-}
-
-/// The backend key's autograd key, less its `Autograd` prefix.
-fn autograd_suffix(k: BackendKey) -> &'static str {
-    match k {
-        BackendKey::Cpu => "CPU",
-        BackendKey::Meta => "Meta",
-        BackendKey::PrivateUse1 => "PrivateUse1",
-        BackendKey::PrivateUse2 => "PrivateUse2",
-        BackendKey::PrivateUse3 => "PrivateUse3",
     }
 }
 

@@ -16,8 +16,9 @@ use super::report::{BackendDiagnostic, BackendErrors, SourceFile};
 use super::spec::{BackendKey, BackendSpec, FallbackPolicy, Located, SupportedOp};
 use super::yaml::{self, Node};
 
-/// Every key a backend YAML may have.
-pub const KEYS: [&str; 8] = [
+/// Every key a backend YAML may have: Opal's, then torchgen's (the format of the
+/// backend YAMLs of torch-xla, Intel's XPU ops or torch_npu).
+pub const KEYS: [&str; 15] = [
     "backend",
     "dispatch_key",
     "device",
@@ -26,6 +27,13 @@ pub const KEYS: [&str; 8] = [
     "out_copy",
     "supported",
     "autograd",
+    "cpp_namespace",
+    "class_name",
+    "full_codegen",
+    "ir_gen",
+    "symint",
+    "use_out_as_primary",
+    "device_guard",
 ];
 
 /// Loads and checks a backend YAML given its bytes. `path` is used in messages only.
@@ -56,9 +64,13 @@ pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<BackendSpec, BackendErrors
     }
     let root = yaml::parse(&text).map_err(|d| fail(vec![d.into()]))?;
     let mut errs = Vec::new();
-    let spec = from_node(&root, &mut errs);
+    let mut warns = Vec::new();
+    let spec = from_node(&root, &mut errs, &mut warns);
     match spec {
-        Some(s) if errs.is_empty() => Ok(s),
+        Some(mut s) if errs.is_empty() => {
+            s.warnings = warns;
+            Ok(s)
+        }
         _ => Err(fail(errs.into_iter().map(Into::into).collect())),
     }
 }
@@ -126,7 +138,11 @@ fn is_ident(s: &str) -> bool {
     crate::ident::is_identifier(s)
 }
 
-fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
+fn from_node(
+    root: &Node,
+    errs: &mut Vec<Diagnostic>,
+    warns: &mut Vec<Diagnostic>,
+) -> Option<BackendSpec> {
     let Node::Map { entries, loc } = root else {
         errs.push(
             Diagnostic::new(
@@ -150,6 +166,11 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
     let mut supported = None;
     let mut autograd = None;
     let mut out_copy = None;
+    let mut full_codegen = Vec::new();
+    // torchgen's format (no `dispatch_key:`, a `cpp_namespace:`): vendor keys are
+    // reported and ignored rather than refused.
+    let torchgen = !entries.iter().any(|e| e.key == "dispatch_key")
+        && entries.iter().any(|e| e.key == "cpp_namespace");
     let mut seen: Vec<(&str, Loc)> = Vec::new();
     // Required keys an unknown key was taken for (no second "missing" error).
     let mut suggested: Vec<String> = Vec::new();
@@ -272,8 +293,59 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
                     out_copy = kernel_path(v, l, errs);
                 }
             }
-            "supported" => supported = Some(supported_list(&e.value, errs)),
-            "autograd" => autograd = Some(supported_list(&e.value, errs)),
+            "supported" => supported = Some(supported_list(&e.value, torchgen, errs, warns)),
+            "autograd" => autograd = Some(supported_list(&e.value, torchgen, errs, warns)),
+            // Ops whose kernels torchgen's lazy-tensor codegen writes: for Opal they
+            // are kernels the backend has, like `supported:`.
+            "full_codegen" => full_codegen = supported_list(&e.value, torchgen, errs, warns),
+            "cpp_namespace" | "class_name" => {
+                // C++ names of the generated code: nothing to name in Rust.
+                let _ = scalar(key, &e.value, errs);
+            }
+            "use_out_as_primary" | "device_guard" => {
+                if let Some((v, l)) = scalar(key, &e.value, errs) {
+                    if !matches!(v, "true" | "false" | "True" | "False") {
+                        errs.push(
+                            Diagnostic::new(
+                                "opal::backend::bad_value",
+                                l,
+                                format!("`{key}:` is `true` or `false`, not `{v}`"),
+                            )
+                            .label("expected a boolean"),
+                        );
+                    }
+                }
+            }
+            "symint" => {
+                // Kernels taking SymInt: Opal passes SymInt as i64 either way.
+                let _ = supported_list(&e.value, torchgen, errs, warns);
+            }
+            "ir_gen" => {
+                let n = match &e.value {
+                    Node::Seq { items, .. } => items.len(),
+                    _ => 0,
+                };
+                warns.push(
+                    Diagnostic::new(
+                        "opal::backend::ignored_key",
+                        e.key_loc,
+                        format!("`ir_gen:` ({n} ops) is ignored: Opal generates no IR classes"),
+                    )
+                    .label("ignored")
+                    .hint("list ops whose kernels the backend has under `supported:`"),
+                );
+            }
+            other if torchgen => {
+                warns.push(
+                    Diagnostic::new(
+                        "opal::backend::ignored_key",
+                        e.key_loc,
+                        format!("`{other}:` is not a key Opal uses; ignored"),
+                    )
+                    .label("vendor key, ignored")
+                    .hint(format!("a backend YAML has the keys {}", KEYS.join(", "))),
+                );
+            }
             other => {
                 let hint = match suggest(other, &KEYS) {
                     Some(s) => {
@@ -315,6 +387,36 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
             "add `backend: MyBackend` (names the generated trait)",
             errs,
         );
+    }
+    // torchgen's format names the key by `backend:`; a key Opal lacks (XLA, NPU,
+    // ...) becomes PrivateUse1 with the backend's name, lower-cased, as its device.
+    if dispatch_key.is_none() && torchgen {
+        if let Some(b) = &backend {
+            let key = BackendKey::from_name(&b.value).unwrap_or(BackendKey::PrivateUse1);
+            if BackendKey::from_name(&b.value).is_none() {
+                let dev = device
+                    .as_ref()
+                    .map_or_else(|| b.value.to_lowercase(), |d| d.value.clone());
+                warns.push(
+                    Diagnostic::new(
+                        "opal::backend::privateuse",
+                        b.loc,
+                        format!(
+                            "Opal has no dispatch key `{}`: the backend registers under PrivateUse1 as device `{dev}`",
+                            b.value
+                        ),
+                    )
+                    .label("not an Opal dispatch key")
+                    .hint("write `dispatch_key:` (CPU, Meta, PrivateUse1..3) and `device:` to choose"),
+                );
+                if device.is_none() {
+                    device = Some(Located::new(dev, b.loc));
+                }
+            } else if key.is_private_use() && device.is_none() {
+                device = Some(Located::new("privateuseone".to_string(), b.loc));
+            }
+            dispatch_key = Some(Located::new(key, b.loc));
+        }
     }
     if dispatch_key.is_none() && !seen.iter().any(|(k, _)| *k == "dispatch_key") {
         missing(
@@ -389,13 +491,26 @@ fn from_node(root: &Node, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
         device,
         namespace: namespace.unwrap_or(Located::new("aten".to_string(), Loc::SYNTHETIC)),
         fallback,
-        supported: supported?,
+        supported: {
+            let mut s = supported?;
+            s.extend(full_codegen);
+            s
+        },
         autograd: autograd.unwrap_or_default(),
         out_copy,
+        warnings: Vec::new(),
     })
 }
 
-fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
+/// A list of ops (`supported:`, `autograd:`, `full_codegen:`, `symint:`). In
+/// torchgen's format an entry's vendor keys (`op_api:`, ...) are reported and
+/// ignored; in Opal's they are errors (most likely typos).
+fn supported_list(
+    node: &Node,
+    torchgen: bool,
+    errs: &mut Vec<Diagnostic>,
+    warns: &mut Vec<Diagnostic>,
+) -> Vec<SupportedOp> {
     let items: &[Node] = match node {
         Node::Seq { items, .. } => items,
         Node::Null { .. } => &[],
@@ -453,6 +568,15 @@ fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
                             kernel = scalar("kernel", &e.value, errs)
                                 .and_then(|(v, l)| kernel_path(v, l, errs));
                         }
+                        other if torchgen => warns.push(
+                            Diagnostic::new(
+                                "opal::backend::ignored_key",
+                                e.key_loc,
+                                format!("`{other}:` in a `supported:` entry is not a key Opal uses; ignored"),
+                            )
+                            .label("vendor key, ignored")
+                            .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema or name>` with an optional `kernel:`"),
+                        ),
                         _ => errs.push(
                             Diagnostic::new(
                                 "opal::backend::unknown_key",
@@ -466,7 +590,7 @@ fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
                 }
                 let Some(f) = func else {
                     if entries.iter().any(|e| e.key != "func" && e.key != "kernel") {
-                        continue; // already reported as unknown keys
+                        continue; // already reported as unknown (or ignored) keys
                     }
                     errs.push(
                         Diagnostic::new(
@@ -482,6 +606,17 @@ fn supported_list(node: &Node, errs: &mut Vec<Diagnostic>) -> Vec<SupportedOp> {
                 let Some((src, sloc)) = scalar("func", &f.value, errs) else {
                     continue;
                 };
+                // `func: abs` (torch_npu's form) names the op: its current schema.
+                if !src.contains('(') {
+                    if let Some(name) = op_name(src, sloc, errs) {
+                        out.push(SupportedOp::Current {
+                            name,
+                            loc: *loc,
+                            kernel,
+                        });
+                    }
+                    continue;
+                }
                 match parse_schema_at(src, sloc) {
                     Ok(schema) => out.push(SupportedOp::Pinned {
                         schema,

@@ -56,6 +56,9 @@ pub struct Plan<'n> {
     /// Supported entries that failed (unknown op, incompatible pin), by entry index,
     /// with a one-line reason, for the coverage report.
     pub failed: Vec<(String, String)>,
+    /// What resolution accepted but reports: an op listed twice the same way, an
+    /// op the native YAML lacks when unknown ops are skipped.
+    pub warnings: Vec<BackendDiagnostic>,
 }
 
 /// Resolves `spec` against `natives`; problems are returned alongside the partial
@@ -64,39 +67,72 @@ pub fn resolve<'n>(
     spec: &'n BackendSpec,
     natives: &'n NativeFunctions,
 ) -> (Plan<'n>, Vec<BackendDiagnostic>) {
+    resolve_with(spec, natives, false)
+}
+
+/// [`resolve`], optionally skipping ops the native YAML lacks (`--skip-unknown-ops`:
+/// a warning per op, and the rest of the backend is planned).
+pub fn resolve_with<'n>(
+    spec: &'n BackendSpec,
+    natives: &'n NativeFunctions,
+    skip_unknown_ops: bool,
+) -> (Plan<'n>, Vec<BackendDiagnostic>) {
     let by_name: HashMap<&OperatorName, &NativeFunction> = natives
         .functions
         .iter()
         .map(|f| (&f.func.name, f))
         .collect();
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     let mut ops: Vec<PlannedOp<'n>> = Vec::new();
     let mut failed = Vec::new();
-    let mut seen: HashMap<&OperatorName, Loc> = HashMap::new();
+    let mut seen: HashMap<&OperatorName, &SupportedOp> = HashMap::new();
     for entry in &spec.supported {
         let name = entry.name().to_string();
         if let Some(first) = seen.get(entry.name()) {
-            errors.push(
-                Diagnostic::new(
-                    "opal::backend::duplicate_op",
-                    entry.loc(),
-                    format!("'{name}' is listed twice in `supported:`"),
-                )
-                .label("listed again here")
-                .hint(format!(
-                    "remove one of the entries (the first is at line {})",
-                    first.line
-                ))
-                .into(),
-            );
+            // The same entry twice is harmless (a warning); two different pins or
+            // kernels for one op cannot both be right.
+            let same = first.pinned().map(ToString::to_string)
+                == entry.pinned().map(ToString::to_string)
+                && first.kernel().map(|k| &k.value) == entry.kernel().map(|k| &k.value);
+            let d = Diagnostic::new(
+                "opal::backend::duplicate_op",
+                entry.loc(),
+                format!("'{name}' is listed twice in `supported:`"),
+            )
+            .label("listed again here");
+            if same {
+                warnings.push(
+                    d.hint(format!(
+                        "the second listing is ignored; remove it (the first is at line {})",
+                        first.loc().line
+                    ))
+                    .into(),
+                );
+            } else {
+                errors.push(
+                    d.hint(format!(
+                        "the entries differ (schema or kernel): keep one (the first is at line {})",
+                        first.loc().line
+                    ))
+                    .into(),
+                );
+            }
             continue;
         }
-        seen.insert(entry.name(), entry.loc());
+        seen.insert(entry.name(), entry);
         let Some(func) = by_name.get(entry.name()).copied() else {
             let loc = match entry {
                 SupportedOp::Pinned { schema, .. } => schema.loc,
                 SupportedOp::Current { loc, .. } => *loc,
             };
+            if skip_unknown_ops {
+                let mut d = unknown_op(&name, loc, natives);
+                d.diag.message.push_str(" (skipped: --skip-unknown-ops)");
+                warnings.push(d);
+                failed.push((name, "not in the native YAML (skipped)".to_string()));
+                continue;
+            }
             errors.push(unknown_op(&name, loc, natives));
             failed.push((name, "not in the native YAML".to_string()));
             continue;
@@ -203,6 +239,7 @@ pub fn resolve<'n>(
             derived,
             autograd,
             failed,
+            warnings,
         },
         errors,
     )

@@ -7,12 +7,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::diagnostics::Diagnostic;
 use crate::model::NativeFunctions;
 
 use super::coverage::{coverage, Coverage, RuntimeOps};
 use super::emit::{generate, BackendCode, BackendEmitOptions};
 use super::load::load_bytes;
-use super::plan::resolve;
+use super::plan::{resolve, resolve_with};
 use super::report::{BackendErrors, SourceFile};
 use super::spec::{BackendSpec, Located};
 
@@ -25,6 +26,9 @@ pub struct Inputs {
     pub native_file: SourceFile,
     /// What the runtime has (composites, the CPU backend's ops), for coverage.
     pub runtime: Option<RuntimeOps>,
+    /// Ops the native YAML lacks are skipped with a warning instead of failing
+    /// (`--skip-unknown-ops`).
+    pub skip_unknown_ops: bool,
 }
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> BackendErrors {
@@ -98,6 +102,7 @@ pub fn load_inputs(
         backend_file,
         native_file,
         runtime,
+        skip_unknown_ops: false,
     })
 }
 
@@ -122,7 +127,7 @@ pub fn generate_code(
         items,
         native_errors: None,
     };
-    let (plan, errors) = resolve(&inputs.spec, &inputs.natives);
+    let (plan, errors) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
     if !errors.is_empty() {
         return Err(fail(errors));
     }
@@ -139,7 +144,7 @@ pub fn generate_code(
 /// The coverage report, and the problems found on the way (unknown ops,
 /// incompatible pins), which the report lists as missing.
 pub fn coverage_of(inputs: &Inputs) -> (Coverage, Option<BackendErrors>) {
-    let (plan, errors) = resolve(&inputs.spec, &inputs.natives);
+    let (plan, errors) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
     let report = coverage(
         &inputs.spec,
         &inputs.natives,
@@ -153,6 +158,31 @@ pub fn coverage_of(inputs: &Inputs) -> (Coverage, Option<BackendErrors>) {
         native_errors: None,
     });
     (report, errors)
+}
+
+/// The warnings of loading and resolving the backend (ignored vendor keys, an op
+/// listed twice, skipped unknown ops), one line each:
+/// `warning: path:line:col: message (hint)`.
+pub fn warnings_of(inputs: &Inputs) -> Vec<String> {
+    let (plan, _) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
+    let line = |d: &Diagnostic| {
+        let hint = d
+            .hint
+            .as_deref()
+            .map(|h| format!(" ({h})"))
+            .unwrap_or_default();
+        format!(
+            "warning: {}:{}:{}: {}{hint}",
+            inputs.backend_file.path, d.loc.line, d.loc.col, d.message
+        )
+    };
+    inputs
+        .spec
+        .warnings
+        .iter()
+        .chain(plan.warnings.iter().map(|w| &w.diag))
+        .map(line)
+        .collect()
 }
 
 /// Tells coverage which ops the fallback can run: those the CPU backend of

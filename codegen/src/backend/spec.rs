@@ -55,6 +55,18 @@ impl BackendKey {
     }
 
     /// Whether the key is one of the renamable PrivateUse keys.
+    /// The runtime key its autograd kernels are registered at (`AutogradCPU`,
+    /// `AutogradPrivateUse1`, ...).
+    pub fn autograd_key(self) -> &'static str {
+        match self {
+            BackendKey::Cpu => "AutogradCPU",
+            BackendKey::Meta => "AutogradMeta",
+            BackendKey::PrivateUse1 => "AutogradPrivateUse1",
+            BackendKey::PrivateUse2 => "AutogradPrivateUse2",
+            BackendKey::PrivateUse3 => "AutogradPrivateUse3",
+        }
+    }
+
     pub fn is_private_use(self) -> bool {
         matches!(
             self,
@@ -171,6 +183,9 @@ pub struct BackendSpec {
     /// `fn(&str, &[(&Tensor, &Tensor)]) -> Result<()>`; pairs a false `output_mask`
     /// entry left uncomputed are not passed).
     pub out_copy: Option<Located<String>>,
+    /// What the loader accepted but reports: vendor keys of torchgen's format it
+    /// ignores, a `backend:` Opal has no key for (registered under PrivateUse1).
+    pub warnings: Vec<crate::diagnostics::Diagnostic>,
     /// `autograd:` (as torch-xla's): ops the backend differentiates itself. Their
     /// kernels are registered at the backend's autograd key (`AutogradPrivateUse1`,
     /// ...), ahead of the kernels generated from `derivatives.yaml`. Names only.

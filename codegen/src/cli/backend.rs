@@ -1,5 +1,6 @@
 //! `opal-codegen backend <backend.yaml> --native <native_functions.yaml> --out <dir>
-//! [--init-skeleton] [--namespace ns]`: writes the backend module to `<dir>/mod.rs`
+//! [--init-skeleton] [--namespace ns] [--skip-unknown-ops]`: writes the backend
+//! module to `<dir>/mod.rs`
 //! and, with `--init-skeleton`, a starter `<dir>/kernels.rs` (never over an
 //! existing file). With `--plugin`, the plugin side instead (see
 //! `opal_codegen::backend::plugin`).
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use opal_codegen::backend::emit::SKELETON_FILE;
-use opal_codegen::backend::run::{generate_code, load_inputs, write_if_changed};
+use opal_codegen::backend::run::{generate_code, load_inputs, warnings_of, write_if_changed};
 
 use std::io::IsTerminal;
 
@@ -45,14 +46,21 @@ pub struct Backend {
     /// With --plugin: the library file the manifest names (default lib<device>.so).
     #[arg(long)]
     pub plugin_library: Option<String>,
+    /// Skip ops the native YAML lacks (a warning each) instead of failing.
+    #[arg(long)]
+    pub skip_unknown_ops: bool,
 }
 
 impl Run for Backend {
     fn run(self) -> ExitCode {
-        let inputs = match load_inputs(&self.backend, &self.native, self.namespace.as_deref()) {
+        let mut inputs = match load_inputs(&self.backend, &self.native, self.namespace.as_deref()) {
             Ok(i) => i,
             Err(e) => return fail_backend(&e),
         };
+        inputs.skip_unknown_ops = self.skip_unknown_ops;
+        for w in warnings_of(&inputs) {
+            eprintln!("{w}");
+        }
         if self.plugin {
             return write_plugin(&self, &inputs);
         }

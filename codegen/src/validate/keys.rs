@@ -35,12 +35,14 @@ const BACKENDS: [&str; 16] = [
 ];
 
 /// Keys that are not a functionality/backend pair.
-const STANDALONE: [&str; 15] = [
+const STANDALONE: [&str; 17] = [
     "CompositeImplicitAutograd",
     "CompositeImplicitAutogradNestedTensor",
     "CompositeExplicitAutograd",
     "CompositeExplicitAutogradNonFunctional",
     "Autograd",
+    "AutogradOther",
+    "AutogradNestedTensor",
     "FPGA",
     "Vulkan",
     "Metal",

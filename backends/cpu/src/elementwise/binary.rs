@@ -22,21 +22,7 @@ fn check_alpha(rt: DType, alpha: &Scalar, op: &str) -> Result<()> {
     if let Scalar::Int(1) = alpha {
         return Ok(());
     }
-    if rt.is_integral(true) && alpha.is_floating_point() {
-        return Err(OpalError::msg(format!(
-            "{op}: for integral input tensors, argument alpha must not be a floating point number"
-        )));
-    }
-    if rt != DType::Bool && alpha.is_bool() {
-        return Err(OpalError::msg(format!(
-            "{op}: boolean alpha only supported for boolean results"
-        )));
-    }
-    if !rt.is_complex() && alpha.is_complex() {
-        return Err(OpalError::msg(format!(
-            "{op}: for non-complex input tensors, argument alpha must not be a complex number (got {alpha})"
-        )));
-    }
+    opal::rules::check_alpha(op, rt, alpha)?;
     // alpha is converted to the type the kernel computes in (f32 for half types).
     let compute = if matches!(rt, DType::F16 | DType::BF16) {
         DType::F32

@@ -18,7 +18,6 @@ pub mod unary;
 
 use crate::copy::to_dtype;
 use crate::dtype_dispatch::Elem;
-use crate::iter::broadcast_shapes;
 use crate::nn::io::in_op;
 use crate::out::{write_result, Dest};
 use opal::dtype::ResultType;
@@ -59,7 +58,7 @@ pub(crate) fn binary_shape<'a>(a: &'a Tensor, b: &Tensor, op: &str) -> Result<Co
     if crate::iter::same_sizes(a.sizes(), b.sizes()) {
         return Ok(Cow::Borrowed(a.sizes()));
     }
-    broadcast_shapes(&[a.sizes(), b.sizes()], op).map(Cow::Owned)
+    opal::rules::broadcast_shapes(op, &[a.sizes(), b.sizes()]).map(Cow::Owned)
 }
 
 /// `t` itself (borrowed, no refcount traffic) when it has `dtype`, else a cast copy.

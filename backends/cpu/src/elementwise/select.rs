@@ -7,7 +7,7 @@
 use super::{scalar_as, three_forms, unary_driver};
 use crate::copy::to_dtype;
 use crate::dtype_dispatch::{Elem, Float};
-use crate::iter::{broadcast_shapes, map1, map2, map3};
+use crate::iter::{map1, map2, map3};
 use crate::out::{write_result, Dest};
 use crate::{dispatch_all, dispatch_float, dispatch_numeric};
 use opal::dtype::ResultType;
@@ -27,7 +27,8 @@ fn where_impl(
         )));
     }
     let rt = ResultType::of_tensors(&[self_, other])?;
-    let shape = broadcast_shapes(&[condition.sizes(), self_.sizes(), other.sizes()], op)?;
+    let shape =
+        opal::rules::broadcast_shapes(op, &[condition.sizes(), self_.sizes(), other.sizes()])?;
     let c = to_dtype(condition, DType::Bool)?;
     let (a, b) = (to_dtype(self_, rt)?, to_dtype(other, rt)?);
     write_result(dest, &shape, rt, op, |o| {
@@ -76,10 +77,10 @@ fn masked_fill_impl(
     value.check_fits(dt, op)?;
     let shape = if in_place {
         // The mask must broadcast to self; self is not expanded.
-        broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?;
+        opal::rules::broadcast_shapes(op, &[self_.sizes(), mask.sizes()])?;
         self_.sizes().to_vec()
     } else {
-        broadcast_shapes(&[self_.sizes(), mask.sizes()], op)?
+        opal::rules::broadcast_shapes(op, &[self_.sizes(), mask.sizes()])?
     };
     if in_place && shape != self_.sizes() {
         return Err(OpalError::shape(format!(

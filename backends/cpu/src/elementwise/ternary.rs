@@ -6,7 +6,7 @@
 use super::scalar_as;
 use crate::copy::to_dtype;
 use crate::dtype_dispatch::Float;
-use crate::iter::{broadcast_shapes, map2, map3};
+use crate::iter::{map2, map3};
 use crate::out::{write_result, Dest};
 use crate::{dispatch_float, dispatch_int};
 use opal::dtype::ResultType;
@@ -32,7 +32,7 @@ fn addc_impl(
             "{op}: not supported for bool tensors"
         )));
     }
-    let shape = broadcast_shapes(&[self_.sizes(), t1.sizes(), t2.sizes()], op)?;
+    let shape = opal::rules::broadcast_shapes(op, &[self_.sizes(), t1.sizes(), t2.sizes()])?;
     let (s, a, b) = (to_dtype(self_, rt)?, to_dtype(t1, rt)?, to_dtype(t2, rt)?);
     write_result(dest, &shape, rt, op, |o| {
         if rt.is_floating_point() {
@@ -129,7 +129,7 @@ fn lerp_impl(self_: &Tensor, end: &Tensor, weight: &Scalar, dest: Dest<'_>) -> R
             "lerp: expected a floating point tensor, got {dt}"
         )));
     }
-    let shape = broadcast_shapes(&[self_.sizes(), end.sizes()], op)?;
+    let shape = opal::rules::broadcast_shapes(op, &[self_.sizes(), end.sizes()])?;
     write_result(dest, &shape, dt, op, |o| {
         dispatch_float!(dt, op, |T, C| {
             let w: C = scalar_as(weight);

@@ -385,7 +385,7 @@ pub fn index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor
         .iter()
         .map(|&d| per_dim[d].as_ref().map_or(&[][..], |x| &x.shape[..]))
         .collect();
-    let bshape = crate::iter::broadcast_shapes(&shapes, OP)?;
+    let bshape = opal::rules::broadcast_shapes(OP, &shapes)?;
     let adjacent = used.windows(2).all(|w| w[1] == w[0] + 1);
     let ss = self_.sizes();
     let (first, last) = (used[0], used[used.len() - 1]);

@@ -39,28 +39,6 @@ pub fn same_sizes(a: &[i64], b: &[i64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
-/// PyTorch's broadcasting of several shapes: align at the right, sizes must be
-/// equal or 1. The error names `op` and the shapes.
-pub fn broadcast_shapes(shapes: &[&[i64]], op: &str) -> Result<Vec<i64>> {
-    let ndim = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
-    let mut out = vec![1i64; ndim];
-    for s in shapes {
-        let off = ndim - s.len();
-        for (i, &d) in s.iter().enumerate() {
-            let o = &mut out[off + i];
-            if *o == 1 {
-                *o = d;
-            } else if d != 1 && d != *o {
-                return Err(OpalError::shape(format!(
-                    "{op}: shapes {:?} cannot be broadcast together",
-                    shapes
-                )));
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// Byte strides of a tensor with `sizes`/`strides` (elements) viewed as `shape`
 /// under broadcasting: new leading dims and size-1 dims get stride 0.
 pub fn broadcast_byte_strides(
@@ -270,18 +248,6 @@ unsafe fn run_range<const N: usize, F>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn broadcast_rules() {
-        assert_eq!(broadcast_shapes(&[&[3, 1], &[4]], "t").unwrap(), vec![3, 4]);
-        assert_eq!(broadcast_shapes(&[&[], &[2, 0]], "t").unwrap(), vec![2, 0]);
-        assert_eq!(
-            broadcast_shapes(&[&[1, 0], &[3, 1]], "t").unwrap(),
-            vec![3, 0]
-        );
-        let e = broadcast_shapes(&[&[3], &[4]], "myop").unwrap_err();
-        assert!(e.to_string().contains("myop"));
-    }
 
     #[test]
     fn collapse_merges_contiguous_dims() {

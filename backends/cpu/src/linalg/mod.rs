@@ -314,7 +314,7 @@ fn check_bmm_shapes(a: &Tensor, b: &Tensor, op: &str) -> Result<()> {
 }
 
 fn check_broadcast(c: &Tensor, shape: &[i64], op: &str) -> Result<()> {
-    crate::iter::broadcast_shapes(&[c.sizes(), shape], op).and_then(|s| {
+    opal::rules::broadcast_shapes(op, &[c.sizes(), shape]).and_then(|s| {
         if s == shape {
             Ok(())
         } else {

@@ -34,7 +34,7 @@ fn broadcast_pair<C: Compute>(
     b: &Tensor,
     op: &str,
 ) -> Result<(Vec<i64>, Vec<C>, Vec<C>)> {
-    let shape = crate::iter::broadcast_shapes(&[a.sizes(), b.sizes()], op)?;
+    let shape = opal::rules::broadcast_shapes(op, &[a.sizes(), b.sizes()])?;
     let ea = crate::shape::expand(a, &shape, false)?;
     let eb = crate::shape::expand(b, &shape, false)?;
     Ok((shape, to_vec_as::<C>(&ea)?, to_vec_as::<C>(&eb)?))

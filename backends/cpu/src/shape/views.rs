@@ -9,42 +9,6 @@
 use crate::nn::io::{err, shape_err, wrap_dim};
 use opal::{Result, Tensor};
 
-/// Resolves a single `-1` in `shape` against `numel`, with PyTorch's errors.
-pub(crate) fn infer_size(shape: &[i64], numel: i64, op: &str) -> Result<Vec<i64>> {
-    let mut out = shape.to_vec();
-    let mut infer = None;
-    let mut prod = 1i64;
-    for (i, &s) in shape.iter().enumerate() {
-        if s == -1 {
-            if infer.is_some() {
-                return Err(err(op, "only one dimension can be inferred"));
-            }
-            infer = Some(i);
-        } else if s < 0 {
-            return Err(err(op, format!("invalid shape dimension {s}")));
-        } else {
-            prod *= s;
-        }
-    }
-    let bad = || {
-        shape_err(
-            op,
-            format!("shape '{shape:?}' is invalid for input of size {numel}"),
-        )
-    };
-    match infer {
-        Some(i) => {
-            if prod == 0 || numel % prod != 0 {
-                return Err(bad());
-            }
-            out[i] = numel / prod;
-        }
-        None if prod != numel => return Err(bad()),
-        None => {}
-    }
-    Ok(out)
-}
-
 /// Strides that let a tensor of `old` sizes/strides be viewed as `new` sizes without
 /// copying, or `None` when some new dim would span non-uniformly strided memory.
 fn view_strides(old: &[i64], old_st: &[i64], new: &[i64]) -> Option<Vec<i64>> {
@@ -83,7 +47,7 @@ fn view_strides(old: &[i64], old_st: &[i64], new: &[i64]) -> Option<Vec<i64>> {
 /// A view of `self_` with shape `size` (one `-1` inferred); errors when the layout
 /// cannot be viewed that way.
 pub fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
-    let shape = infer_size(size, self_.numel(), "view")?;
+    let shape = opal::rules::infer_size("view", size, self_.numel())?;
     match view_strides(self_.sizes(), self_.strides(), &shape) {
         Some(st) => self_.as_strided(&shape, &st, self_.storage_offset()),
         None => Err(err(
@@ -95,7 +59,7 @@ pub fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
 
 /// `view` when possible, else a contiguous copy with the new shape.
 pub fn reshape(self_: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    let shape = infer_size(shape, self_.numel(), "reshape")?;
+    let shape = opal::rules::infer_size("reshape", shape, self_.numel())?;
     match view_strides(self_.sizes(), self_.strides(), &shape) {
         Some(st) => self_.as_strided(&shape, &st, self_.storage_offset()),
         None => {

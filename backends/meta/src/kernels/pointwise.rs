@@ -8,8 +8,7 @@
 use super::{check_inputs, inplace_variants, new_contiguous, new_strided, out_variants};
 use crate::shape::elementwise::elementwise_geometry;
 use crate::shape::fail;
-use crate::shape::geometry::broadcast_shapes;
-use crate::shape::promote::{check_alpha, require, to_float};
+use crate::shape::promote::{require, to_float};
 use opal::dtype::ResultType;
 use opal::{DType, Result, Scalar, Tensor};
 
@@ -62,14 +61,14 @@ fn no_bool(op: &str, d: DType, what: &str) -> Result<()> {
 /// `add.Tensor`.
 pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: &Scalar) -> Result<Tensor> {
     let d = common_dtype(&[self_, other], &[])?;
-    check_alpha("add", d, alpha)?;
+    opal::rules::check_alpha("add", d, alpha)?;
     elementwise("add", &[self_, other], d)
 }
 
 /// `add.Scalar`: the scalar takes part in promotion as a wrapped number.
 pub fn add_scalar(self_: &Tensor, other: &Scalar, alpha: &Scalar) -> Result<Tensor> {
     let d = common_dtype(&[self_], &[other])?;
-    check_alpha("add", d, alpha)?;
+    opal::rules::check_alpha("add", d, alpha)?;
     elementwise("add", &[self_], d)
 }
 
@@ -78,7 +77,7 @@ pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: &Scalar) -> Result<Tens
     no_bool("sub", self_.dtype(), "subtraction, the `-` operator,")?;
     no_bool("sub", other.dtype(), "subtraction, the `-` operator,")?;
     let d = common_dtype(&[self_, other], &[])?;
-    check_alpha("sub", d, alpha)?;
+    opal::rules::check_alpha("sub", d, alpha)?;
     elementwise("sub", &[self_, other], d)
 }
 
@@ -303,7 +302,7 @@ pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, _value: &Scalar) -> Res
             ),
         ));
     }
-    let sizes = broadcast_shapes("masked_fill", self_.sizes(), mask.sizes())?;
+    let sizes = opal::rules::broadcast_shapes("masked_fill", &[self_.sizes(), mask.sizes()])?;
     new_contiguous(&sizes, self_.dtype())
 }
 

@@ -6,7 +6,7 @@
 //! decide dtypes (see `promote`) or allocate anything.
 
 use super::geometry::{
-    broadcast_all, channels_last_strides, contiguous_strides, is_channels_last, is_contiguous,
+    channels_last_strides, contiguous_strides, is_channels_last, is_contiguous,
     is_non_overlapping_and_dense,
 };
 use opal::Result;
@@ -19,7 +19,7 @@ use opal::Result;
 /// by the inputs' strides, broadcast dims not voting.
 pub fn elementwise_geometry(op: &str, inputs: &[(&[i64], &[i64])]) -> Result<(Vec<i64>, Vec<i64>)> {
     let shapes: Vec<&[i64]> = inputs.iter().map(|(s, _)| *s).collect();
-    let shape = broadcast_all(op, &shapes)?;
+    let shape = opal::rules::broadcast_shapes(op, &shapes)?;
     if let Some(strides) = same_shape_fast_layout(&shape, inputs) {
         return Ok((shape, strides));
     }

@@ -170,46 +170,6 @@ pub fn preserve_strides(sizes: &[i64], strides: &[i64]) -> Vec<i64> {
     super::elementwise::dense_strides_like(sizes, &[strides])
 }
 
-/// Broadcasts two shapes right-aligned (numpy rules).
-pub fn broadcast_shapes(op: &str, a: &[i64], b: &[i64]) -> Result<Vec<i64>> {
-    let n = a.len().max(b.len());
-    let mut out = vec![0; n];
-    for i in 0..n {
-        let da = if i + a.len() >= n {
-            a[i + a.len() - n]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= n {
-            b[i + b.len() - n]
-        } else {
-            1
-        };
-        out[i] = if da == db || db == 1 {
-            da
-        } else if da == 1 {
-            db
-        } else {
-            return Err(fail(
-                op,
-                format!(
-                    "the size of tensor a ({da}) must match the size of tensor b ({db}) at non-singleton dimension {i}"
-                ),
-            ));
-        };
-    }
-    Ok(out)
-}
-
-/// Broadcasts any number of shapes.
-pub fn broadcast_all(op: &str, shapes: &[&[i64]]) -> Result<Vec<i64>> {
-    let mut out: Vec<i64> = Vec::new();
-    for s in shapes {
-        out = broadcast_shapes(op, &out, s)?;
-    }
-    Ok(out)
-}
-
 /// Checks that `from` can be expanded to `to` (in-place ops, `expand`, `masked_fill_`).
 pub fn check_expandable(op: &str, from: &[i64], to: &[i64]) -> Result<()> {
     let ok = from.len() <= to.len()
@@ -226,43 +186,6 @@ pub fn check_expandable(op: &str, from: &[i64], to: &[i64]) -> Result<()> {
             format!("shape {from:?} cannot be broadcast to {to:?}"),
         ))
     }
-}
-
-/// Resolves one `-1` in a requested shape against `numel` (`view`, `reshape`).
-pub fn infer_size(op: &str, shape: &[i64], numel: i64) -> Result<Vec<i64>> {
-    let mut known = 1i64;
-    let mut infer = None;
-    for (i, &s) in shape.iter().enumerate() {
-        if s == -1 {
-            if infer.is_some() {
-                return Err(fail(op, "only one dimension can be inferred"));
-            }
-            infer = Some(i);
-        } else if s < 0 {
-            return Err(fail(op, format!("invalid shape dimension {s}")));
-        } else {
-            known = known.saturating_mul(s);
-        }
-    }
-    let mut out = shape.to_vec();
-    let invalid = || {
-        fail(
-            op,
-            format!("shape '{shape:?}' is invalid for input of size {numel}"),
-        )
-    };
-    match infer {
-        Some(i) => {
-            // With a zero among the known sizes the inferred size is ambiguous.
-            if known == 0 || numel % known != 0 {
-                return Err(invalid());
-            }
-            out[i] = numel / known;
-        }
-        None if known != numel => return Err(invalid()),
-        None => {}
-    }
-    Ok(out)
 }
 
 /// Strides that let a tensor of `old_sizes`/`old_strides` be viewed as `new_sizes`
@@ -325,25 +248,6 @@ mod tests {
         assert_eq!(wrap_dim("t", -1, 0).unwrap(), 0);
         let e = wrap_dim("sum", 3, 3).unwrap_err().to_string();
         assert!(e.contains("sum") && e.contains("[-3, 2]"), "{e}");
-    }
-
-    #[test]
-    fn broadcasting_follows_numpy() {
-        assert_eq!(
-            broadcast_shapes("t", &[3, 1, 5], &[4, 1]).unwrap(),
-            vec![3, 4, 5]
-        );
-        assert_eq!(broadcast_shapes("t", &[], &[2]).unwrap(), vec![2]);
-        assert_eq!(broadcast_shapes("t", &[0], &[1]).unwrap(), vec![0]);
-        assert!(broadcast_shapes("add", &[3], &[4]).is_err());
-    }
-
-    #[test]
-    fn infers_minus_one() {
-        assert_eq!(infer_size("view", &[2, -1], 12).unwrap(), vec![2, 6]);
-        assert!(infer_size("view", &[5, -1], 12).is_err());
-        assert!(infer_size("view", &[-1, -1], 12).is_err());
-        assert!(infer_size("view", &[0, -1], 0).is_err());
     }
 
     #[test]

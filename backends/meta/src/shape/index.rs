@@ -6,7 +6,7 @@
 //! beyond an op's fixed index dtypes, or allocate.
 
 use super::fail;
-use super::geometry::{broadcast_all, dim_mask, wrap_dim, wrap_insert_dim};
+use super::geometry::{dim_mask, wrap_dim, wrap_insert_dim};
 use opal::{DType, Result};
 
 /// `cat`: the joined sizes. 1-d empty tensors are skipped (legacy PyTorch rule);
@@ -188,7 +188,7 @@ pub fn index_sizes(op: &str, input: &[i64], indices: &[IndexEntry<'_>]) -> Resul
             _ => None,
         })
         .collect();
-    let bshape = broadcast_all(op, &shapes)?;
+    let bshape = opal::rules::broadcast_shapes(op, &shapes)?;
     for &p in &positions {
         if input[p] == 0 && bshape.iter().product::<i64>() != 0 {
             return Err(fail(

@@ -6,7 +6,7 @@
 //! allocated contiguous) or touch tensors.
 
 use super::fail;
-use super::geometry::{broadcast_shapes, check_expandable};
+use super::geometry::check_expandable;
 use opal::{DType, Result};
 
 /// Matrix products do not promote: every operand must share one dtype.
@@ -153,7 +153,7 @@ pub fn matmul_sizes(op: &str, a: &[i64], b: &[i64]) -> Result<Vec<i64>> {
     }
     let batch_a = &a[..a.len().saturating_sub(2)];
     let batch_b = &b[..b.len().saturating_sub(2)];
-    let mut out = broadcast_shapes(op, batch_a, batch_b)?;
+    let mut out = opal::rules::broadcast_shapes(op, &[batch_a, batch_b])?;
     out.extend(n);
     out.extend(p);
     Ok(out)

@@ -17,8 +17,8 @@ pub mod reduce;
 pub mod view;
 
 pub use elementwise::elementwise_geometry;
-pub use geometry::{broadcast_shapes, contiguous_strides, infer_size, wrap_dim};
-pub use promote::{can_cast, result_type, Operand};
+pub use geometry::{contiguous_strides, wrap_dim};
+pub use promote::{result_type, Operand};
 pub use view::Strided;
 
 /// The error every rule returns: the op name first, then the reason, so a failed

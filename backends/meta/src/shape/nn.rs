@@ -6,7 +6,6 @@
 //! pick dtypes beyond what the op fixes, or know about devices.
 
 use super::fail;
-use super::geometry::broadcast_shapes;
 use opal::Result;
 
 /// Expands a per-spatial-dim parameter given once (`[2]`) to `n` dims (`[2, 2]`).
@@ -395,7 +394,7 @@ pub fn pointwise_loss_sizes(
     reduction: i64,
 ) -> Result<Vec<i64>> {
     check_reduction(op, reduction)?;
-    let shape = broadcast_shapes(op, input, target)?;
+    let shape = opal::rules::broadcast_shapes(op, &[input, target])?;
     Ok(if reduction == 0 { shape } else { Vec::new() })
 }
 

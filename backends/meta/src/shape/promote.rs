@@ -30,14 +30,6 @@ pub fn result_type(operands: &[Operand<'_>]) -> Result<DType> {
     rt.finish()
 }
 
-/// PyTorch's `can_cast`: no complex to real, no float to integer, nothing but bool
-/// to bool.
-pub fn can_cast(from: DType, to: DType) -> bool {
-    !((from.is_complex() && !to.is_complex())
-        || (from.is_floating_point() && to.is_integral(true))
-        || (from != DType::Bool && to == DType::Bool))
-}
-
 /// Result dtype of ops that compute in floating point (`exp`, `sqrt`, true `div`):
 /// integers and bool become the default float dtype.
 pub fn to_float(d: DType) -> DType {
@@ -75,35 +67,10 @@ pub fn float_reduction_dtype(op: &str, input: DType, requested: Option<DType>) -
     }
 }
 
-/// `alpha` of `add`/`sub` must fit the computation dtype: no float alpha for
-/// integer results, no non-bool alpha for bool results, no complex alpha for real
-/// ones.
-pub fn check_alpha(op: &str, common: DType, alpha: &Scalar) -> Result<()> {
-    if common == DType::Bool && !matches!(alpha, Scalar::Bool(_)) && alpha.to_f64() != 1.0 {
-        return Err(fail(
-            op,
-            "boolean alpha only supported for Tensor Boolean inputs",
-        ));
-    }
-    if common.is_integral(true) && (alpha.is_floating_point() || alpha.is_complex()) {
-        return Err(fail(
-            op,
-            "for integral input tensors, argument alpha must not be a floating point number",
-        ));
-    }
-    if !common.is_complex() && alpha.is_complex() {
-        return Err(fail(
-            op,
-            format!("for non-complex input tensors, argument alpha must not be a complex number (got {alpha})"),
-        ));
-    }
-    Ok(())
-}
-
 /// The check shared by every `out=` variant: the computed result dtype must be
 /// castable to the given output tensor's dtype.
 pub fn check_out_cast(op: &str, result: DType, out: DType) -> Result<()> {
-    if can_cast(result, out) {
+    if opal::rules::can_cast(result, out) {
         Ok(())
     } else {
         Err(fail(
@@ -178,23 +145,11 @@ mod tests {
     }
 
     #[test]
-    fn can_cast_matches_pytorch() {
-        assert!(can_cast(DType::I64, DType::F32));
-        assert!(can_cast(DType::F64, DType::F16));
-        assert!(!can_cast(DType::F32, DType::I64));
-        assert!(!can_cast(DType::I64, DType::Bool));
-        assert!(can_cast(DType::Bool, DType::Bool));
-        assert!(!can_cast(DType::C64, DType::F64));
-    }
-
-    #[test]
     fn dtype_families() {
         assert_eq!(to_float(DType::I64), DType::F32);
         assert_eq!(to_float(DType::F64), DType::F64);
         assert_eq!(accumulate_dtype(DType::Bool, None), DType::I64);
         assert_eq!(accumulate_dtype(DType::F32, Some(DType::F64)), DType::F64);
         assert!(float_reduction_dtype("mean", DType::I64, None).is_err());
-        assert!(check_alpha("add", DType::I64, &Scalar::Float(0.5)).is_err());
-        assert!(check_alpha("add", DType::F32, &Scalar::Float(0.5)).is_ok());
     }
 }

@@ -7,9 +7,7 @@
 //! `reshape` only reports that a copy is needed.
 
 use super::fail;
-use super::geometry::{
-    contiguous_strides, infer_size, numel, view_strides, wrap_dim, wrap_insert_dim,
-};
+use super::geometry::{contiguous_strides, numel, view_strides, wrap_dim, wrap_insert_dim};
 use opal::Result;
 
 /// Sizes, strides and storage offset of a strided view.
@@ -49,7 +47,7 @@ impl Strided {
 
 /// `view(size)`: fails when the layout cannot express the new shape.
 pub fn view(op: &str, t: &Strided, size: &[i64]) -> Result<Strided> {
-    let sizes = infer_size(op, size, numel(&t.sizes))?;
+    let sizes = opal::rules::infer_size(op, size, numel(&t.sizes))?;
     match view_strides(&t.sizes, &t.strides, &sizes) {
         Some(strides) => Ok(Strided { sizes, strides, offset: t.offset }),
         None => Err(fail(
@@ -70,7 +68,7 @@ pub enum Reshape {
 
 /// `reshape(shape)`.
 pub fn reshape(op: &str, t: &Strided, shape: &[i64]) -> Result<Reshape> {
-    let sizes = infer_size(op, shape, numel(&t.sizes))?;
+    let sizes = opal::rules::infer_size(op, shape, numel(&t.sizes))?;
     Ok(match view_strides(&t.sizes, &t.strides, &sizes) {
         Some(strides) => Reshape::View(Strided {
             sizes,

@@ -1,0 +1,158 @@
+//! PyTorch's shape and dtype rules that every backend applies the same way, so that
+//! the CPU kernels and the Meta (shape-only) kernels cannot disagree: broadcasting,
+//! `-1` in a requested shape, which result dtype may be written where, and which
+//! `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
+//!
+//! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
+//! backend (backends call these; kernels stay in their crates).
+
+use crate::{DType, OpalError, Result, Scalar};
+
+/// Broadcasts `shapes` together: aligned at the right, each size equal to the
+/// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b
+/// (4) at non-singleton dimension 1" otherwise).
+pub fn broadcast_shapes(op: &str, shapes: &[&[i64]]) -> Result<Vec<i64>> {
+    let ndim = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+    let mut out = vec![1i64; ndim];
+    for s in shapes {
+        let off = ndim - s.len();
+        for (i, &d) in s.iter().enumerate() {
+            let o = &mut out[off + i];
+            if *o == 1 {
+                *o = d;
+            } else if d != 1 && d != *o {
+                return Err(OpalError::shape(format!(
+                    "{op}: the size of tensor a ({}) must match the size of tensor b ({d}) at non-singleton dimension {}",
+                    *o,
+                    off + i
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Resolves at most one `-1` in a requested shape against `numel` (`view`,
+/// `reshape`); every other size must be non-negative and the product must be
+/// `numel`.
+pub fn infer_size(op: &str, shape: &[i64], numel: i64) -> Result<Vec<i64>> {
+    let mut known = 1i64;
+    let mut infer = None;
+    for (i, &s) in shape.iter().enumerate() {
+        if s == -1 {
+            if infer.is_some() {
+                return Err(OpalError::shape(format!(
+                    "{op}: only one dimension can be inferred"
+                )));
+            }
+            infer = Some(i);
+        } else if s < 0 {
+            return Err(OpalError::shape(format!(
+                "{op}: invalid shape dimension {s}"
+            )));
+        } else {
+            known = known.saturating_mul(s);
+        }
+    }
+    let invalid = || {
+        OpalError::shape(format!(
+            "{op}: shape '{shape:?}' is invalid for input of size {numel}"
+        ))
+    };
+    let mut out = shape.to_vec();
+    match infer {
+        // With a zero among the known sizes the inferred size is ambiguous.
+        Some(_) if known == 0 || numel % known != 0 => return Err(invalid()),
+        Some(i) => out[i] = numel / known,
+        None if known != numel => return Err(invalid()),
+        None => {}
+    }
+    Ok(out)
+}
+
+/// PyTorch's `canCast`: a result of dtype `from` may be written to a tensor of
+/// dtype `to` unless that drops a category (complex to real, floating to integral,
+/// anything but bool to bool).
+pub fn can_cast(from: DType, to: DType) -> bool {
+    !((from.is_complex() && !to.is_complex())
+        || (from.is_floating_point() && to.is_integral(true))
+        || (from != DType::Bool && to == DType::Bool))
+}
+
+/// The `alpha` of `add`/`sub` must suit the dtype the op computes in: a boolean
+/// alpha only for boolean results, no floating alpha for integral ones, no complex
+/// alpha for real ones.
+pub fn check_alpha(op: &str, dtype: DType, alpha: &Scalar) -> Result<()> {
+    // The schema default, valid for every dtype: most calls pass it.
+    if let Scalar::Int(1) = alpha {
+        return Ok(());
+    }
+    if dtype != DType::Bool && alpha.is_bool() {
+        return Err(OpalError::msg(format!(
+            "{op}: boolean alpha only supported for boolean results"
+        )));
+    }
+    if dtype.is_integral(true) && (alpha.is_floating_point() || alpha.is_complex()) {
+        return Err(OpalError::msg(format!(
+            "{op}: for integral input tensors, argument alpha must not be a floating point number"
+        )));
+    }
+    if !dtype.is_complex() && alpha.is_complex() {
+        return Err(OpalError::msg(format!(
+            "{op}: for non-complex input tensors, argument alpha must not be a complex number (got {alpha})"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broadcasting() {
+        assert_eq!(
+            broadcast_shapes("t", &[&[3, 1, 5], &[4, 1]]).unwrap(),
+            vec![3, 4, 5]
+        );
+        assert_eq!(broadcast_shapes("t", &[&[], &[2, 0]]).unwrap(), vec![2, 0]);
+        assert_eq!(
+            broadcast_shapes("t", &[&[1, 0], &[3, 1]]).unwrap(),
+            vec![3, 0]
+        );
+        assert_eq!(broadcast_shapes("t", &[]).unwrap(), Vec::<i64>::new());
+        let e = broadcast_shapes("myop", &[&[2, 3], &[4]])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("myop: the size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1"), "{e}");
+    }
+
+    #[test]
+    fn inferring_one_size() {
+        assert_eq!(infer_size("view", &[2, -1], 12).unwrap(), vec![2, 6]);
+        assert_eq!(infer_size("view", &[3, 4], 12).unwrap(), vec![3, 4]);
+        assert!(infer_size("view", &[5, -1], 12).is_err());
+        assert!(infer_size("view", &[-1, -1], 12).is_err());
+        assert!(infer_size("view", &[0, -1], 0).is_err());
+        assert!(infer_size("view", &[-2, 6], 12).is_err());
+        // Products past i64 are an error, not an overflow.
+        assert!(infer_size("view", &[i64::MAX, i64::MAX, -1], 12).is_err());
+    }
+
+    #[test]
+    fn casting_and_alpha() {
+        assert!(can_cast(DType::I64, DType::F32));
+        assert!(can_cast(DType::F64, DType::F16));
+        assert!(can_cast(DType::Bool, DType::Bool));
+        assert!(can_cast(DType::Bool, DType::U8));
+        assert!(!can_cast(DType::F32, DType::I64));
+        assert!(!can_cast(DType::I32, DType::Bool));
+        assert!(!can_cast(DType::C64, DType::F64));
+        assert!(check_alpha("add", DType::I64, &Scalar::Float(0.5)).is_err());
+        assert!(check_alpha("add", DType::F32, &Scalar::Float(0.5)).is_ok());
+        assert!(check_alpha("add", DType::Bool, &Scalar::Bool(true)).is_ok());
+        assert!(check_alpha("add", DType::F32, &Scalar::Bool(true)).is_err());
+        assert!(check_alpha("add", DType::Bool, &Scalar::Int(2)).is_ok());
+        assert!(check_alpha("add", DType::F32, &Scalar::Int(1)).is_ok());
+    }
+}
