@@ -204,6 +204,28 @@ pub fn with_method(m: &str) -> String {
     }
 }
 
+/// The kernel trait of a backend: `Emu` -> `EmuKernels`.
+pub fn backend_trait(backend: &str) -> String {
+    format!("{backend}Kernels")
+}
+
+/// The kernel trait of a backend built as a plugin: `Emu` -> `EmuPluginKernels`.
+pub fn plugin_trait(backend: &str) -> String {
+    format!("{backend}PluginKernels")
+}
+
+/// A backend's trait fn for its own autograd kernel of op `op_ident`
+/// (`sigmoid` -> `autograd_sigmoid`).
+pub fn autograd_kernel_fn(op_ident: &str) -> String {
+    format!("autograd_{op_ident}")
+}
+
+/// The name a starter kernel gives an argument it does not use yet: `self_` ->
+/// `_self_`, raw `r#type` -> `_type`.
+pub fn unused_arg(arg: &str) -> String {
+    format!("_{}", arg.trim_start_matches("r#"))
+}
+
 /// The Rust name of a schema argument: `self` -> `self_`, other keywords stay and
 /// become raw identifiers when turned into an [`Ident`].
 pub fn arg_ident(name: &str) -> Result<String, String> {

@@ -11,8 +11,6 @@
 //! Owns: the backend-specific items. Must not: name things (`crate::ident`), or
 //! re-implement per-op emission (`crate::emit`).
 
-use std::collections::{HashMap, HashSet};
-
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -21,13 +19,11 @@ use crate::emit::defaults::Value;
 use crate::emit::plan::{self as eplan, ArgPlan, OpPlan};
 use crate::emit::signature::{many_args_allow, names, params};
 use crate::emit::{self, Ctx, RuntimePath};
-use crate::model::{
-    Argument, FunctionSchema, NativeFunction, NativeFunctions, OperatorName, Origin, SchemaKind,
-};
+use crate::model::NativeFunctions;
 
 use super::bodies;
 use super::compat::Compat;
-use super::plan::Plan;
+use super::plan::{Entry, Plan};
 use super::report::BackendDiagnostic;
 use super::spec::{BackendKey, BackendSpec, FallbackPolicy};
 
@@ -67,40 +63,10 @@ pub struct BackendCode {
 }
 
 /// The name of the kernel trait of a backend (`Emu` -> `EmuKernels`).
-pub fn trait_name(backend: &str) -> String {
-    format!("{backend}Kernels")
-}
+pub use crate::ident::backend_trait as trait_name;
 
 fn err(loc: crate::model::Loc, code: &'static str, msg: String) -> BackendDiagnostic {
     Diagnostic::new(code, loc, msg).into()
-}
-
-/// One supported op, ready for emission.
-struct Entry<'p> {
-    /// The current schema's plan (what is registered).
-    cur: &'p OpPlan<'p>,
-    /// The kernel's plan (the pinned schema's when pinned, else `cur`).
-    ker: &'p OpPlan<'p>,
-    compat: &'p Compat,
-    /// An `autograd:` op: the trait fn is `autograd_<op>`, registered at the
-    /// backend's autograd key.
-    autograd: bool,
-    /// The kernel function the YAML names (the trait fn forwards to it).
-    kernel: Option<&'p str>,
-    /// For an autogen `out=` op with no named kernel, in a backend with `out_copy:`:
-    /// the index in the entries of its functional op (the trait fn derives from it).
-    autogen_from: Option<usize>,
-}
-
-impl Entry<'_> {
-    /// The trait fn's name.
-    fn fn_ident(&self) -> proc_macro2::Ident {
-        if self.autograd {
-            format_ident!("autograd_{}", self.cur.ident_str)
-        } else {
-            self.cur.ident()
-        }
-    }
 }
 
 /// Generates the backend module.
@@ -111,150 +77,10 @@ pub fn generate(
     opts: &BackendEmitOptions,
 ) -> Result<BackendCode, Vec<BackendDiagnostic>> {
     let ns = spec.namespace.value.as_str();
-    // Plan only the functions this output touches: the supported ops, the ops
-    // derived from them, and the siblings a derivation calls (same delegate).
-    let mut wanted: HashSet<&OperatorName> = plan
-        .ops
-        .iter()
-        .chain(&plan.autograd)
-        .map(|o| &o.func.func.name)
-        .collect();
-    let delegates: HashSet<&OperatorName> = plan
-        .derived
-        .iter()
-        .filter_map(|d| d.func.structured_delegate.as_ref())
-        .collect();
-    wanted.extend(plan.derived.iter().map(|d| &d.func.func.name));
-    let reduced: Vec<&NativeFunction> = natives
-        .functions
-        .iter()
-        .filter(|f| {
-            wanted.contains(&f.func.name)
-                || f.structured_delegate
-                    .as_ref()
-                    .is_some_and(|d| delegates.contains(d))
-        })
-        .collect();
-    let full = eplan::plan_functions(reduced.into_iter(), ns).map_err(|es| {
-        es.into_iter()
-            .map(|e| err(spec.backend.loc, "opal::backend::native", e.message))
-            .collect::<Vec<_>>()
-    })?;
-    let by_name: HashMap<&str, usize> = full
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, o)| (o.op_name.as_str(), i))
-        .collect();
-    let mut errors = Vec::new();
-
-    // Pinned schemas get plans of their own (names and types of the kernel).
-    let pinned_fns: Vec<NativeFunction> = plan
-        .ops
-        .iter()
-        .filter_map(|o| {
-            o.pinned.map(|p| NativeFunction {
-                func: p.clone(),
-                ..o.func.clone()
-            })
-        })
-        .collect();
-    let pinned_nf = NativeFunctions {
-        functions: pinned_fns,
-        known_tags: Vec::new(),
-    };
-    let pinned_plan = eplan::plan(&pinned_nf, ns).map_err(|es| {
-        es.into_iter()
-            .map(|e| err(e.loc, "opal::backend::pinned", e.message))
-            .collect::<Vec<_>>()
-    })?;
-    for u in &pinned_plan.unsupported {
-        errors.push(err(
-            u.loc,
-            "opal::backend::unsupported_op",
-            format!(
-                "the pinned schema of '{}' cannot be expressed in Rust: {}",
-                u.op, u.reason
-            ),
-        ));
-    }
-    let pinned_by_name: HashMap<&str, &OpPlan> = pinned_plan
-        .ops
-        .iter()
-        .map(|o| (o.op_name.as_str(), o))
-        .collect();
-
-    let mut entries: Vec<Entry> = Vec::new();
-    let tagged = plan.ops.iter().map(|o| (o, false));
-    for (o, autograd) in tagged.chain(plan.autograd.iter().map(|o| (o, true))) {
-        let name = o.func.func.name.to_string();
-        let Some(&i) = by_name.get(name.as_str()) else {
-            let why = full
-                .unsupported
-                .iter()
-                .find(|u| u.op == name)
-                .map_or("unknown reason".to_string(), |u| u.reason.clone());
-            errors.push(err(
-                o.loc,
-                "opal::backend::unsupported_op",
-                format!("'{name}' cannot be expressed in Rust: {why}"),
-            ));
-            continue;
-        };
-        let cur = &full.ops[i];
-        if cur.ident_str == TRANSFER_TO_CPU || cur.ident_str == TRANSFER_FROM_CPU {
-            errors.push(err(
-                o.loc,
-                "opal::backend::reserved_name",
-                format!(
-                    "'{name}' maps to the Rust name `{}`, which the kernel trait reserves",
-                    cur.ident_str
-                ),
-            ));
-            continue;
-        }
-        let ker = match o.pinned {
-            Some(_) => match pinned_by_name.get(name.as_str()) {
-                Some(p) => *p,
-                None => continue, // reported as unsupported above
-            },
-            None => cur,
-        };
-        if let Some(k) = o.kernel {
-            if let Err(e) = bodies::kernel_path(&k.value) {
-                errors.push(err(k.loc, "opal::backend::bad_kernel_path", e));
-            }
-        }
-        entries.push(Entry {
-            cur,
-            ker,
-            compat: &o.compat,
-            autograd,
-            kernel: o.kernel.map(|k| k.value.as_str()),
-            autogen_from: None,
-        });
-    }
-    if let Some(copy) = &spec.out_copy {
-        if let Err(e) = bodies::kernel_path(&copy.value) {
-            errors.push(err(copy.loc, "opal::backend::bad_kernel_path", e));
-        }
-        link_autogen_outs(&mut entries);
-    }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-
-    // Derived structured ops whose derivation the emitter supports, and the ops
-    // their derivation calls.
-    let mut derived: Vec<&OpPlan> = Vec::new();
-    for d in &plan.derived {
-        let name = d.func.func.name.to_string();
-        if let Some(&i) = by_name.get(name.as_str()) {
-            if full.ops[i].structured.is_some() {
-                derived.push(&full.ops[i]);
-            }
-        }
-    }
+    let pinned_nf = super::plan::pinned_functions(plan);
+    let plans = super::plan::module_plans(spec, natives, plan, &pinned_nf)?;
+    let super::plan::ModuleEntries { entries, derived } =
+        super::plan::module_entries(spec, plan, &plans)?;
     if let Some(path) = &opts.ops_path {
         syn::parse_str::<syn::Path>(path).map_err(|e| {
             vec![err(
@@ -270,7 +96,7 @@ pub fn generate(
         ns,
         entries: &entries,
         derived: &derived,
-        carried: &full.ops,
+        carried: &plans.full.ops,
         ops_path: opts.ops_path.as_deref(),
     };
     let header = format!(
@@ -557,16 +383,7 @@ impl Parts<'_, '_> {
 }
 
 fn device_type(k: BackendKey) -> proc_macro2::Ident {
-    format_ident!(
-        "{}",
-        match k {
-            BackendKey::Cpu => "Cpu",
-            BackendKey::Meta => "Meta",
-            BackendKey::PrivateUse1 => "PrivateUse1",
-            BackendKey::PrivateUse2 => "PrivateUse2",
-            BackendKey::PrivateUse3 => "PrivateUse3",
-        }
-    )
+    format_ident!("{}", k.device_type())
 }
 
 /// `Result<R>` of an op with several returns spelled as the tuple itself: the
@@ -574,58 +391,6 @@ fn device_type(k: BackendKey) -> proc_macro2::Ident {
 /// scope.
 fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
     cx.types.result(cx.types.returns(op.return_types()))
-}
-
-/// Points each autogen `out=` entry without a kernel of its own at the entry of its
-/// functional op, when the backend supports that op. The `autogen:` list may sit on
-/// the in-place variant (`relu_` lists `relu.out`), so the functional op is found by
-/// name and schema: same base name, the overload less its `out`/`_out` suffix,
-/// functional kind, every non-`out` argument of the `out=` op present, and only
-/// optional arguments besides.
-fn link_autogen_outs(entries: &mut [Entry]) {
-    let links: Vec<(usize, usize)> = entries
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| !e.autograd && e.kernel.is_none())
-        .filter(|(_, e)| matches!(e.cur.f.origin, Origin::Autogen { .. }))
-        .filter_map(|(i, e)| {
-            let out = &e.cur.f.func;
-            entries
-                .iter()
-                .position(|c| !c.autograd && is_functional_of(&c.cur.f.func, out))
-                .map(|j| (i, j))
-        })
-        .collect();
-    for (i, j) in links {
-        entries[i].autogen_from = Some(j);
-    }
-}
-
-/// Whether `functional` is the functional form of the `out=` schema `out`.
-fn is_functional_of(functional: &FunctionSchema, out: &FunctionSchema) -> bool {
-    // `relu.out` is the out= form of `relu`, `masked_fill.Scalar_out` of
-    // `masked_fill.Scalar`.
-    let overload = out.name.overload_name.as_str();
-    let functional_overload = overload
-        .strip_suffix("_out")
-        .unwrap_or(if overload == "out" { "" } else { overload });
-    if functional.kind() != SchemaKind::Functional
-        || functional.name.name.base != out.name.name.base
-        || functional.name.overload_name != functional_overload
-    {
-        return false;
-    }
-    let f_args: Vec<&Argument> = functional.arguments.all().collect();
-    let inputs_present = out
-        .arguments
-        .all()
-        .filter(|a| !out.arguments.out.iter().any(|o| o.name == a.name))
-        .all(|a| f_args.iter().any(|f| f.name == a.name && f.ty == a.ty));
-    let extras_optional = f_args
-        .iter()
-        .filter(|f| !out.arguments.all().any(|a| a.name == f.name))
-        .all(|f| f.ty.is_optional());
-    inputs_present && extras_optional
 }
 
 /// The body of a provided trait fn: forwarding to the named kernel, or the autogen
@@ -983,7 +748,7 @@ fn skeleton(
     let fns = required.map(|e| {
         let id = e.fn_ident();
         let ps = e.ker.args.iter().map(|a| {
-            let name = format_ident!("_{}", a.ident().to_string().trim_start_matches("r#"));
+            let name = format_ident!("{}", crate::ident::unused_arg(&a.ident().to_string()));
             let t = cx.types.arg(a.ty());
             quote!(#name: #t)
         });

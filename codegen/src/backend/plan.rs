@@ -3,14 +3,27 @@
 //! the functional and in-place variants a supported out= kernel provides through
 //! `structured_delegate` are derived.
 //!
-//! Owns: the resolved [`Plan`] and its errors. Must not: read files, emit code.
+//! The emission plan comes from here too: the emitter's per-op plans of exactly the
+//! functions a backend module touches, and one `Entry` per op saying how its trait
+//! fn is provided (named kernel, autogen `out=` rule, or left to the backend).
+//!
+//! Owns: the resolved [`Plan`], the emission plan and their errors. Must not: read
+//! files, emit code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+use quote::format_ident;
 
 use crate::diagnostics::Diagnostic;
-use crate::model::{FunctionSchema, Loc, NativeFunction, NativeFunctions, OperatorName};
+use crate::emit::plan::{self as eplan, OpPlan};
+use crate::model::{
+    Argument, FunctionSchema, Loc, NativeFunction, NativeFunctions, OperatorName, Origin,
+    SchemaKind,
+};
 
+use super::bodies;
 use super::compat::{classify, Compat};
+use super::emit::{TRANSFER_FROM_CPU, TRANSFER_TO_CPU};
 use super::report::{BackendDiagnostic, Note};
 use super::spec::{BackendSpec, Located, SupportedOp};
 
@@ -263,4 +276,278 @@ fn unknown_op(name: &str, loc: Loc, natives: &NativeFunctions) -> BackendDiagnos
         None => d.hint("list operators as `name.overload`, as in the native YAML"),
     }
     .into()
+}
+
+// ---------------------------------------------------------------- emission plan
+//
+// What the backend emitter works from: the emitter's per-op plans (names and Rust
+// types) of exactly the functions a backend module touches, and one [`Entry`] per
+// supported op with the plan of its current schema, that of its kernel, and how its
+// trait fn is provided.
+
+/// One supported op, ready for emission.
+pub(super) struct Entry<'p> {
+    /// The current schema's plan (what is registered).
+    pub(super) cur: &'p OpPlan<'p>,
+    /// The kernel's plan (the pinned schema's when pinned, else `cur`).
+    pub(super) ker: &'p OpPlan<'p>,
+    pub(super) compat: &'p Compat,
+    /// An `autograd:` op: the trait fn is `autograd_<op>`, registered at the
+    /// backend's autograd key.
+    pub(super) autograd: bool,
+    /// The kernel function the YAML names (the trait fn forwards to it).
+    pub(super) kernel: Option<&'p str>,
+    /// For an autogen `out=` op with no named kernel, in a backend with `out_copy:`:
+    /// the index in the entries of its functional op (the trait fn derives from it).
+    pub(super) autogen_from: Option<usize>,
+}
+
+impl Entry<'_> {
+    /// The trait fn's name.
+    pub(super) fn fn_ident(&self) -> proc_macro2::Ident {
+        if self.autograd {
+            format_ident!("{}", crate::ident::autograd_kernel_fn(&self.cur.ident_str))
+        } else {
+            self.cur.ident()
+        }
+    }
+}
+
+/// The pinned schemas as native functions of their own, for [`module_plans`].
+pub(super) fn pinned_functions(plan: &Plan<'_>) -> NativeFunctions {
+    NativeFunctions {
+        functions: plan
+            .ops
+            .iter()
+            .filter_map(|o| {
+                o.pinned.map(|p| NativeFunction {
+                    func: p.clone(),
+                    ..o.func.clone()
+                })
+            })
+            .collect(),
+        known_tags: Vec::new(),
+    }
+}
+
+/// The emitter's plans of the functions a backend module touches.
+pub(super) struct ModulePlans<'a> {
+    /// The supported ops, the ops derived from them, and the siblings a derivation
+    /// calls (same delegate), with their current schemas.
+    pub(super) full: eplan::Plan<'a>,
+    /// The schemas pinned kernels were written against ([`pinned_functions`]).
+    pub(super) pinned: eplan::Plan<'a>,
+}
+
+fn err(loc: Loc, code: &'static str, msg: String) -> BackendDiagnostic {
+    Diagnostic::new(code, loc, msg).into()
+}
+
+/// Plans the functions the module for `spec` touches (`pinned_nf` from
+/// [`pinned_functions`]).
+pub(super) fn module_plans<'a>(
+    spec: &BackendSpec,
+    natives: &'a NativeFunctions,
+    plan: &Plan<'a>,
+    pinned_nf: &'a NativeFunctions,
+) -> Result<ModulePlans<'a>, Vec<BackendDiagnostic>> {
+    let ns = spec.namespace.value.as_str();
+    let mut wanted: HashSet<&OperatorName> = plan
+        .ops
+        .iter()
+        .chain(&plan.autograd)
+        .map(|o| &o.func.func.name)
+        .collect();
+    let delegates: HashSet<&OperatorName> = plan
+        .derived
+        .iter()
+        .filter_map(|d| d.func.structured_delegate.as_ref())
+        .collect();
+    wanted.extend(plan.derived.iter().map(|d| &d.func.func.name));
+    let reduced: Vec<&NativeFunction> = natives
+        .functions
+        .iter()
+        .filter(|f| {
+            wanted.contains(&f.func.name)
+                || f.structured_delegate
+                    .as_ref()
+                    .is_some_and(|d| delegates.contains(d))
+        })
+        .collect();
+    let full = eplan::plan_functions(reduced.into_iter(), ns).map_err(|es| {
+        es.into_iter()
+            .map(|e| err(spec.backend.loc, "opal::backend::native", e.message))
+            .collect::<Vec<_>>()
+    })?;
+    let pinned = eplan::plan(pinned_nf, ns).map_err(|es| {
+        es.into_iter()
+            .map(|e| err(e.loc, "opal::backend::pinned", e.message))
+            .collect::<Vec<_>>()
+    })?;
+    Ok(ModulePlans { full, pinned })
+}
+
+/// The module's entries, and the derived structured ops whose derivation the
+/// emitter supports.
+pub(super) struct ModuleEntries<'p> {
+    pub(super) entries: Vec<Entry<'p>>,
+    pub(super) derived: Vec<&'p OpPlan<'p>>,
+}
+
+/// One [`Entry`] per supported and `autograd:` op; every op that cannot be emitted
+/// (a schema Rust cannot express, a reserved name, a kernel path that is not one) is
+/// an error.
+pub(super) fn module_entries<'p>(
+    spec: &BackendSpec,
+    plan: &'p Plan<'_>,
+    plans: &'p ModulePlans<'p>,
+) -> Result<ModuleEntries<'p>, Vec<BackendDiagnostic>> {
+    let (full, pinned_plan) = (&plans.full, &plans.pinned);
+    let by_name: HashMap<&str, usize> = full
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.op_name.as_str(), i))
+        .collect();
+    let mut errors = Vec::new();
+    for u in &pinned_plan.unsupported {
+        errors.push(err(
+            u.loc,
+            "opal::backend::unsupported_op",
+            format!(
+                "the pinned schema of '{}' cannot be expressed in Rust: {}",
+                u.op, u.reason
+            ),
+        ));
+    }
+    let pinned_by_name: HashMap<&str, &OpPlan> = pinned_plan
+        .ops
+        .iter()
+        .map(|o| (o.op_name.as_str(), o))
+        .collect();
+
+    let mut entries: Vec<Entry<'p>> = Vec::new();
+    let tagged = plan.ops.iter().map(|o| (o, false));
+    for (o, autograd) in tagged.chain(plan.autograd.iter().map(|o| (o, true))) {
+        let name = o.func.func.name.to_string();
+        let Some(&i) = by_name.get(name.as_str()) else {
+            let why = full
+                .unsupported
+                .iter()
+                .find(|u| u.op == name)
+                .map_or("unknown reason".to_string(), |u| u.reason.clone());
+            errors.push(err(
+                o.loc,
+                "opal::backend::unsupported_op",
+                format!("'{name}' cannot be expressed in Rust: {why}"),
+            ));
+            continue;
+        };
+        let cur = &full.ops[i];
+        if cur.ident_str == TRANSFER_TO_CPU || cur.ident_str == TRANSFER_FROM_CPU {
+            errors.push(err(
+                o.loc,
+                "opal::backend::reserved_name",
+                format!(
+                    "'{name}' maps to the Rust name `{}`, which the kernel trait reserves",
+                    cur.ident_str
+                ),
+            ));
+            continue;
+        }
+        let ker = match o.pinned {
+            Some(_) => match pinned_by_name.get(name.as_str()) {
+                Some(p) => *p,
+                None => continue, // reported as unsupported above
+            },
+            None => cur,
+        };
+        if let Some(k) = o.kernel {
+            if let Err(e) = bodies::kernel_path(&k.value) {
+                errors.push(err(k.loc, "opal::backend::bad_kernel_path", e));
+            }
+        }
+        entries.push(Entry {
+            cur,
+            ker,
+            compat: &o.compat,
+            autograd,
+            kernel: o.kernel.map(|k| k.value.as_str()),
+            autogen_from: None,
+        });
+    }
+    if let Some(copy) = &spec.out_copy {
+        if let Err(e) = bodies::kernel_path(&copy.value) {
+            errors.push(err(copy.loc, "opal::backend::bad_kernel_path", e));
+        }
+        link_autogen_outs(&mut entries);
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    // Derived structured ops whose derivation the emitter supports, and the ops
+    // their derivation calls.
+    let mut derived: Vec<&'p OpPlan<'p>> = Vec::new();
+    for d in &plan.derived {
+        let name = d.func.func.name.to_string();
+        if let Some(&i) = by_name.get(name.as_str()) {
+            if full.ops[i].structured.is_some() {
+                derived.push(&full.ops[i]);
+            }
+        }
+    }
+    Ok(ModuleEntries { entries, derived })
+}
+
+/// Points each autogen `out=` entry without a kernel of its own at the entry of its
+/// functional op, when the backend supports that op. The `autogen:` list may sit on
+/// the in-place variant (`relu_` lists `relu.out`), so the functional op is found by
+/// name and schema: same base name, the overload less its `out`/`_out` suffix,
+/// functional kind, every non-`out` argument of the `out=` op present, and only
+/// optional arguments besides.
+fn link_autogen_outs(entries: &mut [Entry]) {
+    let links: Vec<(usize, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.autograd && e.kernel.is_none())
+        .filter(|(_, e)| matches!(e.cur.f.origin, Origin::Autogen { .. }))
+        .filter_map(|(i, e)| {
+            let out = &e.cur.f.func;
+            entries
+                .iter()
+                .position(|c| !c.autograd && is_functional_of(&c.cur.f.func, out))
+                .map(|j| (i, j))
+        })
+        .collect();
+    for (i, j) in links {
+        entries[i].autogen_from = Some(j);
+    }
+}
+
+/// Whether `functional` is the functional form of the `out=` schema `out`.
+fn is_functional_of(functional: &FunctionSchema, out: &FunctionSchema) -> bool {
+    // `relu.out` is the out= form of `relu`, `masked_fill.Scalar_out` of
+    // `masked_fill.Scalar`.
+    let overload = out.name.overload_name.as_str();
+    let functional_overload = overload
+        .strip_suffix("_out")
+        .unwrap_or(if overload == "out" { "" } else { overload });
+    if functional.kind() != SchemaKind::Functional
+        || functional.name.name.base != out.name.name.base
+        || functional.name.overload_name != functional_overload
+    {
+        return false;
+    }
+    let f_args: Vec<&Argument> = functional.arguments.all().collect();
+    let inputs_present = out
+        .arguments
+        .all()
+        .filter(|a| !out.arguments.out.iter().any(|o| o.name == a.name))
+        .all(|a| f_args.iter().any(|f| f.name == a.name && f.ty == a.ty));
+    let extras_optional = f_args
+        .iter()
+        .filter(|f| !out.arguments.all().any(|a| a.name == f.name))
+        .all(|f| f.ty.is_optional());
+    inputs_present && extras_optional
 }

@@ -55,6 +55,17 @@ impl BackendKey {
     }
 
     /// Whether the key is one of the renamable PrivateUse keys.
+    /// The runtime's `DeviceType` variant of its devices (`Cpu`, `PrivateUse1`, ...).
+    pub fn device_type(self) -> &'static str {
+        match self {
+            BackendKey::Cpu => "Cpu",
+            BackendKey::Meta => "Meta",
+            BackendKey::PrivateUse1 => "PrivateUse1",
+            BackendKey::PrivateUse2 => "PrivateUse2",
+            BackendKey::PrivateUse3 => "PrivateUse3",
+        }
+    }
+
     /// The runtime key its autograd kernels are registered at (`AutogradCPU`,
     /// `AutogradPrivateUse1`, ...).
     pub fn autograd_key(self) -> &'static str {
