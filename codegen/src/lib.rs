@@ -1,34 +1,48 @@
 //! `opal-codegen`: loads PyTorch-style `native_functions.yaml` files into a validated,
 //! located model and generates Opal's typed operator layer from it.
 //!
-//! Pipeline (one module per stage):
-//! - [`model`]: plain immutable data (schemas, native functions, locations).
-//! - [`parse`]: the `func:` grammar and YAML loading into the model.
-//! - [`validate`]: torchgen's implicit rules and the checks PyTorch (and Rust) need.
-//! - [`diagnostics`]: located errors rendered with miette.
-//! - `emit`: Rust code from the model.
+//! # What users call
 //!
-//! Entry points: [`load`], [`load_with_tags`], [`load_str`], [`load_bytes`] and
-//! [`parse::parse_schema`].
+//! - In a `build.rs`: [`Builder`] (the operator layer from a native YAML, with
+//!   `derivatives.yaml` and `composites.yaml`), [`BackendBuilder`] (a backend from its
+//!   backend YAML, Opal's format or torchgen's), [`autocast::Builder`] (autocast
+//!   kernels from a cast policy). Each has `generate()` and `generate_or_exit()`.
+//! - To read YAML: [`load`], [`load_with_tags`], [`load_str`], [`load_bytes`] into
+//!   the [`model`], with located [`diagnostics`]; [`derivatives`] and [`composite`]
+//!   load their files; [`backend`] loads, resolves, generates and reports coverage of
+//!   backend YAMLs.
+//! - The `opal-codegen` binary (feature `cli`) wraps all of the above.
+//!
+//! # Internals
+//!
+//! The pipeline stages below are public so that Opal's own tests, benches and fuzz
+//! targets can reach them, but they are hidden from these docs and not part of the
+//! semver-stable API: `parse` (the `func:` grammar and YAML reading), `validate`
+//! (torchgen's implicit rules and Rust's), `emit` (Rust code from the model),
+//! `ident` (schema names to Rust names), `suggest` ("did you mean").
 
 pub mod autocast;
+pub mod backend;
+pub mod builder;
 pub mod composite;
 pub mod derivatives;
 pub mod diagnostics;
+#[doc(hidden)]
+pub mod emit;
+#[doc(hidden)]
+pub mod ident;
 mod load;
 pub mod model;
+#[doc(hidden)]
 pub mod parse;
+#[doc(hidden)]
 pub mod suggest;
+#[doc(hidden)]
 pub mod validate;
-
-pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};
-pub mod backend;
-pub mod builder;
-pub mod emit;
-pub mod ident;
 
 pub use backend::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use builder::Builder;
+pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};
 
 /// The global allocator for programs that generate code: with the `mimalloc`
 /// feature (which `cli` enables) it is mimalloc, otherwise the system allocator.
