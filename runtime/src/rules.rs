@@ -1,7 +1,7 @@
 //! PyTorch's shape and dtype rules that every backend applies the same way, so that
 //! the CPU kernels and the Meta (shape-only) kernels cannot disagree: broadcasting,
-//! `-1` in a requested shape, which result dtype may be written where, and which
-//! `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
+//! `-1` in a requested shape, contiguous strides and the strides of a view, which
+//! result dtype may be written where, and which `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
@@ -105,6 +105,67 @@ pub fn check_alpha(op: &str, dtype: DType, alpha: &Scalar) -> Result<()> {
     Ok(())
 }
 
+/// Row-major strides. Size-0 and size-1 dims count as 1 so strides stay positive,
+/// which is what PyTorch allocates.
+pub fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
+    let mut strides = vec![0; sizes.len()];
+    let mut acc = 1i64;
+    for i in (0..sizes.len()).rev() {
+        strides[i] = acc;
+        acc = acc.saturating_mul(sizes[i].max(1));
+    }
+    strides
+}
+
+/// Strides that let a tensor of `old_sizes`/`old_strides` be viewed as `new_sizes`
+/// without copying, or `None` when the memory layout does not allow it.
+///
+/// Old dims are grouped into runs that are contiguous with each other; every new dim
+/// must fall inside one run, taking its stride from the run's innermost stride.
+pub fn view_strides(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -> Option<Vec<i64>> {
+    if old_sizes.is_empty() {
+        // A scalar is one element: any all-ones shape views it.
+        return Some(vec![1; new_sizes.len()]);
+    }
+    if old_sizes.iter().product::<i64>() == 0 {
+        return Some(if old_sizes == new_sizes {
+            old_strides.to_vec()
+        } else {
+            contiguous_strides(new_sizes)
+        });
+    }
+    let mut new_strides = vec![0i64; new_sizes.len()];
+    let mut view_d = new_sizes.len() as isize - 1;
+    let mut base_stride = *old_strides.last()?;
+    let mut run_numel = 1i64;
+    let mut view_numel = 1i64;
+    for d in (0..old_sizes.len()).rev() {
+        run_numel *= old_sizes[d];
+        // A run ends at the first dim or where the next-outer dim does not continue it.
+        let run_ends =
+            d == 0 || (old_sizes[d - 1] != 1 && old_strides[d - 1] != run_numel * base_stride);
+        if run_ends {
+            while view_d >= 0 && (view_numel < run_numel || new_sizes[view_d as usize] == 1) {
+                new_strides[view_d as usize] = view_numel * base_stride;
+                view_numel *= new_sizes[view_d as usize];
+                view_d -= 1;
+            }
+            if view_numel != run_numel {
+                return None;
+            }
+            if d > 0 {
+                base_stride = old_strides[d - 1];
+                run_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    if view_d != -1 {
+        return None;
+    }
+    Some(new_strides)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +215,22 @@ mod tests {
         assert!(check_alpha("add", DType::F32, &Scalar::Bool(true)).is_err());
         assert!(check_alpha("add", DType::Bool, &Scalar::Int(2)).is_ok());
         assert!(check_alpha("add", DType::F32, &Scalar::Int(1)).is_ok());
+    }
+    #[test]
+    fn view_strides_match_memory_runs() {
+        // Contiguous: any regrouping works.
+        assert_eq!(
+            view_strides(&[2, 3, 4], &[12, 4, 1], &[6, 4]),
+            Some(vec![4, 1])
+        );
+        // Transposed 2x3 (strides 1,2): flattening is not a view.
+        assert_eq!(view_strides(&[3, 2], &[1, 3], &[6]), None);
+        // Splitting a dim of a transposed tensor is a view.
+        assert_eq!(
+            view_strides(&[4, 2], &[1, 4], &[2, 2, 2]),
+            Some(vec![2, 1, 4])
+        );
+        // Size-1 dims can be inserted anywhere.
+        assert_eq!(view_strides(&[3], &[2], &[1, 3, 1]), Some(vec![6, 2, 2]));
     }
 }

@@ -104,14 +104,7 @@ impl Tensor {
     }
 }
 
-/// Row-major strides of `sizes`.
-pub(crate) fn contiguous_strides(sizes: &[i64]) -> Vec<i64> {
-    let mut strides = vec![1i64; sizes.len()];
-    for d in (0..sizes.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * sizes[d + 1].max(1);
-    }
-    strides
-}
+pub(crate) use crate::rules::contiguous_strides;
 
 fn names(types: &[DeviceType]) -> String {
     types

@@ -9,14 +9,7 @@
 use crate::nn::io::{check_nbytes, in_op, numel, try_vec};
 use opal::{DType, Result, Tensor};
 
-/// Contiguous row-major strides of `shape` (in elements).
-pub(crate) fn contiguous_strides(shape: &[i64]) -> Vec<i64> {
-    let mut st = vec![1i64; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        st[d] = st[d + 1] * shape[d + 1].max(1);
-    }
-    st
-}
+pub(crate) use opal::rules::contiguous_strides;
 
 /// Calls `f(index)` for every multi-index of `shape` in row-major order.
 pub(crate) fn for_each_index(

@@ -9,46 +9,11 @@
 use crate::nn::io::{err, shape_err, wrap_dim};
 use opal::{Result, Tensor};
 
-/// Strides that let a tensor of `old` sizes/strides be viewed as `new` sizes without
-/// copying, or `None` when some new dim would span non-uniformly strided memory.
-fn view_strides(old: &[i64], old_st: &[i64], new: &[i64]) -> Option<Vec<i64>> {
-    let numel: i64 = old.iter().product();
-    if numel == 0 || old.is_empty() {
-        return Some(crate::shape::remap::contiguous_strides(new));
-    }
-    let mut new_st = vec![0i64; new.len()];
-    // Walk old dims from the back, grouping dims that are contiguous with each other
-    // into chunks; each chunk must be covered exactly by a run of new dims.
-    let mut vd = new.len() as isize - 1;
-    let mut chunk_base = *old_st.last()?;
-    let (mut tnum, mut vnum) = (1i64, 1i64);
-    for td in (0..old.len()).rev() {
-        tnum *= old[td];
-        let chunk_ends = td == 0 || (old[td - 1] != 1 && old_st[td - 1] != tnum * chunk_base);
-        if chunk_ends {
-            while vd >= 0 && (vnum < tnum || new[vd as usize] == 1) {
-                new_st[vd as usize] = vnum * chunk_base;
-                vnum *= new[vd as usize];
-                vd -= 1;
-            }
-            if vnum != tnum {
-                return None;
-            }
-            if td > 0 {
-                chunk_base = old_st[td - 1];
-                tnum = 1;
-                vnum = 1;
-            }
-        }
-    }
-    (vd == -1).then_some(new_st)
-}
-
 /// A view of `self_` with shape `size` (one `-1` inferred); errors when the layout
 /// cannot be viewed that way.
 pub fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
     let shape = opal::rules::infer_size("view", size, self_.numel())?;
-    match view_strides(self_.sizes(), self_.strides(), &shape) {
+    match opal::rules::view_strides(self_.sizes(), self_.strides(), &shape) {
         Some(st) => self_.as_strided(&shape, &st, self_.storage_offset()),
         None => Err(err(
             "view",
@@ -60,7 +25,7 @@ pub fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
 /// `view` when possible, else a contiguous copy with the new shape.
 pub fn reshape(self_: &Tensor, shape: &[i64]) -> Result<Tensor> {
     let shape = opal::rules::infer_size("reshape", shape, self_.numel())?;
-    match view_strides(self_.sizes(), self_.strides(), &shape) {
+    match opal::rules::view_strides(self_.sizes(), self_.strides(), &shape) {
         Some(st) => self_.as_strided(&shape, &st, self_.storage_offset()),
         None => {
             let c = crate::copy::contiguous(self_)?;
