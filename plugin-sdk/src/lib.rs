@@ -34,10 +34,12 @@ pub mod args;
 mod registrar;
 pub mod strided;
 mod tensor;
+pub mod typed;
 mod value;
 
 pub use registrar::{Allocator, HostMemory, KernelFn, Registrar, Transfer};
 pub use tensor::{DType, Device, DeviceKind, Tensor};
+pub use typed::TypedKernel;
 pub use value::{Scalar, Value};
 
 /// An error crossing the ABI: a [`abi::code`] and a message.
@@ -177,7 +179,8 @@ pub unsafe fn __entry(
         || {
             // SAFETY: the host passes its static table or null.
             let h = unsafe { host_api.as_ref() }.ok_or_else(|| Error::msg("null host table"))?;
-            if h.abi_major != abi::ABI_MAJOR || h.size < std::mem::size_of::<OpalHostApi>() {
+            // A 1.0 host's table ends before the 1.1 fields (checked where used).
+            if h.abi_major != abi::ABI_MAJOR || h.size < abi::HOST_API_SIZE_1_0 {
                 return Err(Error {
                     code: code::ABI_MISMATCH,
                     message: format!(
@@ -204,15 +207,20 @@ pub unsafe fn __entry(
 
 /// Exports the plugin's version symbol and entry; `init` is a
 /// `fn(&mut Registrar, &str) -> Result<()>` receiving the manifest's `config`.
+/// `export_plugin!(init, minor = 0)` declares an older minor version of the ABI
+/// (the plugin must then use only what that version has: for 1.0, no typed entries).
 #[macro_export]
 macro_rules! export_plugin {
     ($init:path) => {
+        $crate::export_plugin!($init, minor = $crate::abi::ABI_MINOR);
+    };
+    ($init:path, minor = $minor:expr) => {
         /// The ABI version this plugin was built against (read by the host).
         #[no_mangle]
         pub static opal_plugin_abi_version: $crate::abi::OpalAbiVersion =
             $crate::abi::OpalAbiVersion {
                 major: $crate::abi::ABI_MAJOR,
-                minor: $crate::abi::ABI_MINOR,
+                minor: $minor,
             };
 
         /// The plugin's entry (called by the host once).
@@ -231,10 +239,9 @@ macro_rules! export_plugin {
     };
 }
 
-/// Fills `info` for a handle.
-fn tensor_info(h: OpalTensor) -> Result<OpalTensorInfo> {
-    let api = host()?;
-    let mut info = OpalTensorInfo {
+/// An info struct to be filled by the host.
+fn empty_info() -> OpalTensorInfo {
+    OpalTensorInfo {
         size: std::mem::size_of::<OpalTensorInfo>(),
         ndim: 0,
         sizes: std::ptr::null(),
@@ -246,7 +253,13 @@ fn tensor_info(h: OpalTensor) -> Result<OpalTensorInfo> {
         defined: 0,
         data: std::ptr::null_mut(),
         element_size: 0,
-    };
+    }
+}
+
+/// Fills `info` for a handle.
+fn tensor_info(h: OpalTensor) -> Result<OpalTensorInfo> {
+    let api = host()?;
+    let mut info = empty_info();
     // SAFETY: `h` is a live handle (the callers hold it) and `info` is writable.
     let st = unsafe { (api.tensor_info)(h, &mut info) };
     // SAFETY: a host status, consumed once.

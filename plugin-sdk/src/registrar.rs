@@ -74,13 +74,14 @@ pub struct Registrar<'a> {
 
 impl<'a> Registrar<'a> {
     pub(crate) fn new(raw: &'a OpalRegistrar) -> Result<Self> {
-        if raw.size < std::mem::size_of::<OpalRegistrar>() {
+        // A 1.0 host's registrar ends before the 1.1 fields (checked where used).
+        if raw.size < abi::REGISTRAR_SIZE_1_0 {
             return Err(Error {
                 code: abi::code::ABI_MISMATCH,
                 message: format!(
-                    "the host's registrar has {} bytes, the plugin needs {}",
+                    "the host's registrar has {} bytes, the plugin needs at least {}",
                     raw.size,
-                    std::mem::size_of::<OpalRegistrar>()
+                    abi::REGISTRAR_SIZE_1_0
                 ),
             });
         }
@@ -98,6 +99,34 @@ impl<'a> Registrar<'a> {
                 OpalStr::borrow(name),
                 kernel_trampoline,
                 k as *mut c_void,
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
+    /// Registers the typed entry `k` (ABI 1.1, see [`crate::typed`]) for op `name`,
+    /// whose boxed kernel must be registered already: the host calls the entry for
+    /// typed calls when it has a bridge for the op's signature and the plugin's
+    /// schema is the host's; the boxed kernel serves everything else. A 1.0 host
+    /// (whose registrar lacks the function) keeps the boxed kernel: `Ok`.
+    pub fn typed_kernel(&mut self, name: &str, k: crate::TypedKernel) -> Result<&mut Self> {
+        let end = std::mem::offset_of!(OpalRegistrar, register_typed_kernel)
+            + std::mem::size_of::<usize>();
+        if !abi::has_field(self.raw.size, end) {
+            return Ok(self);
+        }
+        // SAFETY: the registrar is valid during init and its size covers the field;
+        // the entry is a fn pointer alive for the process (the library is never
+        // unloaded) of the signature its code names (`TypedKernel::new`'s contract).
+        let st = unsafe {
+            (self.raw.register_typed_kernel)(
+                self.raw.ctx,
+                OpalStr::borrow(name),
+                OpalStr::borrow(&k.code),
+                k.entry,
+                std::ptr::null_mut(),
             )
         };
         // SAFETY: a host status, consumed once.

@@ -4,7 +4,8 @@
 //! Owns: the plugin-side view of tensors. Must not: free host memory itself (it
 //! releases handles).
 
-use crate::abi::{device_type as dt, dtype as dc, OpalTensor, OpalTensorInfo};
+use crate::abi::OpalTensorInfo;
+use crate::abi::{device_type as dt, dtype as dc, OpalHostApi, OpalTensor, OpalTensorArg};
 use crate::{check, host, tensor_info, Error, Result};
 
 /// Element types (PyTorch's numbering, [`crate::abi::dtype`]).
@@ -36,34 +37,44 @@ pub enum DType {
     C128,
 }
 
-const DTYPES: [(DType, i32); 12] = [
-    (DType::Bool, dc::BOOL),
-    (DType::U8, dc::U8),
-    (DType::I8, dc::I8),
-    (DType::I16, dc::I16),
-    (DType::I32, dc::I32),
-    (DType::I64, dc::I64),
-    (DType::F16, dc::F16),
-    (DType::BF16, dc::BF16),
-    (DType::F32, dc::F32),
-    (DType::F64, dc::F64),
-    (DType::C64, dc::C64),
-    (DType::C128, dc::C128),
-];
-
 impl DType {
     /// The ABI code.
+    #[inline]
     pub fn code(self) -> i32 {
-        DTYPES.iter().find(|d| d.0 == self).map_or(-1, |d| d.1)
+        match self {
+            DType::Bool => dc::BOOL,
+            DType::U8 => dc::U8,
+            DType::I8 => dc::I8,
+            DType::I16 => dc::I16,
+            DType::I32 => dc::I32,
+            DType::I64 => dc::I64,
+            DType::F16 => dc::F16,
+            DType::BF16 => dc::BF16,
+            DType::F32 => dc::F32,
+            DType::F64 => dc::F64,
+            DType::C64 => dc::C64,
+            DType::C128 => dc::C128,
+        }
     }
 
     /// The dtype of an ABI code.
+    #[inline]
     pub fn from_code(c: i64) -> Result<DType> {
-        DTYPES
-            .iter()
-            .find(|d| i64::from(d.1) == c)
-            .map(|d| d.0)
-            .ok_or_else(|| Error::msg(format!("unknown dtype code {c}")))
+        Ok(match i32::try_from(c).unwrap_or(-1) {
+            dc::BOOL => DType::Bool,
+            dc::U8 => DType::U8,
+            dc::I8 => DType::I8,
+            dc::I16 => DType::I16,
+            dc::I32 => DType::I32,
+            dc::I64 => DType::I64,
+            dc::F16 => DType::F16,
+            dc::BF16 => DType::BF16,
+            dc::F32 => DType::F32,
+            dc::F64 => DType::F64,
+            dc::C64 => DType::C64,
+            dc::C128 => DType::C128,
+            _ => return Err(Error::msg(format!("unknown dtype code {c}"))),
+        })
     }
 }
 
@@ -82,14 +93,6 @@ pub enum DeviceKind {
     PrivateUse3,
 }
 
-const KINDS: [(DeviceKind, i32); 5] = [
-    (DeviceKind::Cpu, dt::CPU),
-    (DeviceKind::Meta, dt::META),
-    (DeviceKind::PrivateUse1, dt::PRIVATE_USE1),
-    (DeviceKind::PrivateUse2, dt::PRIVATE_USE2),
-    (DeviceKind::PrivateUse3, dt::PRIVATE_USE3),
-];
-
 /// A device: a kind and an optional index.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Device {
@@ -107,17 +110,28 @@ impl Device {
     };
 
     /// The ABI code of the kind.
+    #[inline]
     pub fn code(self) -> i32 {
-        KINDS.iter().find(|k| k.0 == self.kind).map_or(-1, |k| k.1)
+        match self.kind {
+            DeviceKind::Cpu => dt::CPU,
+            DeviceKind::Meta => dt::META,
+            DeviceKind::PrivateUse1 => dt::PRIVATE_USE1,
+            DeviceKind::PrivateUse2 => dt::PRIVATE_USE2,
+            DeviceKind::PrivateUse3 => dt::PRIVATE_USE3,
+        }
     }
 
     /// The device of an ABI code and index (negative: none).
+    #[inline]
     pub fn from_code(c: i64, index: i64) -> Result<Device> {
-        let kind = KINDS
-            .iter()
-            .find(|k| i64::from(k.1) == c)
-            .map(|k| k.0)
-            .ok_or_else(|| Error::msg(format!("unknown device type code {c}")))?;
+        let kind = match i32::try_from(c).unwrap_or(-1) {
+            dt::CPU => DeviceKind::Cpu,
+            dt::META => DeviceKind::Meta,
+            dt::PRIVATE_USE1 => DeviceKind::PrivateUse1,
+            dt::PRIVATE_USE2 => DeviceKind::PrivateUse2,
+            dt::PRIVATE_USE3 => DeviceKind::PrivateUse3,
+            _ => return Err(Error::msg(format!("unknown device type code {c}"))),
+        };
         Ok(Device {
             kind,
             index: (index >= 0).then_some(index as i32),
@@ -152,6 +166,23 @@ impl Tensor {
         Ok(t)
     }
 
+    /// A borrowed tensor from a typed entry's argument (handle and metadata from
+    /// the host, no call back to it).
+    pub(crate) fn from_arg(a: Option<&OpalTensorArg>) -> Result<Tensor> {
+        let a = a.ok_or_else(|| Error::msg("null tensor argument"))?;
+        if a.handle.0.is_null() || a.info.size < std::mem::size_of::<OpalTensorInfo>() {
+            return Err(Error::msg(format!(
+                "bad tensor argument (handle {:?}, info of {} bytes)",
+                a.handle.0, a.info.size
+            )));
+        }
+        Ok(Tensor {
+            h: a.handle,
+            owned: false,
+            info: a.info,
+        })
+    }
+
     /// The raw handle (still owned by `self`).
     pub fn handle(&self) -> OpalTensor {
         self.h
@@ -178,20 +209,34 @@ impl Tensor {
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
         let api = host()?;
         let mut h = OpalTensor(std::ptr::null_mut());
-        // SAFETY: `sizes` readable for the call, `h` writable.
-        let st = unsafe {
-            (api.tensor_empty)(
-                sizes.as_ptr(),
-                sizes.len(),
-                dtype.code(),
-                device.code(),
-                device.index.unwrap_or(-1),
-                &mut h,
-            )
-        };
+        let (p, n, d, k, i) = (
+            sizes.as_ptr(),
+            sizes.len(),
+            dtype.code(),
+            device.code(),
+            device.index.unwrap_or(-1),
+        );
+        let end =
+            std::mem::offset_of!(OpalHostApi, tensor_empty_info) + std::mem::size_of::<usize>();
+        if !crate::abi::has_field(api.size, end) {
+            // A 1.0 host: the tensor, then its metadata.
+            // SAFETY: `sizes` readable for the call, `h` writable.
+            let st = unsafe { (api.tensor_empty)(p, n, d, k, i, &mut h) };
+            // SAFETY: a host status, consumed once.
+            unsafe { check(st) }?;
+            return Tensor::from_handle(h, true);
+        }
+        let mut info = crate::empty_info();
+        // SAFETY: `sizes` readable for the call, `h` and `info` writable, and the
+        // host's table covers the field.
+        let st = unsafe { (api.tensor_empty_info)(p, n, d, k, i, &mut h, &mut info) };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
-        Tensor::from_handle(h, true)
+        Ok(Tensor {
+            h,
+            owned: true,
+            info,
+        })
     }
 
     /// True for a defined tensor.

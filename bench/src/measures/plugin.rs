@@ -10,7 +10,9 @@
 //!   one-element f32 `add.Tensor` on a plugin device, served by the plugin's
 //!   kernel through the C ABI, against the same arithmetic registered as a typed
 //!   Rust kernel on another plugin device (same allocator: the plugin's), timed
-//!   alternately ([`median_pair_ns`]); the overhead is the difference.
+//!   alternately ([`median_pair_ns`]); the overhead is the difference. The plugin's
+//!   `add` is its typed entry (ABI 1.1; the group fails when the host did not bind
+//!   it typed).
 //!
 //! The three PrivateUse keys are taken by the copies (`pba`, `pbb`, `pbc`), so the
 //! group runs once per process.
@@ -83,7 +85,7 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
         std::fs::set_permissions(dir.join(&so), std::fs::Permissions::from_mode(0o755))
             .map_err(|e| OpalError::msg(e.to_string()))?;
         let m = format!(
-            r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.0", "ops": {ops_json}}}"#
+            r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.1", "ops": {ops_json}}}"#
         );
         let mp = dir.join(format!("{name}.opal-plugin.json"));
         std::fs::write(&mp, m).map_err(|e| OpalError::msg(e.to_string()))?;
@@ -105,6 +107,22 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
     let (pd, sd) = (Device::parse("pba")?, Device::parse("pbc")?);
     let one = |d: Device| -> Result<Tensor> { Tensor::from_slice(&[1.0f32], &[1])?.to(d) };
     let (a, b, c, d) = (one(pd)?, one(pd)?, one(sd)?, one(sd)?);
+    let typed = opal::plugin::plugins().iter().any(|p| {
+        p.name == "pba"
+            && p.ops.iter().any(|(o, s)| {
+                o == "aten::add.Tensor"
+                    && *s
+                        == opal::plugin::OpStatus::Active {
+                            adapted: false,
+                            typed: true,
+                        }
+            })
+    });
+    if !typed {
+        return Err(OpalError::msg(
+            "plugin bench: pba's add.Tensor is not served by its typed entry",
+        ));
+    }
     let fallbacks = opal::fallback::calls();
     ops::add_tensor(&a, &b)?;
     ops::add_tensor(&c, &d)?;

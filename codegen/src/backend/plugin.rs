@@ -3,9 +3,12 @@
 //! depends on `opal-plugin-sdk` (never on `opal`): a typed kernel trait
 //! `<Backend>PluginKernels` (one method per supported op, in the Rust types of the
 //! SDK, following the schema the kernel was written against: pinned or current),
-//! the boxed shims the host calls through the C ABI, `register::<K>(reg)` for the
-//! plugin's `init`, and the manifest (`<device>.opal-plugin.json`) listing those
-//! schemas, from which the host builds the defaulted-argument adapters at load time.
+//! the boxed shims the host calls through the C ABI, typed entries (ABI 1.1: one
+//! `extern "C"` function per op whose C signature follows its schema, written by
+//! `opal_plugin_sdk::typed_entry!`) for ops whose arguments all have a typed class
+//! and that return one tensor, `register::<K>(reg)` for the plugin's `init`, and
+//! the manifest (`<device>.opal-plugin.json`) listing those schemas, from which the
+//! host builds the defaulted-argument adapters at load time.
 //!
 //! Not generated for plugins: ops derived through `structured_delegate` (a plugin
 //! registers only what it lists), and ops with argument or return types that do
@@ -102,6 +105,36 @@ fn arg_code(t: &Type) -> Option<ArgCode> {
     })
 }
 
+/// The typed-entry class (`opal_plugin_sdk::typed::<class>`) of an argument type,
+/// when it has one (`docs/abi.md`, "Typed entries").
+fn typed_class(t: &Type) -> Option<&'static str> {
+    Some(match t {
+        Type::Base(b) => match b {
+            BaseTy::Tensor => "Tensor",
+            BaseTy::Int | BaseTy::SymInt => "Int",
+            BaseTy::Float => "Float",
+            BaseTy::Bool => "Bool",
+            BaseTy::Scalar => "Scalar",
+            BaseTy::ScalarType => "DType",
+            _ => return None,
+        },
+        Type::Optional(inner) => match &**inner {
+            Type::Base(BaseTy::Tensor) => "OptTensor",
+            Type::Base(BaseTy::ScalarType) => "OptDType",
+            Type::List { elem, .. }
+                if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
+            {
+                "OptIntList"
+            }
+            _ => return None,
+        },
+        Type::List { elem, .. } if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) => {
+            "IntList"
+        }
+        _ => return None,
+    })
+}
+
 fn return_type(s: &FunctionSchema) -> Option<String> {
     let one = |t: &Type| -> Option<&'static str> {
         Some(match t {
@@ -123,7 +156,8 @@ fn return_type(s: &FunctionSchema) -> Option<String> {
     }
 }
 
-/// One op's trait method, shim and registration line, or why not.
+/// One op's trait method, shims (boxed, and typed where every argument has a typed
+/// class and the op returns one tensor) and registration lines, or why not.
 fn op_code(
     trait_name: &str,
     qualified: &str,
@@ -139,6 +173,7 @@ fn op_code(
     })?;
     let args: Vec<&Argument> = schema.arguments.all().collect();
     let (mut params, mut reads, mut passes) = (Vec::new(), String::new(), Vec::new());
+    let mut typed = (ret == "Tensor").then(Vec::new);
     for (i, a) in args.iter().enumerate() {
         let code = arg_code(&a.ty).ok_or_else(|| {
             format!(
@@ -147,6 +182,10 @@ fn op_code(
             )
         })?;
         let local = crate::ident::arg_ident(&a.name)?;
+        typed = typed.and_then(|mut t| {
+            t.push(format!("{local}: {}", typed_class(&a.ty)?));
+            Some(t)
+        });
         params.push(format!("{local}: {}", code.ty));
         let _ = writeln!(
             reads,
@@ -159,11 +198,22 @@ fn op_code(
         "    /// `{schema}`\n    fn {ident}({}) -> Result<{ret}>;\n",
         params.join(", ")
     );
-    let shim = format!(
+    let mut shim = format!(
         "#[allow(non_snake_case)]\nfn __shim_{ident}<K: {trait_name}>(__args: &[Value]) -> Result<Vec<Value>> {{\n{reads}    Ok(args::IntoReturns::into_returns(K::{ident}({})?))\n}}\n",
         passes.join(", ")
     );
-    let reg = format!("    reg.kernel(\"{qualified}\", __shim_{ident}::<K>)?;\n");
+    let mut reg = format!("    reg.kernel(\"{qualified}\", __shim_{ident}::<K>)?;\n");
+    if let Some(t) = typed {
+        let _ = write!(
+            shim,
+            "opal_plugin_sdk::typed_entry! {{\n    /// The typed entry of `{qualified}`.\n    #[allow(non_snake_case)]\n    fn __typed_{ident}<K: {trait_name}>({}) -> Tensor = K::{ident};\n}}\n",
+            t.join(", ")
+        );
+        let _ = writeln!(
+            reg,
+            "    reg.typed_kernel(\"{qualified}\", __typed_{ident}::<K>())?;"
+        );
+    }
     Ok((method, shim, reg))
 }
 
@@ -195,7 +245,7 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
         }
     }
     let manifest = format!(
-        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.0\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
+        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.1\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
         dev = spec.device.value,
         key = spec.dispatch_key.value.as_str(),
         ops = manifest_ops.join(",\n"),
@@ -303,6 +353,23 @@ mod tests {
         assert!(
             m.contains("let size = args::int_list(__args, 1, \"size\")?;"),
             "{m}"
+        );
+        // Typed entries (ABI 1.1) for ops whose types all have a typed class and
+        // that return one tensor, registered after the boxed shim.
+        assert!(m.contains("fn __typed_add_out<K: EmuPluginKernels>(self_: Tensor, other: Tensor, alpha: Scalar, out: Tensor) -> Tensor = K::add_out;"), "{m}");
+        assert!(m.contains("fn __typed_view<K: EmuPluginKernels>(self_: Tensor, size: IntList) -> Tensor = K::view;"), "{m}");
+        let boxed = m.find("reg.kernel(\"aten::add.out\", __shim_add_out::<K>)?;");
+        let typed = m.find("reg.typed_kernel(\"aten::add.out\", __typed_add_out::<K>())?;");
+        assert!(boxed.is_some() && typed.is_some() && boxed < typed, "{m}");
+        // `full` has a `Layout?` argument, which has no typed class: boxed only.
+        assert!(
+            m.contains("__shim_full") && !m.contains("__typed_full"),
+            "{m}"
+        );
+        assert!(
+            code.manifest.contains("\"abi\": \"1.1\""),
+            "{}",
+            code.manifest
         );
         let v: Vec<&str> = code
             .manifest

@@ -27,7 +27,9 @@ use core::ffi::c_void;
 pub const ABI_MAJOR: u32 = 1;
 /// Minor version: grows when fields are appended to a table; a plugin of a lower or
 /// higher minor version loads, and each side checks `size` before using new fields.
-pub const ABI_MINOR: u32 = 0;
+/// 1.1 added typed entries ([`OpalRegistrar::register_typed_kernel`], [`typed`])
+/// and [`OpalHostApi::tensor_empty_info`].
+pub const ABI_MINOR: u32 = 1;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
 /// it (reading runs no plugin code) before calling anything.
@@ -139,6 +141,7 @@ impl OpalStatus {
     /// # Safety
     /// The status came from the other side under the ABI's rules (its message, if
     /// any, is `msg_len` readable bytes freed by `msg_free`) and is consumed once.
+    #[inline]
     pub unsafe fn into_result(self) -> Result<(), (i32, String)> {
         if self.code == code::OK && self.msg_ptr.is_null() {
             return Ok(());
@@ -164,6 +167,7 @@ impl OpalStatus {
 
 impl OpalStr {
     /// Borrows `s` (valid while `s` is).
+    #[inline]
     pub fn borrow(s: &str) -> OpalStr {
         OpalStr {
             ptr: s.as_ptr(),
@@ -359,6 +363,7 @@ impl OpalValue {
 ///
 /// # Safety
 /// `ptr` is null or points to `len` initialised `T` that outlive `'a`.
+#[inline]
 pub unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
     if len == 0 {
         Some(&[])
@@ -440,7 +445,22 @@ pub struct OpalHostApi {
         cap: usize,
         nrets: *mut usize,
     ) -> OpalStatus,
+    /// (1.1) [`OpalHostApi::tensor_empty`] that also fills `info` (whose `size`
+    /// the caller sets) for the new tensor, as [`OpalHostApi::tensor_info`] would:
+    /// one call instead of two for a kernel's result.
+    pub tensor_empty_info: unsafe extern "C" fn(
+        sizes: *const i64,
+        ndim: usize,
+        dtype: i32,
+        device_type: i32,
+        device_index: i32,
+        out: *mut OpalTensor,
+        info: *mut OpalTensorInfo,
+    ) -> OpalStatus,
 }
+
+/// The size of the 1.0 layout of [`OpalHostApi`].
+pub const HOST_API_SIZE_1_0: usize = core::mem::offset_of!(OpalHostApi, tensor_empty_info);
 
 /// A kernel: `user` is the pointer given at registration; `op` the qualified op
 /// name; `args` borrowed; `rets` has room for `nrets` values (the op's returns),
@@ -518,6 +538,104 @@ pub struct OpalRegistrar {
     /// Makes `alloc` the allocator of new tensors on the plugin's device.
     pub register_allocator:
         unsafe extern "C" fn(ctx: *mut c_void, alloc: *const OpalAllocator) -> OpalStatus,
+    /// (1.1) Registers a typed entry for op `name`, whose C signature is described
+    /// by `signature` ([`typed`]); `entry` is that function, erased; `user` is passed
+    /// back as its first argument. The op's boxed kernel must be registered first:
+    /// it serves boxed calls and the calls the typed entry cannot take. A host that
+    /// has no typed bridge for the op's signature keeps the boxed kernel only.
+    pub register_typed_kernel: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        name: OpalStr,
+        signature: OpalStr,
+        entry: OpalTypedFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
+}
+
+/// The size of the 1.0 layout of [`OpalRegistrar`] (a reader of an older producer's
+/// table checks `size` against this before using the 1.0 fields).
+pub const REGISTRAR_SIZE_1_0: usize = core::mem::offset_of!(OpalRegistrar, register_typed_kernel);
+
+/// An erased typed entry: a function whose real C signature the `signature` string
+/// of its registration describes ([`typed`]); it is called only through that type.
+pub type OpalTypedFn = unsafe extern "C" fn();
+
+/// A `Scalar` passed by value to a typed entry.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct OpalScalar {
+    /// A [`scalar_kind`].
+    pub kind: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// The integer (and bool 0/1) payload.
+    pub i: i64,
+    /// The float payload (real part).
+    pub d: f64,
+    /// The imaginary part.
+    pub d2: f64,
+}
+
+/// A tensor argument of a typed entry: the borrowed handle and its metadata, as
+/// [`OpalHostApi::tensor_info`] would give them (so the entry needs no call back to
+/// the host to read them). Both are valid for the call; the handle is borrowed.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct OpalTensorArg {
+    /// The borrowed handle.
+    pub handle: OpalTensor,
+    /// Its metadata (`info.size` is the host's struct size).
+    pub info: OpalTensorInfo,
+}
+
+/// An `int[]` passed to a typed entry: borrowed, `len` elements at `ptr`. For
+/// `int[]?`, a null `ptr` is `None` (an empty list has a non-null `ptr`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct OpalIntArray {
+    /// The first element (null: `None` for `int[]?`; with `len` 0 an empty list).
+    pub ptr: *const i64,
+    /// Number of elements.
+    pub len: usize,
+}
+
+/// Typed entries (ABI 1.1): per op, a C function whose parameters follow the op's
+/// schema. The signature string of a registration is one code per argument, in
+/// schema order, then `>` and the number of returned tensors (`"TTs>1"` for
+/// `add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`). The
+/// function is
+///
+/// `OpalStatus entry(void* user, <one parameter per code>, OpalTensor* rets)`
+///
+/// with `rets` room for the returned tensors, pre-set to null: each is a new handle
+/// the host takes over (as a boxed kernel's returns). Tensor arguments are
+/// [`OpalTensorArg`]s: borrowed handles (the host keeps them alive and held for the
+/// call; no refcount changes) with their metadata.
+/// Returning [`code::DECLINED`] runs the fallback with the call's arguments, as for
+/// boxed kernels. Ops with other argument types or returns have no typed entry.
+pub mod typed {
+    /// `Tensor`, `Tensor(a!)`: a `const` [`super::OpalTensorArg`] pointer (borrowed).
+    pub const TENSOR: u8 = b'T';
+    /// `Tensor?`: a `const` [`super::OpalTensorArg`] pointer, null for `None`.
+    pub const OPT_TENSOR: u8 = b't';
+    /// `int`, `SymInt`: `i64`.
+    pub const INT: u8 = b'i';
+    /// `float`: `f64`.
+    pub const FLOAT: u8 = b'f';
+    /// `bool`: `i32` 0 or 1.
+    pub const BOOL: u8 = b'b';
+    /// `Scalar`: an [`super::OpalScalar`] by value.
+    pub const SCALAR: u8 = b's';
+    /// `ScalarType`: `i32`, a [`super::dtype`] code.
+    pub const DTYPE: u8 = b'D';
+    /// `ScalarType?`: `i32`, a [`super::dtype`] code or -1 for `None`.
+    pub const OPT_DTYPE: u8 = b'd';
+    /// `int[]`, `SymInt[]`, `int[N]`: an [`super::OpalIntArray`].
+    pub const INT_LIST: u8 = b'l';
+    /// `int[]?`: an [`super::OpalIntArray`], null `ptr` for `None`.
+    pub const OPT_INT_LIST: u8 = b'L';
+    /// Separates the argument codes from the number of returned tensors.
+    pub const RETURNS: u8 = b'>';
 }
 
 /// The entry function ([`ENTRY_SYMBOL`]): called once, after the manifest and the

@@ -19,7 +19,8 @@
 
 use opal_plugin_sdk::strided::{broadcast_shape, broadcast_strides, for_each_offset};
 use opal_plugin_sdk::{
-    export_plugin, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor, Transfer, Value,
+    export_plugin, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor,
+    Transfer, Value,
 };
 
 /// Copies element by element between two tensors of one dtype and shape.
@@ -139,13 +140,18 @@ fn binary_t<T: Num>(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar, out: &Ten
     });
 }
 
-/// `self (op) other` when both are one dtype on one device; declined otherwise.
-fn binary(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
+/// The boxed form of [`binary`] (`alpha` 1 when the schema has none).
+fn binary_boxed(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
     let (a, b) = (args[0].tensor()?, args[1].tensor()?);
     let alpha = match args.get(2) {
         Some(v) => v.scalar()?,
         None => Scalar::Int(1),
     };
+    binary(op, a, b, alpha).map(|t| vec![Value::Tensor(t)])
+}
+
+/// `self (op) other` when both are one dtype on one device; declined otherwise.
+fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let dt = a.dtype()?;
     if b.dtype()? != dt
         || a.device()? != b.device()?
@@ -161,17 +167,26 @@ fn binary(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
         DType::I64 => binary_t::<i64>(op, a, b, alpha, &out),
         _ => binary_t::<i32>(op, a, b, alpha, &out),
     }
-    Ok(vec![Value::Tensor(out)])
+    Ok(out)
 }
 
 fn add(args: &[Value]) -> Result<Vec<Value>> {
-    binary(Binary::Add, args)
+    binary_boxed(Binary::Add, args)
 }
 fn sub(args: &[Value]) -> Result<Vec<Value>> {
-    binary(Binary::Sub, args)
+    binary_boxed(Binary::Sub, args)
 }
 fn mul(args: &[Value]) -> Result<Vec<Value>> {
-    binary(Binary::Mul, args)
+    binary_boxed(Binary::Mul, args)
+}
+fn add_t(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    binary(Binary::Add, a, b, alpha)
+}
+fn sub_t(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    binary(Binary::Sub, a, b, alpha)
+}
+fn mul_t(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(Binary::Mul, a, b, Scalar::Int(1))
 }
 
 fn relu_t<T: Num>(a: &Tensor, out: &Tensor) {
@@ -186,7 +201,10 @@ fn relu_t<T: Num>(a: &Tensor, out: &Tensor) {
 }
 
 fn relu(args: &[Value]) -> Result<Vec<Value>> {
-    let a = args[0].tensor()?;
+    relu_k(args[0].tensor()?).map(|t| vec![Value::Tensor(t)])
+}
+
+fn relu_k(a: &Tensor) -> Result<Tensor> {
     let out = Tensor::empty(a.sizes(), a.dtype()?, a.device()?)?;
     match a.dtype()? {
         DType::F32 => relu_t::<f32>(a, &out),
@@ -195,7 +213,7 @@ fn relu(args: &[Value]) -> Result<Vec<Value>> {
         DType::I32 => relu_t::<i32>(a, &out),
         _ => return Err(Error::declined()),
     }
-    Ok(vec![Value::Tensor(out)])
+    Ok(out)
 }
 
 fn sum_t<T: Num>(a: &Tensor, out: &Tensor) {
@@ -249,9 +267,12 @@ fn mm_t<T: Num>(a: &Tensor, b: &Tensor, out: &Tensor) {
     }
 }
 
-/// `mm` of two 2-d tensors of one dtype, in the linked emu's loop order.
 fn mm(args: &[Value]) -> Result<Vec<Value>> {
-    let (a, b) = (args[0].tensor()?, args[1].tensor()?);
+    mm_k(args[0].tensor()?, args[1].tensor()?).map(|t| vec![Value::Tensor(t)])
+}
+
+/// `mm` of two 2-d tensors of one dtype, in the linked emu's loop order.
+fn mm_k(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let dt = a.dtype()?;
     if b.dtype()? != dt
         || a.sizes().len() != 2
@@ -275,10 +296,33 @@ fn mm(args: &[Value]) -> Result<Vec<Value>> {
         DType::I32 => mm_t::<i32>(a, b, &out),
         _ => return Err(Error::declined()),
     }
-    Ok(vec![Value::Tensor(out)])
+    Ok(out)
 }
 
-/// Registers the allocator, the CPU fallback with the transfer, and the kernels.
+typed_entry! {
+    /// `add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`
+    fn add_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> Tensor = add_t;
+}
+typed_entry! {
+    /// `sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`
+    fn sub_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> Tensor = sub_t;
+}
+typed_entry! {
+    /// `mul.Tensor(Tensor self, Tensor other) -> Tensor`
+    fn mul_entry(self_: Tensor, other: Tensor) -> Tensor = mul_t;
+}
+typed_entry! {
+    /// `mm(Tensor self, Tensor mat2) -> Tensor`
+    fn mm_entry(self_: Tensor, mat2: Tensor) -> Tensor = mm_k;
+}
+typed_entry! {
+    /// `relu(Tensor self) -> Tensor`
+    fn relu_entry(self_: Tensor) -> Tensor = relu_k;
+}
+
+/// Registers the allocator, the CPU fallback with the transfer, and the kernels:
+/// boxed, plus typed entries (ABI 1.1) for every op but the pinned `sum`, whose
+/// schema differs from the host's (adapted calls go through the boxed kernel).
 pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
     reg.allocator(&MEMORY)?.cpu_fallback(&TRANSFER)?;
     reg.kernel("aten::add.Tensor", add)?
@@ -287,6 +331,11 @@ pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
         .kernel("aten::mm", mm)?
         .kernel("aten::relu", relu)?
         .kernel("aten::sum", sum)?;
+    reg.typed_kernel("aten::add.Tensor", add_entry())?
+        .typed_kernel("aten::sub.Tensor", sub_entry())?
+        .typed_kernel("aten::mul.Tensor", mul_entry())?
+        .typed_kernel("aten::mm", mm_entry())?
+        .typed_kernel("aten::relu", relu_entry())?;
     Ok(())
 }
 

@@ -1,16 +1,49 @@
 //! A test plugin for Opal's loader, configured by its manifest's `"config"` (words
 //! separated by commas): `panic` (its init panics), `fail` (its init returns an
-//! error), `no-fallback` (no CPU fallback). Otherwise it registers host-memory
-//! allocation, the CPU fallback, and f32 kernels for `aten::add.Tensor`,
-//! `aten::relu` and `aten::sum` (the latter written against the old schema
-//! `sum(Tensor self) -> Tensor`). The tests in `plugins/tests` copy the library and
-//! write manifests around it (other names, devices, keys, ABI versions, schemas).
+//! error), `no-fallback` (no CPU fallback), `boxed-only` (no typed entries: what a
+//! plugin built for ABI 1.0 registers), `count` (count kernel calls, read with
+//! the exported `opal_test_plugin_calls`), `typed-panic` (the typed entries
+//! panic). Otherwise it registers host-memory allocation, the CPU fallback, and f32
+//! kernels for `aten::add.Tensor`, `aten::relu` and `aten::sum` (the latter written
+//! against the old schema `sum(Tensor self) -> Tensor`), each boxed and as a typed
+//! entry (ABI 1.1). Built with the feature `abi-1-0`, it declares ABI 1.0 and
+//! registers boxed kernels only (a plugin as built for 1.0). The tests in `plugins/tests` copy the library and write
+//! manifests around it (other names, devices, keys, ABI versions, schemas).
 //!
 //! Owns: nothing but this test fixture. Must not: depend on `opal`.
 
 use opal_plugin_sdk::{
-    export_plugin, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor, Transfer, Value,
+    export_plugin, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor,
+    Transfer, Value,
 };
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Set by the `count` config word: count calls in [`CALLS`].
+static COUNT: AtomicBool = AtomicBool::new(false);
+/// Set by the `typed-panic` config word.
+static TYPED_PANIC: AtomicBool = AtomicBool::new(false);
+/// Calls of the boxed kernels (0) and of the typed entries (1), with `count`.
+static CALLS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+fn counted(which: usize) {
+    if COUNT.load(Ordering::Relaxed) {
+        CALLS[which].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The number of kernel calls this copy of the library served (with the `count`
+/// config word): `which` 0 for boxed kernels, 1 for typed entries; `u64::MAX` for
+/// another `which`. For the tests, which look it up with `dlsym`.
+#[no_mangle]
+pub extern "C" fn opal_test_plugin_calls(which: u32) -> u64 {
+    // Nothing here can panic; catch_unwind keeps the rule of every export anyway.
+    std::panic::catch_unwind(|| {
+        CALLS
+            .get(which as usize)
+            .map_or(u64::MAX, |c| c.load(Ordering::Relaxed))
+    })
+    .unwrap_or(u64::MAX)
+}
 
 /// Copies of contiguous tensors (the tests use nothing else).
 struct Copy32;
@@ -56,7 +89,7 @@ unsafe fn f32s(t: &Tensor) -> Result<&[f32]> {
     unsafe { t.as_slice::<f32>() }
 }
 
-fn map(a: &Tensor, f: impl Fn(usize, f32) -> f32) -> Result<Vec<Value>> {
+fn map(a: &Tensor, f: impl Fn(usize, f32) -> f32) -> Result<Tensor> {
     // SAFETY: an input argument, held by the op call.
     let x = unsafe { f32s(a) }?;
     let out = Tensor::empty(a.sizes(), DType::F32, a.device()?)?;
@@ -65,12 +98,16 @@ fn map(a: &Tensor, f: impl Fn(usize, f32) -> f32) -> Result<Vec<Value>> {
         // SAFETY: `out` is new, contiguous, with as many elements as `x`.
         unsafe { *po.add(i) = f(i, *v) };
     }
-    Ok(vec![Value::Tensor(out)])
+    Ok(out)
 }
 
 fn add(args: &[Value]) -> Result<Vec<Value>> {
-    let (a, b) = (args[0].tensor()?, args[1].tensor()?);
-    let alpha = args[2].scalar()?;
+    counted(0);
+    add_t(args[0].tensor()?, args[1].tensor()?, args[2].scalar()?).map(|t| vec![Value::Tensor(t)])
+}
+
+/// `add.Tensor` for contiguous f32 tensors of one size; declined otherwise.
+fn add_t(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
     if a.sizes() != b.sizes()
         || !a.is_contiguous()
         || !matches!(alpha, Scalar::Int(_) | Scalar::Float(_))
@@ -84,18 +121,61 @@ fn add(args: &[Value]) -> Result<Vec<Value>> {
 }
 
 fn relu(args: &[Value]) -> Result<Vec<Value>> {
-    map(args[0].tensor()?, |_, x| if x > 0.0 { x } else { 0.0 })
+    counted(0);
+    relu_t(args[0].tensor()?).map(|t| vec![Value::Tensor(t)])
+}
+
+fn relu_t(a: &Tensor) -> Result<Tensor> {
+    map(a, |_, x| if x > 0.0 { x } else { 0.0 })
 }
 
 /// `sum(Tensor self) -> Tensor` (the schema before `dtype=` existed).
 fn sum(args: &[Value]) -> Result<Vec<Value>> {
-    let a = args[0].tensor()?;
+    counted(0);
+    sum_t(args[0].tensor()?).map(|t| vec![Value::Tensor(t)])
+}
+
+fn sum_t(a: &Tensor) -> Result<Tensor> {
     // SAFETY: an input argument, held by the op call.
     let s: f32 = unsafe { f32s(a) }?.iter().sum();
     let out = Tensor::empty(&[], DType::F32, a.device()?)?;
     // SAFETY: a new one-element f32 tensor in host memory.
     unsafe { *(out.data_ptr() as *mut f32) = s };
-    Ok(vec![Value::Tensor(out)])
+    Ok(out)
+}
+
+/// What the typed entries run: the same kernels, counted apart (and panicking
+/// with `typed-panic`).
+fn typed<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    counted(1);
+    if TYPED_PANIC.load(Ordering::Relaxed) {
+        panic!("test plugin: typed entry told to panic");
+    }
+    f()
+}
+
+fn add_typed(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    typed(|| add_t(a, b, alpha))
+}
+fn relu_typed(a: &Tensor) -> Result<Tensor> {
+    typed(|| relu_t(a))
+}
+fn sum_typed(a: &Tensor) -> Result<Tensor> {
+    typed(|| sum_t(a))
+}
+
+typed_entry! {
+    /// `add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`
+    fn add_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> Tensor = add_typed;
+}
+typed_entry! {
+    /// `relu(Tensor self) -> Tensor`
+    fn relu_entry(self_: Tensor) -> Tensor = relu_typed;
+}
+typed_entry! {
+    /// `sum(Tensor self) -> Tensor`: the pinned schema, which the host does not
+    /// bind typed (its schema has `dtype=`); the boxed kernel serves it.
+    fn sum_entry(self_: Tensor) -> Tensor = sum_typed;
 }
 
 fn init(reg: &mut Registrar, config: &str) -> Result<()> {
@@ -114,10 +194,20 @@ fn init(reg: &mut Registrar, config: &str) -> Result<()> {
     if !words.contains(&"no-fallback") {
         reg.cpu_fallback(&COPY)?;
     }
+    COUNT.store(words.contains(&"count"), Ordering::Relaxed);
+    TYPED_PANIC.store(words.contains(&"typed-panic"), Ordering::Relaxed);
     reg.kernel("aten::add.Tensor", add)?
         .kernel("aten::relu", relu)?
         .kernel("aten::sum", sum)?;
+    if !cfg!(feature = "abi-1-0") && !words.contains(&"boxed-only") {
+        reg.typed_kernel("aten::add.Tensor", add_entry())?
+            .typed_kernel("aten::relu", relu_entry())?
+            .typed_kernel("aten::sum", sum_entry())?;
+    }
     Ok(())
 }
 
+#[cfg(not(feature = "abi-1-0"))]
 export_plugin!(init);
+#[cfg(feature = "abi-1-0")]
+export_plugin!(init, minor = 0);

@@ -11,39 +11,90 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+/// Builds `packages` (debug, with `features`) of the workspace into `target` and
+/// returns the directory holding the libraries.
+fn cargo_build(target: &Path, packages: &[&str], features: &[&str]) -> PathBuf {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    let mut c = Command::new(env!("CARGO"));
+    c.args(["build", "--quiet", "--locked", "--offline"]);
+    for p in packages {
+        c.args(["-p", p]);
+    }
+    for f in features {
+        c.args(["--features", f]);
+    }
+    let out = c
+        .arg("--manifest-path")
+        .arg(&ws)
+        .arg("--target-dir")
+        .arg(target)
+        .output()
+        .expect("run cargo build for the plugins");
+    assert!(
+        out.status.success(),
+        "building {packages:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join("debug")
+}
+
 /// Builds `opal-emu-plugin` and `opal-test-plugin` (debug) into
 /// `<tmp>/plugin-build` once per process and returns the directory holding the
 /// libraries.
 pub fn built_plugins(tmp: &Path) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let target = tmp.join("plugin-build");
-        let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
-        let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--quiet",
-                "--locked",
-                "--offline",
-                "-p",
-                "opal-emu-plugin",
-                "-p",
-                "opal-test-plugin",
-            ])
-            .arg("--manifest-path")
-            .arg(&ws)
-            .arg("--target-dir")
-            .arg(&target)
-            .output()
-            .expect("run cargo build for the plugins");
-        assert!(
-            out.status.success(),
-            "building the plugins failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target.join("debug")
+        cargo_build(
+            &tmp.join("plugin-build"),
+            &["opal-emu-plugin", "opal-test-plugin"],
+            &[],
+        )
     })
     .clone()
+}
+
+/// Builds the test plugin with its feature `abi-1-0` (declaring ABI 1.0, boxed
+/// kernels only) into `<tmp>/plugin-build-1-0` once per process and returns the
+/// directory holding `libopal_test_plugin.so`.
+pub fn built_test_plugin_abi_1_0(tmp: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        cargo_build(
+            &tmp.join("plugin-build-1-0"),
+            &["opal-test-plugin"],
+            &["abi-1-0"],
+        )
+    })
+    .clone()
+}
+
+/// The test plugin's call counters (config word `count`) of the copy loaded from
+/// `lib`: `(boxed kernel calls, typed entry calls)`, read through its exported
+/// `opal_test_plugin_calls` (the library must be loaded already).
+pub fn test_plugin_calls(lib: &Path) -> (u64, u64) {
+    use std::ffi::{c_char, c_int, c_void, CString};
+    use std::os::unix::ffi::OsStrExt;
+    extern "C" {
+        fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void;
+        fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void;
+    }
+    const RTLD_NOW: c_int = 2;
+    const RTLD_NOLOAD: c_int = 4;
+    let path = CString::new(lib.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path; RTLD_NOLOAD only finds the already loaded
+    // library (it runs no initialisers).
+    let h = unsafe { dlopen(path.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
+    assert!(!h.is_null(), "{} is not loaded", lib.display());
+    // SAFETY: a live handle and a NUL-terminated name.
+    let f = unsafe { dlsym(h, c"opal_test_plugin_calls".as_ptr()) };
+    assert!(
+        !f.is_null(),
+        "no opal_test_plugin_calls in {}",
+        lib.display()
+    );
+    // SAFETY: the test plugin defines the symbol as `extern "C" fn(u32) -> u64`.
+    let f = unsafe { std::mem::transmute::<*mut c_void, extern "C" fn(u32) -> u64>(f) };
+    (f(0), f(1))
 }
 
 /// A new empty directory (mode 0700) under `tmp`, replacing one of the same name
@@ -79,7 +130,7 @@ pub struct Spec<'a> {
     pub device: &'a str,
     /// `PrivateUse1`..3.
     pub key: &'a str,
-    /// `"1.0"`.
+    /// `"1.1"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`]).
     pub abi: &'a str,
     /// The entry symbol, when not the default.
     pub entry: Option<&'a str>,
@@ -96,7 +147,7 @@ impl<'a> Spec<'a> {
             name,
             device,
             key,
-            abi: "1.0",
+            abi: "1.1",
             entry: None,
             config: "",
             ops: vec![

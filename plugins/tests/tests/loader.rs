@@ -42,7 +42,7 @@ fn abi_major_mismatch_is_refused_naming_both_versions() {
     let mut s = Spec::test_plugin("abi_two", "abitwo", "PrivateUse1");
     s.abi = "2.0";
     let e = load_err(&s);
-    assert!(e.contains("ABI 2.0") && e.contains("ABI 1.0"), "{e}");
+    assert!(e.contains("ABI 2.0") && e.contains("ABI 1.1"), "{e}");
 }
 
 #[test]
@@ -138,8 +138,20 @@ fn older_schemas_run_through_adapters_and_incompatible_ops_are_disabled() {
     let info = plugin::load_manifest(&m).expect("loads");
     assert_eq!(info.device.as_deref(), Some("tp"));
     let st = |op: &str| info.ops.iter().find(|o| o.0 == op).unwrap().1.clone();
-    assert_eq!(st("aten::sum"), OpStatus::Active { adapted: true });
-    assert_eq!(st("aten::add.Tensor"), OpStatus::Active { adapted: false });
+    assert_eq!(
+        st("aten::sum"),
+        OpStatus::Active {
+            adapted: true,
+            typed: false
+        }
+    );
+    assert_eq!(
+        st("aten::add.Tensor"),
+        OpStatus::Active {
+            adapted: false,
+            typed: true
+        }
+    );
     assert!(matches!(st("aten::relu"), OpStatus::Disabled(w) if w.contains("'extra'")));
 
     let dev = Device::parse("tp:0").unwrap();

@@ -8,6 +8,7 @@
 //! Owns: those functions and bridges. Must not: read manifests or open libraries.
 
 use super::adapt::{is_default, Plan, Slot};
+use super::typed::{self, TypedEntry};
 use super::value::{self, Marshal};
 use crate::device::Device;
 use crate::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, KernelFunction, OperatorHandle};
@@ -16,7 +17,9 @@ use crate::fallback::DeviceTransfer;
 use crate::ivalue::{IValue, Stack};
 use crate::tensor::{Allocator, KernelAccess, Tensor};
 use opal_plugin_abi::{code, OpalAllocator, OpalKernelFn, OpalRegistrar, OpalStatus, OpalStr};
-use opal_plugin_abi::{OpalHostApi, OpalTensor, OpalTensorInfo, OpalTransfer, OpalValue};
+use opal_plugin_abi::{
+    OpalHostApi, OpalTensor, OpalTensorInfo, OpalTransfer, OpalTypedFn, OpalValue,
+};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -57,59 +60,110 @@ unsafe extern "C" fn tensor_info(t: OpalTensor, out: *mut OpalTensorInfo) -> Opa
         // SAFETY: the ABI requires a live handle.
         let t = unsafe { value::deref(t) }?;
         // SAFETY: `out` is null or points to a writable info whose `size` is set.
-        let out = unsafe { out.as_mut() }
-            .ok_or_else(|| OpalError::msg("tensor_info: null output pointer"))?;
-        if out.size < std::mem::size_of::<OpalTensorInfo>() {
-            return Err(OpalError::msg(format!(
-                "tensor_info: the plugin's info struct has {} bytes, ABI 1.0 needs {}",
-                out.size,
-                std::mem::size_of::<OpalTensorInfo>()
-            )));
-        }
-        let defined = t.is_defined();
-        // The element's address in its device's memory (host memory only when the
-        // device's allocator says so); none for meta tensors, which have no data.
-        let data = if defined && t.numel() > 0 && !t.device().is_meta() {
-            let off = t.storage_offset() as usize * t.element_size();
-            t.storage().data_ptr().wrapping_add(off)
-        } else {
-            std::ptr::null_mut()
-        };
-        *out = OpalTensorInfo {
-            size: std::mem::size_of::<OpalTensorInfo>(),
-            ndim: if defined { t.sizes().len() } else { 0 },
-            sizes: if defined {
-                t.sizes().as_ptr()
-            } else {
-                std::ptr::null()
-            },
-            strides: if defined {
-                t.strides().as_ptr()
-            } else {
-                std::ptr::null()
-            },
-            storage_offset: if defined { t.storage_offset() } else { 0 },
-            dtype: if defined {
-                value::dtype_code(t.dtype())
-            } else {
-                -1
-            },
-            device_type: if defined {
-                value::device_code(t.device().device_type())?
-            } else {
-                -1
-            },
-            device_index: if defined {
-                t.device().index().map_or(-1, i32::from)
-            } else {
-                -1
-            },
-            defined: i32::from(defined),
-            data: data.cast(),
-            element_size: if defined { t.element_size() } else { 0 },
-        };
-        Ok(())
+        fill_info(t, unsafe { out.as_mut() }, "tensor_info")
     })
+}
+
+/// An info struct of this ABI's size, to be filled by [`fill_info`].
+pub(super) fn blank_info() -> OpalTensorInfo {
+    OpalTensorInfo {
+        size: std::mem::size_of::<OpalTensorInfo>(),
+        ndim: 0,
+        sizes: std::ptr::null(),
+        strides: std::ptr::null(),
+        storage_offset: 0,
+        dtype: -1,
+        device_type: -1,
+        device_index: -1,
+        defined: 0,
+        data: std::ptr::null_mut(),
+        element_size: 0,
+    }
+}
+
+/// Writes `t`'s metadata to `out` (`what` names the calling function in errors).
+#[inline]
+pub(super) fn fill_info(t: &Tensor, out: Option<&mut OpalTensorInfo>, what: &str) -> Result<()> {
+    let out = out.ok_or_else(|| OpalError::msg(format!("{what}: null info pointer")))?;
+    if out.size < std::mem::size_of::<OpalTensorInfo>() {
+        return Err(OpalError::msg(format!(
+            "{what}: the plugin's info struct has {} bytes, ABI 1.0 needs {}",
+            out.size,
+            std::mem::size_of::<OpalTensorInfo>()
+        )));
+    }
+    let defined = t.is_defined();
+    // The element's address in its device's memory (host memory only when the
+    // device's allocator says so); none for meta tensors, which have no data.
+    let data = if defined && t.numel() > 0 && !t.device().is_meta() {
+        let off = t.storage_offset() as usize * t.element_size();
+        t.storage().data_ptr().wrapping_add(off)
+    } else {
+        std::ptr::null_mut()
+    };
+    *out = OpalTensorInfo {
+        size: std::mem::size_of::<OpalTensorInfo>(),
+        ndim: if defined { t.sizes().len() } else { 0 },
+        sizes: if defined {
+            t.sizes().as_ptr()
+        } else {
+            std::ptr::null()
+        },
+        strides: if defined {
+            t.strides().as_ptr()
+        } else {
+            std::ptr::null()
+        },
+        storage_offset: if defined { t.storage_offset() } else { 0 },
+        dtype: if defined {
+            value::dtype_code(t.dtype())
+        } else {
+            -1
+        },
+        device_type: if defined {
+            value::device_code(t.device().device_type())?
+        } else {
+            -1
+        },
+        device_index: if defined {
+            t.device().index().map_or(-1, i32::from)
+        } else {
+            -1
+        },
+        defined: i32::from(defined),
+        data: data.cast(),
+        element_size: if defined { t.element_size() } else { 0 },
+    };
+    Ok(())
+}
+
+/// The tensor of `tensor_empty` and `tensor_empty_info`.
+///
+/// # Safety
+/// `sizes` points to `ndim` readable values (or is null).
+unsafe fn empty_of(
+    sizes: *const i64,
+    ndim: usize,
+    dtype: i32,
+    device_type: i32,
+    device_index: i32,
+) -> Result<Tensor> {
+    // SAFETY: forwarded contract.
+    let sizes = unsafe { opal_plugin_abi::slice(sizes, ndim) }
+        .ok_or_else(|| OpalError::msg("tensor_empty: null sizes"))?;
+    let dev = value::device_from(i64::from(device_type), i64::from(device_index))?;
+    Tensor::empty(sizes, value::dtype_from(i64::from(dtype))?, dev)
+}
+
+/// Writes the owned handle of `t` to `out`.
+///
+/// # Safety
+/// `out` is null or writable.
+unsafe fn put_handle(out: *mut OpalTensor, t: Tensor) -> Result<()> {
+    // SAFETY: forwarded contract.
+    let out = unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty: null out"))?;
+    *out = value::own(t);
+    Ok(())
 }
 
 unsafe extern "C" fn tensor_empty(
@@ -121,16 +175,13 @@ unsafe extern "C" fn tensor_empty(
     out: *mut OpalTensor,
 ) -> OpalStatus {
     guarded("tensor_empty", || {
-        // SAFETY: the ABI requires `ndim` readable sizes.
-        let sizes = unsafe { opal_plugin_abi::slice(sizes, ndim) }
-            .ok_or_else(|| OpalError::msg("tensor_empty: null sizes"))?;
-        let dev = value::device_from(i64::from(device_type), i64::from(device_index))?;
-        let t = Tensor::empty(sizes, value::dtype_from(i64::from(dtype))?, dev)?;
-        // SAFETY: `out` is null or writable, as the ABI requires.
-        let out =
-            unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty: null out"))?;
-        *out = value::own(t);
-        Ok(())
+        // SAFETY: the ABI requires `ndim` readable sizes and a writable `out`.
+        unsafe {
+            put_handle(
+                out,
+                empty_of(sizes, ndim, dtype, device_type, device_index)?,
+            )
+        }
     })
 }
 
@@ -187,6 +238,26 @@ unsafe extern "C" fn call_op(
     })
 }
 
+unsafe extern "C" fn tensor_empty_info(
+    sizes: *const i64,
+    ndim: usize,
+    dtype: i32,
+    device_type: i32,
+    device_index: i32,
+    out: *mut OpalTensor,
+    info: *mut OpalTensorInfo,
+) -> OpalStatus {
+    guarded("tensor_empty_info", || {
+        // SAFETY: the ABI requires `ndim` readable sizes.
+        let t = unsafe { empty_of(sizes, ndim, dtype, device_type, device_index) }?;
+        // SAFETY: `info` is null or points to a writable info whose `size` is set.
+        fill_info(&t, unsafe { info.as_mut() }, "tensor_empty_info")?;
+        // The info's arrays point into the tensor's impl, which the handle keeps.
+        // SAFETY: `out` is null or writable, as the ABI requires.
+        unsafe { put_handle(out, t) }
+    })
+}
+
 /// The host API table (one, static, shared by every plugin).
 pub static HOST_API: OpalHostApi = OpalHostApi {
     size: std::mem::size_of::<OpalHostApi>(),
@@ -197,6 +268,7 @@ pub static HOST_API: OpalHostApi = OpalHostApi {
     tensor_info,
     tensor_empty,
     call_op,
+    tensor_empty_info,
 };
 
 /// A plugin's kernel function and its user pointer.
@@ -232,7 +304,7 @@ struct Bridge {
     fallback: Fallback,
 }
 
-fn run_fallback(
+pub(super) fn run_fallback(
     plugin: &str,
     fb: &Fallback,
     op: &OperatorHandle,
@@ -457,6 +529,8 @@ pub struct Registration {
     /// Disabled ops and why (from the manifest).
     pub disabled: HashMap<String, String>,
     kernels: Vec<(String, RawKernel)>,
+    /// Typed entries (1.1): op, signature code, entry, user pointer.
+    typed: Vec<(String, String, OpalTypedFn, *mut c_void)>,
     fallback: Fallback,
     transfer: Option<OpalTransfer>,
     allocator: Option<OpalAllocator>,
@@ -478,6 +552,7 @@ impl Registration {
             plans,
             disabled,
             kernels: Vec::new(),
+            typed: Vec::new(),
             fallback: Fallback::None,
             transfer: None,
             allocator: None,
@@ -494,11 +569,14 @@ impl Registration {
             register_fallback,
             use_cpu_fallback,
             register_allocator,
+            register_typed_kernel,
         }
     }
 
-    /// Registers everything with the runtime; returns the ops that got a kernel.
-    pub fn apply(self) -> Result<Vec<String>> {
+    /// Registers everything with the runtime; returns the ops that got a kernel,
+    /// each with whether it got a typed bridge (warnings say why a typed entry was
+    /// refused).
+    pub fn apply(self) -> Result<Vec<(String, bool)>> {
         let dev = crate::device::DeviceType::ALL
             .into_iter()
             .find(|d| d.backend_key() == self.key)
@@ -535,17 +613,45 @@ impl Registration {
             let Some(plan) = self.plans.get(&name).cloned() else {
                 continue;
             };
+            let identity = plan.is_identity();
             let b = Bridge {
                 plugin: self.plugin.clone(),
                 kernel,
                 plan,
                 fallback: self.fallback.clone(),
             };
+            let boxed: Arc<crate::dispatch::BoxedKernelFn> =
+                Arc::new(move |op, ks, st| b.call(op, ks, st));
+            let entry = self.typed.iter().rev().find(|t| t.0 == name);
+            let op = Dispatcher::global().find(&name);
+            let typed_kernel = match (entry, op) {
+                // The typed entry follows the plugin's schema: only an identical
+                // one has the host's C signature; adapted ops stay boxed.
+                (Some((_, code, f, user)), Some(op)) if identity => {
+                    let e =
+                        TypedEntry::new(*f, *user, self.plugin.clone(), op, self.fallback.clone());
+                    match typed::bind(self.key, code, e, boxed.clone()) {
+                        Ok(k) => k,
+                        Err(why) => {
+                            crate::warning::warn(
+                                "opal::plugin",
+                                &format!(
+                                    "plugin '{}': op {name} keeps its boxed kernel: {why}",
+                                    self.plugin
+                                ),
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let is_typed = typed_kernel.is_some();
             lib.impl_(
                 &name,
-                KernelFunction::from_boxed_fn(move |op, ks, st| b.call(op, ks, st)),
+                typed_kernel.unwrap_or_else(|| KernelFunction::boxed(boxed)),
             )?;
-            done.push(name);
+            done.push((name, is_typed));
         }
         lib.leak();
         Ok(done)
@@ -643,6 +749,42 @@ unsafe extern "C" fn register_allocator(ctx: *mut c_void, a: *const OpalAllocato
             )));
         }
         r.allocator = Some(*a);
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn register_typed_kernel(
+    ctx: *mut c_void,
+    name: OpalStr,
+    signature: OpalStr,
+    entry: OpalTypedFn,
+    user: *mut c_void,
+) -> OpalStatus {
+    guarded("register_typed_kernel", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: borrowed strings valid for the call (ABI).
+        let (name, code) = unsafe { (name.as_str(), signature.as_str()) };
+        let name =
+            name.ok_or_else(|| OpalError::msg("register_typed_kernel: the op name is not UTF-8"))?;
+        let code = code
+            .ok_or_else(|| OpalError::msg("register_typed_kernel: the signature is not UTF-8"))?;
+        let name = if name.contains("::") {
+            name.to_string()
+        } else {
+            format!("aten::{name}")
+        };
+        if r.disabled.contains_key(&name) {
+            return Ok(());
+        }
+        if !r.kernels.iter().any(|k| k.0 == name) {
+            return Err(OpalError::msg(format!(
+                "plugin '{}' registers a typed entry for '{name}' before (or without) its \
+                 boxed kernel",
+                r.plugin
+            )));
+        }
+        r.typed.push((name, code.to_string(), entry, user));
         Ok(())
     })
 }

@@ -36,6 +36,7 @@ mod dl;
 mod host;
 pub mod manifest;
 mod security;
+mod typed;
 mod value;
 
 use crate::dispatch::{DispatchKey, Dispatcher};
@@ -61,6 +62,9 @@ pub enum OpStatus {
     Active {
         /// True when the host's schema has arguments the plugin's lacks.
         adapted: bool,
+        /// True when the plugin's typed entry (ABI 1.1) serves typed calls; false
+        /// when its boxed kernel serves them.
+        typed: bool,
     },
     /// Listed in the manifest but the plugin registered no kernel for it.
     NoKernel,
@@ -463,9 +467,10 @@ fn load_library(
         .map(|o| {
             let st = if let Some(why) = disabled.get(&o.name) {
                 OpStatus::Disabled(why.clone())
-            } else if active.contains(&o.name) {
+            } else if let Some((_, typed)) = active.iter().find(|a| a.0 == o.name) {
                 OpStatus::Active {
                     adapted: plans.get(&o.name).is_some_and(|p| !p.is_identity()),
+                    typed: *typed,
                 }
             } else {
                 OpStatus::NoKernel

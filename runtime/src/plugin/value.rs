@@ -38,10 +38,21 @@ pub fn dtype_code(d: DType) -> i32 {
 
 /// The dtype of an ABI code.
 pub fn dtype_from(code: i64) -> Result<DType> {
-    DType::ALL
-        .into_iter()
-        .find(|d| i64::from(dtype_code(*d)) == code)
-        .ok_or_else(|| OpalError::msg(format!("unknown ABI dtype code {code}")))
+    Ok(match i32::try_from(code).unwrap_or(-1) {
+        dc::U8 => DType::U8,
+        dc::I8 => DType::I8,
+        dc::I16 => DType::I16,
+        dc::I32 => DType::I32,
+        dc::I64 => DType::I64,
+        dc::F16 => DType::F16,
+        dc::F32 => DType::F32,
+        dc::F64 => DType::F64,
+        dc::C64 => DType::C64,
+        dc::C128 => DType::C128,
+        dc::BOOL => DType::Bool,
+        dc::BF16 => DType::BF16,
+        _ => return Err(OpalError::msg(format!("unknown ABI dtype code {code}"))),
+    })
 }
 
 /// The ABI code of a device type (CPU, meta, PrivateUse1..3 only).
@@ -116,9 +127,33 @@ pub fn borrow(t: &Tensor) -> OpalTensor {
     OpalTensor(t as *const Tensor as *mut std::ffi::c_void)
 }
 
-/// An owned handle to `t`.
+/// Most boxes [`take`] keeps per thread for [`own`] to reuse (handles are made and
+/// taken back on every plugin call that returns a tensor: this keeps the
+/// allocator out of it).
+const SPARE_HANDLES: usize = 32;
+
+thread_local! {
+    /// Boxes of handles taken back ([`take`]), reused by [`own`].
+    #[allow(clippy::vec_box, reason = "the boxes are the handles' allocations, kept for reuse")]
+    static HANDLES: std::cell::RefCell<Vec<Box<std::mem::MaybeUninit<Tensor>>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An owned handle to `t`: a `Box<Tensor>` (one of the thread's spare boxes when
+/// it has one).
 pub fn own(t: Tensor) -> OpalTensor {
-    OpalTensor(Box::into_raw(Box::new(t)).cast())
+    let spare = HANDLES
+        .try_with(|h| h.try_borrow_mut().ok().and_then(|mut h| h.pop()))
+        .ok()
+        .flatten();
+    let b = match spare {
+        Some(mut b) => {
+            b.write(t);
+            b
+        }
+        None => Box::new(std::mem::MaybeUninit::new(t)),
+    };
+    OpalTensor(Box::into_raw(b).cast())
 }
 
 /// The tensor behind a handle.
@@ -131,7 +166,7 @@ pub unsafe fn deref<'a>(h: OpalTensor) -> Result<&'a Tensor> {
         .ok_or_else(|| OpalError::msg("a null tensor handle was passed to the host"))
 }
 
-/// Takes an owned handle back.
+/// Takes an owned handle back (keeping its box for [`own`]).
 ///
 /// # Safety
 /// `h` is an owned handle made by [`own`], not used afterwards.
@@ -139,8 +174,21 @@ pub unsafe fn take(h: OpalTensor) -> Result<Tensor> {
     if h.0.is_null() {
         return Err(OpalError::msg("a plugin returned a null tensor handle"));
     }
-    // SAFETY: per the contract, `h` is a leaked `Box<Tensor>` given up by its owner.
-    Ok(*unsafe { Box::from_raw(h.0.cast::<Tensor>()) })
+    // SAFETY: per the contract, `h` is a leaked `Box` holding an initialised
+    // `Tensor` (`own` writes one before leaking) that its owner gave up;
+    // `MaybeUninit<Tensor>` has `Tensor`'s layout.
+    let b = unsafe { Box::from_raw(h.0.cast::<std::mem::MaybeUninit<Tensor>>()) };
+    // SAFETY: initialised (above) and read once: the box is then reused or freed,
+    // and `MaybeUninit` never drops its content.
+    let t = unsafe { b.assume_init_read() };
+    let _ = HANDLES.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if s.len() < SPARE_HANDLES {
+                s.push(b);
+            }
+        }
+    });
+    Ok(t)
 }
 
 /// Borrowed ABI values of host values; the lists they point to live in `lists`.

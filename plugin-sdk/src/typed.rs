@@ -1,0 +1,261 @@
+//! Typed entries (ABI 1.1): per op, an `extern "C"` function whose parameters follow
+//! the op's schema (`docs/abi.md`, "Typed entries"), so that the host calls it
+//! without boxing. [`typed_entry!`](crate::typed_entry) writes one around a Rust
+//! function; [`crate::Registrar::typed_kernel`] registers it after the op's boxed
+//! kernel (which still serves boxed calls, adapted calls and hosts without a typed
+//! bridge for the op).
+//!
+//! The argument classes are the marker types of this module ([`Tensor`],
+//! [`OptTensor`], [`Int`], [`Float`], [`Bool`], [`Scalar`], [`DType`],
+//! [`OptDType`], [`IntList`], [`OptIntList`]); each names its C type, its
+//! signature code and the Rust parameter the kernel gets (the same types as the
+//! generated `<Backend>PluginKernels` methods).
+//!
+//! Owns: the typed argument conversions and the entry macro. Must not: keep
+//! borrowed arguments past the call.
+
+use crate::abi::OpalTensorArg;
+use crate::abi::{self, scalar_kind, typed as tc, OpalIntArray, OpalScalar, OpalTensor};
+use crate::{Error, Result};
+
+/// An argument class of a typed entry.
+pub trait TypedArg {
+    /// The C parameter type.
+    type Abi: Copy;
+    /// What the entry makes of the C value for the call.
+    type Local;
+    /// What the kernel function receives.
+    type Param<'a>
+    where
+        Self: 'a;
+    /// The signature code ([`abi::typed`]).
+    const CODE: u8;
+    /// The local value of a C argument.
+    ///
+    /// # Safety
+    /// `a` is an argument the host passed to a typed entry, valid for the call (a
+    /// borrowed handle, an array of `len` elements), and the local is dropped
+    /// before the entry returns.
+    unsafe fn local(a: Self::Abi) -> Result<Self::Local>;
+    /// The kernel's parameter, borrowing the local.
+    fn param(l: &Self::Local) -> Self::Param<'_>;
+}
+
+macro_rules! class {
+    ($(#[$doc:meta])* $name:ident, $abi:ty, $local:ty, $param:ty, $code:expr,
+     |$a:ident| $mk:expr, |$l:ident| $pass:expr) => {
+        $(#[$doc])*
+        pub struct $name;
+        impl TypedArg for $name {
+            type Abi = $abi;
+            type Local = $local;
+            type Param<'a> = $param;
+            const CODE: u8 = $code;
+            #[inline(always)]
+            unsafe fn local($a: $abi) -> Result<$local> {
+                $mk
+            }
+            #[inline(always)]
+            fn param($l: &$local) -> Self::Param<'_> {
+                $pass
+            }
+        }
+    };
+}
+
+class!(
+    /// `Tensor`, `Tensor(a!)`: a borrowed handle with its metadata; the kernel gets
+    /// `&Tensor`.
+    Tensor, *const OpalTensorArg, crate::Tensor, &'a crate::Tensor, tc::TENSOR,
+    // SAFETY: the host passes a pointer valid for the call (`local`'s contract).
+    |a| crate::Tensor::from_arg(unsafe { a.as_ref() }), |l| l
+);
+class!(
+    /// `Tensor?`: as [`Tensor`], null for `None`; the kernel gets `Option<&Tensor>`.
+    OptTensor, *const OpalTensorArg, Option<crate::Tensor>, Option<&'a crate::Tensor>,
+    tc::OPT_TENSOR,
+    // SAFETY: the host passes a pointer valid for the call (`local`'s contract).
+    |a| if a.is_null() { Ok(None) } else { crate::Tensor::from_arg(unsafe { a.as_ref() }).map(Some) },
+    |l| l.as_ref()
+);
+class!(
+    /// `int`, `SymInt`: `i64`.
+    Int, i64, i64, i64, tc::INT, |a| Ok(a), |l| *l
+);
+class!(
+    /// `float`: `f64`.
+    Float, f64, f64, f64, tc::FLOAT, |a| Ok(a), |l| *l
+);
+class!(
+    /// `bool`: `i32` 0 or 1 (any non-zero is true); the kernel gets `bool`.
+    Bool, i32, bool, bool, tc::BOOL, |a| Ok(a != 0), |l| *l
+);
+class!(
+    /// `Scalar`: an [`OpalScalar`]; the kernel gets [`crate::Scalar`].
+    Scalar, OpalScalar, crate::Scalar, crate::Scalar, tc::SCALAR, |a| scalar(a), |l| *l
+);
+class!(
+    /// `ScalarType`: a dtype code; the kernel gets [`crate::DType`].
+    DType, i32, crate::DType, crate::DType, tc::DTYPE,
+    |a| crate::DType::from_code(i64::from(a)), |l| *l
+);
+class!(
+    /// `ScalarType?`: a dtype code or -1; the kernel gets `Option<DType>`.
+    OptDType, i32, Option<crate::DType>, Option<crate::DType>, tc::OPT_DTYPE,
+    |a| if a == -1 { Ok(None) } else { crate::DType::from_code(i64::from(a)).map(Some) },
+    |l| *l
+);
+class!(
+    /// `int[]`: a borrowed array; the kernel gets `&[i64]`.
+    IntList, OpalIntArray, Ints, &'a [i64], tc::INT_LIST,
+    |a| Ints::new(a).and_then(|l| l.ok_or_else(|| Error::msg("a null int[] argument"))),
+    |l| l.as_slice()
+);
+class!(
+    /// `int[]?`: a borrowed array, null for `None`; the kernel gets `Option<&[i64]>`.
+    OptIntList, OpalIntArray, Option<Ints>, Option<&'a [i64]>, tc::OPT_INT_LIST,
+    |a| Ints::new(a), |l| l.as_ref().map(Ints::as_slice)
+);
+
+fn scalar(a: OpalScalar) -> Result<crate::Scalar> {
+    Ok(match a.kind {
+        scalar_kind::INT => crate::Scalar::Int(a.i),
+        scalar_kind::FLOAT => crate::Scalar::Float(a.d),
+        scalar_kind::BOOL => crate::Scalar::Bool(a.i != 0),
+        scalar_kind::COMPLEX => crate::Scalar::Complex(a.d, a.d2),
+        k => return Err(Error::msg(format!("unknown scalar kind {k}"))),
+    })
+}
+
+/// A borrowed `int[]` argument (valid for the call that passed it).
+pub struct Ints(OpalIntArray);
+
+impl Ints {
+    /// `None` for a null pointer (with length 0); an error for null with a length.
+    fn new(a: OpalIntArray) -> Result<Option<Ints>> {
+        match (a.ptr.is_null(), a.len) {
+            (true, 0) => Ok(None),
+            (true, _) => Err(Error::msg("an int[] argument with a null pointer")),
+            _ => Ok(Some(Ints(a))),
+        }
+    }
+
+    /// The elements.
+    pub fn as_slice(&self) -> &[i64] {
+        // SAFETY: made only by `TypedArg::local` from a non-null host array of `len`
+        // elements valid for the call, and locals do not outlive the call.
+        unsafe { abi::slice(self.0.ptr, self.0.len) }.unwrap_or(&[])
+    }
+}
+
+/// A typed entry ready to register: its signature code and the erased function.
+#[derive(Clone, Debug)]
+pub struct TypedKernel {
+    pub(crate) code: String,
+    pub(crate) entry: abi::OpalTypedFn,
+}
+
+impl TypedKernel {
+    /// An entry whose arguments have the codes `args` and that returns one tensor.
+    ///
+    /// # Safety
+    /// `entry` is an `extern "C"` function of exactly the C signature those codes
+    /// name (`docs/abi.md`): `OpalStatus (void*, <one C type per code>, OpalTensor*)`,
+    /// which catches panics and writes one owned handle on success.
+    pub unsafe fn new(args: &[u8], entry: abi::OpalTypedFn) -> TypedKernel {
+        let mut code = String::from_utf8_lossy(args).into_owned();
+        code.push(char::from(tc::RETURNS));
+        code.push('1');
+        TypedKernel { code, entry }
+    }
+
+    /// The signature code (`"TTs>1"`).
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+}
+
+/// Runs a typed entry's body, turning an `Err` or a panic into a status (used by
+/// [`typed_entry!`](crate::typed_entry)).
+#[doc(hidden)]
+pub fn __guard(name: &str, f: impl FnOnce() -> Result<()>) -> abi::OpalStatus {
+    crate::guarded(|| format!("the plugin's typed kernel {name}"), f)
+}
+
+/// Writes the returned tensor as an owned handle (used by
+/// [`typed_entry!`](crate::typed_entry)).
+///
+/// # Safety
+/// `rets` has room for one handle (the host's typed call passes it).
+#[doc(hidden)]
+pub unsafe fn __write_return(rets: *mut OpalTensor, t: crate::Tensor) -> Result<()> {
+    let h = t.into_owned_handle()?;
+    // SAFETY: per the contract.
+    unsafe { *rets = h };
+    Ok(())
+}
+
+/// Defines a function returning the [`TypedKernel`] of a typed entry that converts
+/// its C arguments per class, calls `$f` with the kernel parameters and returns its
+/// tensor as a new handle; panics are caught.
+///
+/// ```ignore
+/// typed_entry! {
+///     /// `add.Tensor`
+///     fn add_typed(self_: Tensor, other: Tensor, alpha: Scalar) -> Tensor = add;
+/// }
+/// reg.kernel("aten::add.Tensor", add_boxed)?.typed_kernel("aten::add.Tensor", add_typed())?;
+/// ```
+///
+/// A generic form, `fn name<K: Trait>(..) -> Tensor = K::method;`, serves generated
+/// code.
+#[macro_export]
+macro_rules! typed_entry {
+    ($(#[$m:meta])* $vis:vis fn $name:ident $(<$g:ident : $bound:path>)?
+        ($($a:ident : $t:ident),* $(,)?) -> Tensor = $f:expr;) => {
+        $(#[$m])*
+        $vis fn $name $(<$g: $bound>)? () -> $crate::typed::TypedKernel {
+            #[allow(non_snake_case, clippy::too_many_arguments)]
+            unsafe extern "C" fn entry $(<$g: $bound>)? (
+                _user: *mut ::std::ffi::c_void,
+                $($a: <$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+                rets: *mut $crate::abi::OpalTensor,
+            ) -> $crate::abi::OpalStatus {
+                $crate::typed::__guard(stringify!($name), || {
+                    $(
+                        // SAFETY: the host passes each argument valid for the call;
+                        // the local is dropped when this closure returns.
+                        let $a = unsafe {
+                            <$crate::typed::$t as $crate::typed::TypedArg>::local($a)
+                        }?;
+                    )*
+                    let r = ($f)($(<$crate::typed::$t as $crate::typed::TypedArg>::param(&$a)),*)?;
+                    // SAFETY: the host's typed call passes room for one handle.
+                    unsafe { $crate::typed::__write_return(rets, r) }
+                })
+            }
+            let f: unsafe extern "C" fn(
+                *mut ::std::ffi::c_void,
+                $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+                *mut $crate::abi::OpalTensor,
+            ) -> $crate::abi::OpalStatus = entry $(::<$g>)?;
+            // SAFETY: `entry` has exactly the C signature the classes' codes name
+            // (each class's `Abi` is the C type of its code), catches panics, and
+            // writes one owned handle on success; erasing a fn pointer's type is a
+            // plain copy, and the host calls it only through that signature.
+            unsafe {
+                $crate::typed::TypedKernel::new(
+                    &[$(<$crate::typed::$t as $crate::typed::TypedArg>::CODE),*],
+                    ::std::mem::transmute::<
+                        unsafe extern "C" fn(
+                            *mut ::std::ffi::c_void,
+                            $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+                            *mut $crate::abi::OpalTensor,
+                        ) -> $crate::abi::OpalStatus,
+                        $crate::abi::OpalTypedFn,
+                    >(f),
+                )
+            }
+        }
+    };
+}

@@ -1,0 +1,426 @@
+//! Typed bridges (ABI 1.1): host typed kernels that call a plugin's typed entry
+//! directly, with no boxing (`docs/abi.md`, "Typed entries").
+//!
+//! A typed kernel registered with the dispatcher is a plain fn pointer of the op's
+//! signature type, so it cannot carry the plugin's entry. Each supported signature
+//! ("shape", e.g. `fn(DispatchKeySet, &Tensor, &Tensor, &Scalar) -> Result<Tensor>`)
+//! therefore has a pool of [`POOL`] bridges per PrivateUse key, instantiated at
+//! compile time (`bridge::<KEY, INDEX>`); binding an op at load time stores its entry
+//! in the next free cell of the pool and registers that bridge. A bridge reads its
+//! cell (one acquire load), converts its arguments to the C types of the
+//! signature code (tensors as borrowed handles, the address of the caller's
+//! `Tensor` with no refcount change, next to their metadata) and calls the entry;
+//! the returned handle is taken over. A declined call runs the plugin's fallback with the boxed arguments; an
+//! error or a caught panic becomes an `Err` naming op and plugin.
+//!
+//! Ops whose signature has no shape here, or whose pool is full, keep the boxed
+//! path. Only ops whose plugin schema equals the host's (identity adapter plan) are
+//! bound: a typed entry's C signature follows the plugin's schema, and the
+//! defaulted-argument adapters need the boxed path.
+//!
+//! Owns: the shapes, their pools and binding. Must not: parse manifests or decide
+//! adapter plans.
+
+use super::host::{fill_info, run_fallback, Fallback};
+use super::value;
+use crate::dispatch::BoxedKernelFn;
+use crate::dispatch::{DispatchKey, DispatchKeySet, KernelFunction, OperatorHandle};
+use crate::dtype::DType;
+use crate::error::{OpalError, Result};
+use crate::ivalue::{FromIValue, IntoIValue, Stack};
+use crate::scalar::Scalar;
+use crate::tensor::Tensor;
+use opal_plugin_abi::{code, scalar_kind, typed as tc, OpalIntArray, OpalScalar, OpalStatus};
+use opal_plugin_abi::{OpalTensor, OpalTensorArg, OpalTypedFn};
+use std::any::TypeId;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Bridges per shape and PrivateUse key: the first `POOL` ops of one signature a
+/// plugin binds take the typed path, the others keep the boxed one.
+pub const POOL: usize = 16;
+const KEYS: usize = 3;
+
+/// The plugin's typed entry for one op, and what a declined call needs. Leaked
+/// when bound (plugins are never unloaded), never freed.
+pub struct TypedEntry {
+    f: OpalTypedFn,
+    user: *mut c_void,
+    plugin: Arc<str>,
+    op: OperatorHandle,
+    fallback: Fallback,
+}
+
+// SAFETY: the ABI requires typed entries (and what `user` refers to) to be callable
+// from any thread, concurrently (docs/abi.md, "Threads"); the rest is Send + Sync.
+unsafe impl Send for TypedEntry {}
+// SAFETY: as above; the entry is immutable once bound.
+unsafe impl Sync for TypedEntry {}
+
+impl TypedEntry {
+    /// An entry for `op` of `plugin`, with the fallback of declined calls.
+    pub fn new(
+        f: OpalTypedFn,
+        user: *mut c_void,
+        plugin: Arc<str>,
+        op: OperatorHandle,
+        fallback: Fallback,
+    ) -> TypedEntry {
+        TypedEntry {
+            f,
+            user,
+            plugin,
+            op,
+            fallback,
+        }
+    }
+
+    /// The call did not return a plain `OK`: takes the return of an `OK` with a
+    /// message (freeing the message); otherwise releases what the entry returned,
+    /// then runs the fallback for `DECLINED`, or turns the status into an error.
+    #[cold]
+    #[inline(never)]
+    fn failed(
+        &self,
+        st: OpalStatus,
+        ret: OpalTensor,
+        ks: DispatchKeySet,
+        args: impl FnOnce() -> Stack,
+    ) -> Result<Tensor> {
+        let name = self.op.name();
+        if st.code == code::OK {
+            // SAFETY: a status from the plugin, consumed once (frees its message).
+            let _ = unsafe { st.into_result() };
+            // SAFETY: a returned handle is owned by the host (ABI).
+            return unsafe { value::take(ret) };
+        }
+        if !ret.0.is_null() {
+            // SAFETY: a handle the entry wrote is owned by the host (ABI); once.
+            drop(unsafe { value::take(ret) });
+        }
+        if st.code == code::DECLINED {
+            // SAFETY: a status from the plugin, consumed once (frees its message).
+            let _ = unsafe { st.into_result() };
+            let mut stack = args();
+            run_fallback(
+                &self.plugin,
+                &self.fallback,
+                &self.op,
+                ks,
+                &mut stack,
+                || {
+                    format!(
+                    "{name}: plugin '{}''s kernel declined the call and the plugin has no fallback",
+                    self.plugin
+                )
+                },
+            )?;
+            let v = stack
+                .pop()
+                .ok_or_else(|| OpalError::msg(format!("{name}: the fallback returned nothing")))?;
+            return Tensor::from_ivalue(v);
+        }
+        // SAFETY: a status from the plugin, consumed once.
+        let e = unsafe {
+            value::check(st, || {
+                format!("{name}: plugin '{}''s typed kernel", self.plugin)
+            })
+        };
+        Err(e
+            .err()
+            .unwrap_or_else(|| OpalError::msg(format!("{name}: unexpected status"))))
+    }
+}
+
+/// A host argument type of a typed signature: its C type and code (`typed` codes).
+pub trait HostArg: IntoIValue + Copy {
+    /// The C parameter type.
+    type C: Copy;
+    /// What the C value points to, made before the call and alive during it.
+    type Extra;
+    /// The signature code.
+    const CODE: u8;
+    /// The data the C value points to (tensor metadata).
+    fn extra(self) -> Result<Self::Extra>;
+    /// The C value (borrowing the host value and `extra` for the call).
+    fn to_c(self, extra: &Self::Extra) -> Self::C;
+}
+
+/// A tensor argument's handle and metadata.
+#[inline(always)]
+fn tensor_arg(t: &Tensor) -> Result<OpalTensorArg> {
+    let mut info = super::host::blank_info();
+    fill_info(t, Some(&mut info), "a typed call")?;
+    Ok(OpalTensorArg {
+        handle: value::borrow(t),
+        info,
+    })
+}
+
+impl HostArg for &Tensor {
+    type C = *const OpalTensorArg;
+    type Extra = OpalTensorArg;
+    const CODE: u8 = tc::TENSOR;
+    #[inline(always)]
+    fn extra(self) -> Result<OpalTensorArg> {
+        tensor_arg(self)
+    }
+    #[inline(always)]
+    fn to_c(self, extra: &OpalTensorArg) -> *const OpalTensorArg {
+        extra
+    }
+}
+
+impl HostArg for Option<&Tensor> {
+    type C = *const OpalTensorArg;
+    type Extra = Option<OpalTensorArg>;
+    const CODE: u8 = tc::OPT_TENSOR;
+    #[inline(always)]
+    fn extra(self) -> Result<Option<OpalTensorArg>> {
+        self.map(tensor_arg).transpose()
+    }
+    #[inline(always)]
+    fn to_c(self, extra: &Option<OpalTensorArg>) -> *const OpalTensorArg {
+        extra
+            .as_ref()
+            .map_or(std::ptr::null(), |e| e as *const OpalTensorArg)
+    }
+}
+
+/// `HostArg` for types whose C value needs nothing beside it.
+macro_rules! plain_arg {
+    ($($t:ty => $c:ty, $code:expr, |$v:ident| $to:expr;)*) => {$(
+        impl HostArg for $t {
+            type C = $c;
+            type Extra = ();
+            const CODE: u8 = $code;
+            #[inline(always)]
+            fn extra(self) -> Result<()> {
+                Ok(())
+            }
+            #[inline(always)]
+            fn to_c(self, _: &()) -> $c {
+                let $v = self;
+                $to
+            }
+        }
+    )*};
+}
+
+plain_arg! {
+    &Scalar => OpalScalar, tc::SCALAR, |s| scalar(s);
+    i64 => i64, tc::INT, |i| i;
+    f64 => f64, tc::FLOAT, |d| d;
+    bool => i32, tc::BOOL, |b| i32::from(b);
+    DType => i32, tc::DTYPE, |d| value::dtype_code(d);
+    Option<DType> => i32, tc::OPT_DTYPE, |d| d.map_or(-1, value::dtype_code);
+    &[i64] => OpalIntArray, tc::INT_LIST, |l| OpalIntArray { ptr: l.as_ptr(), len: l.len() };
+    // A slice's pointer is never null (an empty one dangles), so null is `None`.
+    Option<&[i64]> => OpalIntArray, tc::OPT_INT_LIST, |l| l.map_or(
+        OpalIntArray { ptr: std::ptr::null(), len: 0 },
+        |l| OpalIntArray { ptr: l.as_ptr(), len: l.len() },
+    );
+}
+
+#[inline(always)]
+fn scalar(s: &Scalar) -> OpalScalar {
+    let (kind, i, d, d2) = match *s {
+        Scalar::Int(i) => (scalar_kind::INT, i, 0.0, 0.0),
+        Scalar::Float(f) => (scalar_kind::FLOAT, 0, f, 0.0),
+        Scalar::Bool(b) => (scalar_kind::BOOL, i64::from(b), 0.0, 0.0),
+        Scalar::Complex(re, im) => (scalar_kind::COMPLEX, 0, re, im),
+    };
+    OpalScalar {
+        kind,
+        reserved: 0,
+        i,
+        d,
+        d2,
+    }
+}
+
+/// One shape's binding: its fn-pointer type's `TypeId`, its signature code, and
+/// the binder that stores an entry in the pool and returns the kernel.
+struct Shape {
+    sig: fn() -> TypeId,
+    code: fn() -> String,
+    bind: fn(usize, TypedEntry, Arc<BoxedKernelFn>) -> Option<KernelFunction>,
+}
+
+/// The signature code of argument codes `args` returning `nret` tensors.
+fn code_of(args: &[u8], nret: u8) -> String {
+    let mut s: Vec<u8> = args.to_vec();
+    s.push(tc::RETURNS);
+    s.push(b'0' + nret);
+    String::from_utf8_lossy(&s).into_owned()
+}
+
+/// The [`POOL`] bridges `$f::<$k, 0..POOL>` of one key, as `$sig`s.
+macro_rules! pool_row {
+    ($f:ident, $sig:ty, $k:literal) => {
+        [
+            $f::<$k, 0> as $sig,
+            $f::<$k, 1>,
+            $f::<$k, 2>,
+            $f::<$k, 3>,
+            $f::<$k, 4>,
+            $f::<$k, 5>,
+            $f::<$k, 6>,
+            $f::<$k, 7>,
+            $f::<$k, 8>,
+            $f::<$k, 9>,
+            $f::<$k, 10>,
+            $f::<$k, 11>,
+            $f::<$k, 12>,
+            $f::<$k, 13>,
+            $f::<$k, 14>,
+            $f::<$k, 15>,
+        ]
+    };
+}
+
+macro_rules! shapes {
+    ($($name:ident: ($($a:ident: $t:ty),*);)*) => {
+        $(mod $name {
+            use super::*;
+
+            pub type Sig = fn(DispatchKeySet, $($t),*) -> Result<Tensor>;
+
+            static CELLS: [[AtomicPtr<TypedEntry>; POOL]; KEYS] =
+                [const { [const { AtomicPtr::new(std::ptr::null_mut()) }; POOL] }; KEYS];
+            static NEXT: [AtomicUsize; KEYS] = [const { AtomicUsize::new(0) }; KEYS];
+
+            #[inline(never)]
+            fn bridge<const K: usize, const I: usize>(
+                ks: DispatchKeySet,
+                $($a: $t),*
+            ) -> Result<Tensor> {
+                let p = CELLS[K][I].load(Ordering::Acquire);
+                // SAFETY: non-null cell pointers are leaked `TypedEntry`s, never freed.
+                let Some(e) = (unsafe { p.as_ref() }) else {
+                    return Err(OpalError::msg("a typed plugin bridge was called unbound"));
+                };
+                type CFn = unsafe extern "C" fn(
+                    *mut c_void,
+                    $(<$t as HostArg>::C,)*
+                    *mut OpalTensor,
+                ) -> OpalStatus;
+                // SAFETY: the entry was bound only when its registration's signature
+                // code was this shape's, which names exactly this C type.
+                let f = unsafe { std::mem::transmute::<OpalTypedFn, CFn>(e.f) };
+                $(let $a = ($a, HostArg::extra($a)?);)*
+                let mut out = [OpalTensor(std::ptr::null_mut())];
+                // SAFETY: borrowed handles of tensors the caller keeps alive (and held)
+                // for the call, with their metadata (alive until after the call);
+                // room for the one returned handle.
+                let st = unsafe { f(e.user, $(HostArg::to_c($a.0, &$a.1),)* out.as_mut_ptr()) };
+                if st.code == code::OK && st.msg_ptr.is_null() {
+                    // SAFETY: a returned handle is owned by the host (ABI).
+                    return unsafe { value::take(out[0]) };
+                }
+                e.failed(st, out[0], ks, || vec![$($a.0.into_ivalue()),*])
+            }
+
+            fn table(k: usize) -> [Sig; POOL] {
+                match k {
+                    0 => pool_row!(bridge, Sig, 0),
+                    1 => pool_row!(bridge, Sig, 1),
+                    _ => pool_row!(bridge, Sig, 2),
+                }
+            }
+
+            pub(super) fn bind(
+                k: usize,
+                e: TypedEntry,
+                boxed: Arc<BoxedKernelFn>,
+            ) -> Option<KernelFunction> {
+                let i = NEXT[k].fetch_add(1, Ordering::Relaxed);
+                if i >= POOL {
+                    return None;
+                }
+                let e: &'static TypedEntry = Box::leak(Box::new(e));
+                CELLS[k][i].store((e as *const TypedEntry).cast_mut(), Ordering::Release);
+                Some(KernelFunction::typed(table(k)[i], boxed))
+            }
+
+            pub(super) fn code() -> String {
+                code_of(&[$(<$t as HostArg>::CODE),*], 1)
+            }
+        })*
+
+        static SHAPES: &[Shape] = &[$(Shape {
+            sig: || TypeId::of::<$name::Sig>(),
+            code: $name::code,
+            bind: $name::bind,
+        }),*];
+    };
+}
+
+shapes! {
+    t_t: (a: &Tensor);
+    tt_t: (a: &Tensor, b: &Tensor);
+    ttt_t: (a: &Tensor, b: &Tensor, c: &Tensor);
+    tts_t: (a: &Tensor, b: &Tensor, c: &Scalar);
+    ts_t: (a: &Tensor, b: &Scalar);
+    tss_t: (a: &Tensor, b: &Scalar, c: &Scalar);
+    ti_t: (a: &Tensor, b: i64);
+    tl_t: (a: &Tensor, b: &[i64]);
+    tlb_t: (a: &Tensor, b: &[i64], c: bool);
+    td_t: (a: &Tensor, b: Option<DType>);
+    tlbd_opt_t: (a: &Tensor, b: Option<&[i64]>, c: bool, d: Option<DType>);
+}
+
+/// The PrivateUse index (0..3) of `key`.
+fn key_index(key: DispatchKey) -> Option<usize> {
+    match key {
+        DispatchKey::PrivateUse1 => Some(0),
+        DispatchKey::PrivateUse2 => Some(1),
+        DispatchKey::PrivateUse3 => Some(2),
+        _ => None,
+    }
+}
+
+/// The typed kernel for `entry` (registered with signature code `code`) at `key`,
+/// with `boxed` serving boxed calls: `Ok(None)` when the op's signature has no
+/// shape here or its pool is full (the caller registers the boxed kernel), `Err`
+/// when the plugin's code disagrees with the host's signature of the op.
+pub fn bind(
+    key: DispatchKey,
+    code: &str,
+    entry: TypedEntry,
+    boxed: Arc<BoxedKernelFn>,
+) -> std::result::Result<Option<KernelFunction>, String> {
+    let Some(def) = entry.op.def() else {
+        return Ok(None);
+    };
+    let Some(k) = key_index(key) else {
+        return Ok(None);
+    };
+    let sig = (def.signature)();
+    let Some(shape) = SHAPES.iter().find(|s| (s.sig)() == sig) else {
+        return Ok(None);
+    };
+    let want = (shape.code)();
+    if want != code {
+        return Err(format!(
+            "its typed entry has the signature code '{code}', the host's op needs '{want}'"
+        ));
+    }
+    Ok((shape.bind)(k, entry, boxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_codes_follow_the_abi() {
+        assert_eq!(tts_t::code(), "TTs>1");
+        assert_eq!(tlbd_opt_t::code(), "TLbd>1");
+        let mut seen = std::collections::HashSet::new();
+        for s in SHAPES {
+            assert!(seen.insert((s.sig)()), "one shape per signature");
+        }
+    }
+}
