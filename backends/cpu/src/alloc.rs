@@ -15,12 +15,15 @@ use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-/// Blocks from this size up are cached.
-pub const MIN_CACHED_BYTES: usize = 64 * 1024;
+/// Blocks from this size up are cached. Small enough to cover the activations of a
+/// small model's training step (a few KiB each, allocated hundreds of times per
+/// step), whose zero-filling by the runtime's allocator was a sixth of that step's
+/// instructions.
+pub const MIN_CACHED_BYTES: usize = 4 * 1024;
 /// Most bytes kept in the cache at once.
 const MAX_CACHED_BYTES: usize = 256 * 1024 * 1024;
 /// Most cached blocks of one size.
-const MAX_PER_SIZE: usize = 4;
+const MAX_PER_SIZE: usize = 8;
 
 struct Cache {
     /// (nbytes, address) of free blocks.

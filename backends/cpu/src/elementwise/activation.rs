@@ -8,6 +8,8 @@
 use super::{float_result, scalar_as, three_forms, unary_driver, Special};
 use crate::dtype_dispatch::Float;
 use crate::iter::map1;
+use crate::nn::io::{make_output, with_slice};
+use crate::nn::vecmath::gelu_f32;
 use crate::out::Dest;
 use crate::{dispatch_float, dispatch_numeric};
 use opal::{DType, OpalError, Result, Scalar, Tensor};
@@ -80,8 +82,27 @@ fn check_approximate(approximate: &str, op: &str) -> Result<bool> {
     }
 }
 
+/// `f(input, output)` over matching pieces of contiguous f32 slices, in parallel
+/// above [`crate::iter::GRAIN`] elements.
+pub(super) fn par_f32_pieces(x: &[f32], y: &mut [f32], f: impl Fn(&[f32], &mut [f32]) + Sync) {
+    let grain = crate::iter::GRAIN;
+    crate::parallel::fork_chunks_mut(y, grain, |c, piece| {
+        f(&x[c * grain..c * grain + piece.len()], piece)
+    });
+}
+
 fn gelu_impl(self_: &Tensor, approximate: &str, dest: Dest<'_>) -> Result<Tensor> {
-    if check_approximate(approximate, "gelu")? {
+    let exact = !check_approximate(approximate, "gelu")?;
+    if exact && self_.dtype() == DType::F32 && self_.is_contiguous() && matches!(dest, Dest::New) {
+        // The common case: a new contiguous result from the vectorized kernel.
+        return with_slice::<f32, _>(self_, |x| {
+            make_output::<f32>(self_.sizes(), DType::F32, |y| {
+                par_f32_pieces(x, y, gelu_f32);
+                Ok(())
+            })
+        });
+    }
+    if !exact {
         float_act!("gelu", self_, dest, |x: C| {
             let k: C = scalar_as(&Scalar::Float(SQRT_2_OVER_PI));
             let inner = k * (x + 0.044715 * x * x * x);

@@ -7,9 +7,11 @@
 use super::{binary_driver, float_result, result_type2, scalar_as, Special};
 use crate::dtype_dispatch::Float;
 use crate::iter::map2;
+use crate::nn::io::{make_output, with_slice};
+use crate::nn::vecmath::gelu_backward_f32;
 use crate::out::Dest;
 use crate::{dispatch_float, dispatch_numeric};
-use opal::{Result, Scalar, Tensor};
+use opal::{DType, Result, Scalar, Tensor};
 
 /// Floating gradient kernel `f(g, x)` over the promoted dtype of both operands.
 macro_rules! float_grad {
@@ -76,6 +78,28 @@ fn gelu_backward_impl(
     dest: Dest<'_>,
 ) -> Result<Tensor> {
     let op = "gelu_backward";
+    if approximate == "none"
+        && grad.dtype() == DType::F32
+        && self_.dtype() == DType::F32
+        && grad.is_contiguous()
+        && self_.is_contiguous()
+        && grad.sizes() == self_.sizes()
+        && matches!(dest, Dest::New)
+    {
+        // The common case: a new contiguous result from the vectorized kernel.
+        return with_slice::<f32, _>(grad, |g| {
+            with_slice::<f32, _>(self_, |x| {
+                make_output::<f32>(self_.sizes(), DType::F32, |y| {
+                    let grain = crate::iter::GRAIN;
+                    crate::parallel::fork_chunks_mut(y, grain, |c, piece| {
+                        let r = c * grain..c * grain + piece.len();
+                        gelu_backward_f32(&g[r.clone()], &x[r], piece)
+                    });
+                    Ok(())
+                })
+            })
+        });
+    }
     match approximate {
         "none" => float_grad!(op, grad, self_, dest, |g: C, x| {
             let k1: C = scalar_as(&Scalar::Float(std::f64::consts::FRAC_1_SQRT_2));

@@ -6,7 +6,9 @@
 //! Must not: hold the im2col / GEMM numerics (those are in `conv_core`).
 
 use super::conv_core::{backward_bias, backward_input, backward_weight, forward, Geom};
-use super::io::{check_nbytes, compute_dtype, err, in_op, make_output, shape_err, Compute};
+use super::io::{
+    check_nbytes, compute_dtype, err, in_op, make_output, shape_err, with_slice, Compute,
+};
 use crate::copy::to_vec_as;
 use opal::{DType, Result, Tensor};
 
@@ -257,21 +259,25 @@ pub fn convolution(
         out_shape: &[i64],
         dt: DType,
     ) -> Result<Tensor> {
-        let (x, w) = (to_vec_as::<C>(input)?, to_vec_as::<C>(weight)?);
         let b = bias.map(to_vec_as::<C>).transpose()?;
-        make_output::<C>(out_shape, dt, |y| {
-            if transposed {
-                backward_input(&x, &w, g, y);
-                if let Some(b) = &b {
-                    let sp = y.len() / (g.n * b.len()).max(1);
-                    for (i, v) in y.iter_mut().enumerate() {
-                        *v = *v + b[(i / sp) % b.len()];
+        // The input and weight are read in place when contiguous in the compute type.
+        with_slice::<C, _>(input, |x| {
+            with_slice::<C, _>(weight, |w| {
+                make_output::<C>(out_shape, dt, |y| {
+                    if transposed {
+                        backward_input(x, w, g, y);
+                        if let Some(b) = &b {
+                            let sp = y.len() / (g.n * b.len()).max(1);
+                            for (i, v) in y.iter_mut().enumerate() {
+                                *v = *v + b[(i / sp) % b.len()];
+                            }
+                        }
+                    } else {
+                        forward(x, w, b.as_deref(), g, y);
                     }
-                }
-            } else {
-                forward(&x, &w, b.as_deref(), g, y);
-            }
-            Ok(())
+                    Ok(())
+                })
+            })
         })
     }
     // Padding, stride and dilation can ask for any output size: refuse one no
@@ -352,18 +358,34 @@ pub fn convolution_backward(
         dt: DType,
         cout: usize,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (dy, x, w) = (
-            to_vec_as::<C>(gy)?,
-            to_vec_as::<C>(input)?,
-            to_vec_as::<C>(weight)?,
-        );
+        with_slice::<C, _>(gy, |dy| {
+            with_slice::<C, _>(input, |x| {
+                with_slice::<C, _>(weight, |w| {
+                    grads(dy, x, w, input, weight, g, transposed, m, dt, cout)
+                })
+            })
+        })
+    }
+    #[allow(clippy::too_many_arguments)]
+    fn grads<C: Compute>(
+        dy: &[C],
+        x: &[C],
+        w: &[C],
+        input: &Tensor,
+        weight: &Tensor,
+        g: &Geom,
+        transposed: bool,
+        m: [bool; 3],
+        dt: DType,
+        cout: usize,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let gi = if m[0] {
             Some(make_output::<C>(input.sizes(), dt, |o| {
                 if transposed {
                     // d/dx of a transposed conv is the plain conv of dy.
-                    forward(&dy, &w, None, g, o);
+                    forward(dy, w, None, g, o);
                 } else {
-                    backward_input(&dy, &w, g, o);
+                    backward_input(dy, w, g, o);
                 }
                 Ok(())
             })?)
@@ -374,9 +396,9 @@ pub fn convolution_backward(
             Some(make_output::<C>(weight.sizes(), dt, |o| {
                 if transposed {
                     // Roles swap: the conv's "input" is dy and its output is x.
-                    backward_weight(&x, &dy, g, o);
+                    backward_weight(x, dy, g, o);
                 } else {
-                    backward_weight(&dy, &x, g, o);
+                    backward_weight(dy, x, g, o);
                 }
                 Ok(())
             })?)
@@ -391,7 +413,7 @@ pub fn convolution_backward(
                 ow: plane,
                 ..*g
             };
-            let db = backward_bias(&dy, &geo);
+            let db = backward_bias(dy, &geo);
             Some(make_output::<C>(&[cout as i64], dt, |o| {
                 o.copy_from_slice(&db);
                 Ok(())

@@ -7,6 +7,7 @@
 //! Must not: know about tensors, dtypes or op names.
 
 use crate::linalg::gemm_core::{gemm_float, GemmFloat, MatMut, MatRef};
+use crate::nn::vecmath::RowMath;
 
 /// Shape of one (non-transposed) 2-d convolution: input `[n, cin, h, w]`, weight
 /// `[cout, cin / groups, kh, kw]`, output `[n, cout, oh, ow]`.
@@ -169,18 +170,16 @@ pub(crate) fn forward<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
         return;
     }
     let parallel_batch = g.n > 1;
-    let run = |(b, yb): (usize, &mut [C])| {
-        let mut col = if g.is_pointwise() {
-            Vec::new()
-        } else {
-            vec![C::zero(); kr * osp]
-        };
+    let run = |(b, yb): (usize, &mut [C]), col: &mut Vec<C>| {
+        if !g.is_pointwise() && col.is_empty() {
+            *col = vec![C::zero(); kr * osp];
+        }
         for gr in 0..g.groups {
             let xs = &x[b * in_img + gr * cin_g * g.h * g.w..][..cin_g * g.h * g.w];
             let colp = if g.is_pointwise() {
                 xs.as_ptr()
             } else {
-                im2col(xs, g, &mut col);
+                im2col(xs, g, col);
                 col.as_ptr()
             };
             let yg = &mut yb[gr * cout_g * osp..(gr + 1) * cout_g * osp];
@@ -214,11 +213,19 @@ pub(crate) fn forward<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
             };
         }
     };
-    if parallel_batch {
-        crate::parallel::fork_chunks_mut(y, out_img, |b, yb| run((b, yb)));
+    // Two runs of images per thread (for balance), each with one column buffer.
+    let per = if parallel_batch {
+        g.n.div_ceil(2 * rayon::current_num_threads().max(1))
     } else {
-        y.chunks_mut(out_img).enumerate().for_each(run);
+        g.n
     }
+    .max(1);
+    crate::parallel::fork_chunks_mut(y, per * out_img, |t, ys| {
+        let mut col = Vec::new();
+        for (k, yb) in ys.chunks_mut(out_img).enumerate() {
+            run((t * per + k, yb), &mut col);
+        }
+    });
 }
 
 /// Gradient w.r.t. the input: `dx = col2im(w^T @ dy)`. Also the forward of a
@@ -273,59 +280,77 @@ pub(crate) fn backward_input<C: GemmFloat>(dy: &[C], w: &[C], g: &Geom, dx: &mut
     }
 }
 
-/// Gradient w.r.t. the weight: `dw[g] = sum_b dy[b, g] @ im2col(x[b, g])^T`.
+/// Gradient w.r.t. the weight: `dw[g] = sum_b dy[b, g] @ im2col(x[b, g])^T`. The
+/// batch is split into one run of images per thread, each summing into its own
+/// partial gradient (with its own column buffer); the partials are then added in
+/// order.
 pub(crate) fn backward_weight<C: GemmFloat>(dy: &[C], x: &[C], g: &Geom, dw: &mut [C]) {
     let (cin_g, cout_g, kr, osp) = (g.cin_g(), g.cout_g(), g.krows(), g.ospatial());
     let in_img = g.cin * g.h * g.w;
     let out_img = g.cout * osp;
     dw.iter_mut().for_each(|v| *v = C::zero());
-    let mut col = vec![C::zero(); kr * osp];
-    for b in 0..g.n {
-        for gr in 0..g.groups {
-            im2col(
-                &x[b * in_img + gr * cin_g * g.h * g.w..][..cin_g * g.h * g.w],
-                g,
-                &mut col,
-            );
-            let dyg = &dy[b * out_img + gr * cout_g * osp..][..cout_g * osp];
-            let dwg = &mut dw[gr * cout_g * kr..(gr + 1) * cout_g * kr];
-            // SAFETY: dwg is cout_g x kr; dyg is cout_g x osp; col read transposed is
-            // osp x kr (row stride 1, column stride osp). All in bounds.
-            unsafe {
-                gemm_float(
-                    cout_g,
-                    kr,
-                    osp,
-                    MatMut {
-                        ptr: dwg.as_mut_ptr(),
-                        rs: kr as isize,
-                        cs: 1,
-                    },
-                    rm(dyg.as_ptr(), osp),
-                    MatRef {
-                        ptr: col.as_ptr(),
-                        rs: 1,
-                        cs: osp as isize,
-                    },
-                    C::one(),
-                    Some(C::one()),
-                    true,
-                )
-            };
+    if g.n == 0 || dw.is_empty() {
+        return;
+    }
+    let parts = rayon::current_num_threads().clamp(1, g.n);
+    let per = g.n.div_ceil(parts);
+    let mut partials: Vec<(usize, Vec<C>)> =
+        (0..parts).map(|p| (p, vec![C::zero(); dw.len()])).collect();
+    crate::parallel::fork_each_mut(&mut partials, |(p, acc)| {
+        let mut col = vec![C::zero(); kr * osp];
+        for b in *p * per..((*p + 1) * per).min(g.n) {
+            for gr in 0..g.groups {
+                im2col(
+                    &x[b * in_img + gr * cin_g * g.h * g.w..][..cin_g * g.h * g.w],
+                    g,
+                    &mut col,
+                );
+                let dyg = &dy[b * out_img + gr * cout_g * osp..][..cout_g * osp];
+                let dwg = &mut acc[gr * cout_g * kr..(gr + 1) * cout_g * kr];
+                // SAFETY: dwg is cout_g x kr; dyg is cout_g x osp; col read transposed
+                // is osp x kr (row stride 1, column stride osp). All in bounds.
+                unsafe {
+                    gemm_float(
+                        cout_g,
+                        kr,
+                        osp,
+                        MatMut {
+                            ptr: dwg.as_mut_ptr(),
+                            rs: kr as isize,
+                            cs: 1,
+                        },
+                        rm(dyg.as_ptr(), osp),
+                        MatRef {
+                            ptr: col.as_ptr(),
+                            rs: 1,
+                            cs: osp as isize,
+                        },
+                        C::one(),
+                        Some(C::one()),
+                        false,
+                    )
+                };
+            }
+        }
+    });
+    for (_, part) in &partials {
+        for (d, &v) in dw.iter_mut().zip(part) {
+            *d = *d + v;
         }
     }
 }
 
-/// Gradient w.r.t. the bias: sum of `dy` over batch and space.
-pub(crate) fn backward_bias<C: GemmFloat>(dy: &[C], g: &Geom) -> Vec<C> {
+/// Gradient w.r.t. the bias: sum of `dy` over batch and space (each plane summed
+/// with the vectorized row sum).
+pub(crate) fn backward_bias<C: GemmFloat + RowMath>(dy: &[C], g: &Geom) -> Vec<C> {
     let osp = g.ospatial();
     let mut db = vec![C::zero(); g.cout];
-    for b in 0..g.n {
-        for (c, acc) in db.iter_mut().enumerate() {
-            for &v in &dy[(b * g.cout + c) * osp..(b * g.cout + c + 1) * osp] {
-                *acc = *acc + v;
-            }
-        }
+    if osp == 0 {
+        return db;
+    }
+    for (i, plane) in dy.chunks_exact(osp).take(g.n * g.cout).enumerate() {
+        let c = i % g.cout;
+        db[c] = db[c] + C::row_sum(plane);
     }
     db
 }

@@ -40,12 +40,23 @@ pub fn embedding(
     }
     let mut shape = indices.sizes().to_vec();
     shape.push(dim as i64);
-    crate::shape::remap::remap(OP, weight, &shape, None, |idx| {
-        let (last, lead) = idx.split_last().map_or((0, &[][..]), |(l, r)| (*l, r));
-        let st = crate::shape::remap::contiguous_strides(indices.sizes());
-        let k: usize = lead.iter().zip(&st).map(|(&i, &s)| i * s as usize).sum();
-        Ok(Some(iv[k] as usize * dim + last))
-    })
+    // Whole rows are copied as bytes, so every dtype works the same way.
+    let w = crate::copy::contiguous(weight)?;
+    let out = crate::out::empty_uninit(&shape, w.dtype()).map_err(in_op(OP))?;
+    let row = dim * w.dtype().size();
+    if row > 0 && !iv.is_empty() {
+        let (_acc, [src], [dst]) = opal::tensor::KernelAccess::with_ptrs([&w], [&out])?;
+        for (k, &i) in iv.iter().enumerate() {
+            // SAFETY: `w` is contiguous with `rows` rows of `row` bytes from `src` and
+            // `i` is in `0..rows` (checked above); `out` is new and contiguous with
+            // `iv.len()` rows of `row` bytes from `dst`, so the two never overlap;
+            // `_acc` holds `w`'s storage shared and `out`'s exclusively meanwhile.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.add(i as usize * row), dst.add(k * row), row)
+            };
+        }
+    }
+    Ok(out)
 }
 
 /// Gradient of `embedding` w.r.t. its weight: rows of `grad_output` summed into the

@@ -165,39 +165,40 @@ pub fn native_layer_norm_backward(
         pshape: &[i64],
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let w = param::<C>(w, n, "weight", OP)?;
-        let (gv, xv) = (
-            crate::copy::to_vec_as::<C>(g)?,
-            crate::copy::to_vec_as::<C>(x)?,
-        );
-        let (mv, rv) = (
-            crate::copy::to_vec_as::<C>(mean)?,
-            crate::copy::to_vec_as::<C>(rstd)?,
-        );
-        let mut dx = mask[0].then(|| vec![num_traits::zero::<C>(); xv.len()]);
-        let mut dw = mask[1].then(|| vec![num_traits::zero::<C>(); n]);
-        let mut db = mask[2].then(|| vec![num_traits::zero::<C>(); n]);
-        layer_norm_backward(
-            &gv,
-            &xv,
-            n,
-            &mv,
-            &rv,
-            w.as_deref(),
-            dx.as_deref_mut(),
-            dw.as_deref_mut(),
-            db.as_deref_mut(),
-        );
-        let dt = x.dtype();
-        let emit = |v: Option<Vec<C>>, shape: &[i64]| -> Result<Option<Tensor>> {
-            v.map(|v| {
-                make_output::<C>(shape, dt, |o| {
-                    o.copy_from_slice(&v);
-                    Ok(())
+        // Read in place when contiguous in the compute type (no copies).
+        with_slice::<C, _>(g, |gv| {
+            with_slice::<C, _>(x, |xv| {
+                with_slice::<C, _>(mean, |mv| {
+                    with_slice::<C, _>(rstd, |rv| {
+                        let mut dx = mask[0].then(|| vec![num_traits::zero::<C>(); xv.len()]);
+                        let mut dw = mask[1].then(|| vec![num_traits::zero::<C>(); n]);
+                        let mut db = mask[2].then(|| vec![num_traits::zero::<C>(); n]);
+                        layer_norm_backward(
+                            gv,
+                            xv,
+                            n,
+                            mv,
+                            rv,
+                            w.as_deref(),
+                            dx.as_deref_mut(),
+                            dw.as_deref_mut(),
+                            db.as_deref_mut(),
+                        );
+                        let dt = x.dtype();
+                        let emit = |v: Option<Vec<C>>, shape: &[i64]| -> Result<Option<Tensor>> {
+                            v.map(|v| {
+                                make_output::<C>(shape, dt, |o| {
+                                    o.copy_from_slice(&v);
+                                    Ok(())
+                                })
+                            })
+                            .transpose()
+                        };
+                        Ok((emit(dx, x.sizes())?, emit(dw, pshape)?, emit(db, pshape)?))
+                    })
                 })
             })
-            .transpose()
-        };
-        Ok((emit(dx, x.sizes())?, emit(dw, pshape)?, emit(db, pshape)?))
+        })
     }
     let m = [mask(0), mask(1), mask(2)];
     match cd {

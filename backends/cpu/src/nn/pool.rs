@@ -130,6 +130,44 @@ fn pool_geometry(
     })
 }
 
+/// Max pooling of one `h x w` plane `xp` into `yp` (values) and `ip` (flat
+/// positions), both `oh x ow`. Each output visits its window's taps in row-major
+/// order and takes a tap when it is the first inside the input, larger than the
+/// best so far, or NaN (so the first maximum wins, and a NaN sticks unless a later
+/// NaN follows, as PyTorch's loop does). The picks are branch-free
+/// (`select_unpredictable`): on real data they are coin flips, and mispredicted
+/// branches cost more than the comparisons.
+fn max_plane<C: Compute>(xp: &[C], g: &Pool, h: usize, w: usize, yp: &mut [C], ip: &mut [i64]) {
+    use std::hint::select_unpredictable as pick;
+    let (h, w) = (h as i64, w as i64);
+    for (oy, (yr, ir)) in yp.chunks_mut(g.ow).zip(ip.chunks_mut(g.ow)).enumerate() {
+        let iy0 = oy as i64 * g.s[0] - g.p[0];
+        for (ox, (y, idx)) in yr.iter_mut().zip(ir.iter_mut()).enumerate() {
+            let ix0 = ox as i64 * g.s[1] - g.p[1];
+            let (mut best, mut bi) = (C::neg_infinity(), -1i64);
+            for i in 0..g.k[0] {
+                let iy = iy0 + i * g.d[0];
+                if iy < 0 || iy >= h {
+                    continue;
+                }
+                for j in 0..g.k[1] {
+                    let ix = ix0 + j * g.d[1];
+                    if ix < 0 || ix >= w {
+                        continue;
+                    }
+                    let pos = iy * w + ix;
+                    let v = xp[pos as usize];
+                    let take = (bi < 0) | (v > best) | v.is_nan();
+                    best = pick(take, v, best);
+                    bi = pick(take, pos, bi);
+                }
+            }
+            *y = best;
+            *idx = bi;
+        }
+    }
+}
+
 /// Max pooling returning values and, per output, the flat `h * W + w` position of
 /// the maximum inside its input plane. NaN counts as a maximum.
 pub fn max_pool2d_with_indices(
@@ -142,68 +180,44 @@ pub fn max_pool2d_with_indices(
 ) -> Result<(Tensor, Tensor)> {
     const OP: &str = "max_pool2d_with_indices";
     let cd = compute_dtype(self_.dtype(), OP)?;
-    let (np, h, w) = planes(self_, OP)?;
+    let (_, h, w) = planes(self_, OP)?;
     let g = pool_geometry(h, w, kernel_size, stride, padding, dilation, ceil_mode, OP)?;
     let oshape = out_shape(self_, g.oh, g.ow);
-    let osz = g.oh * g.ow;
-    let mut idx = vec![0i64; np * osz];
     fn run<C: Compute>(
         x: &Tensor,
         g: &Pool,
-        np: usize,
         h: usize,
         w: usize,
-        idx: &mut [i64],
         oshape: &[i64],
-    ) -> Result<Tensor> {
-        let osz = g.oh * g.ow;
-        with_slice::<C, _>(x, |xs| {
-            make_output::<C>(oshape, x.dtype(), |ys| {
-                let mut planes: Vec<_> = ys
-                    .chunks_mut(osz.max(1))
-                    .zip(idx.chunks_mut(osz.max(1)))
-                    .enumerate()
-                    .collect();
-                crate::parallel::fork_each_mut(&mut planes, |(pl, (yp, ip))| {
-                    let pl = *pl;
-                    let xp = &xs[pl * h * w..(pl + 1) * h * w];
-                    for oy in 0..g.oh {
-                        for ox in 0..g.ow {
-                            let (mut best, mut bi) = (C::neg_infinity(), -1i64);
-                            for i in 0..g.k[0] {
-                                let iy = oy as i64 * g.s[0] - g.p[0] + i * g.d[0];
-                                if iy < 0 || iy >= h as i64 {
-                                    continue;
-                                }
-                                for j in 0..g.k[1] {
-                                    let ix = ox as i64 * g.s[1] - g.p[1] + j * g.d[1];
-                                    if ix < 0 || ix >= w as i64 {
-                                        continue;
-                                    }
-                                    let pos = iy * w as i64 + ix;
-                                    let v = xp[pos as usize];
-                                    if bi < 0 || v > best || v.is_nan() {
-                                        best = v;
-                                        bi = pos;
-                                    }
-                                }
-                            }
-                            yp[oy * g.ow + ox] = best;
-                            ip[oy * g.ow + ox] = bi;
+    ) -> Result<(Tensor, Tensor)> {
+        let osz = (g.oh * g.ow).max(1);
+        let mut vals = None;
+        let idx = make_output::<i64>(oshape, DType::I64, |is| {
+            vals = Some(with_slice::<C, _>(x, |xs| {
+                make_output::<C>(oshape, x.dtype(), |ys| {
+                    let mut planes: Vec<_> = ys.chunks_mut(osz).zip(is.chunks_mut(osz)).collect();
+                    // Several planes per task: one small plane is too little work to
+                    // hand to another thread.
+                    let per = (4096 / osz).max(1);
+                    let mut tasks: Vec<_> = planes.chunks_mut(per).enumerate().collect();
+                    crate::parallel::fork_each_mut(&mut tasks, |(t, group)| {
+                        for (k, (yp, ip)) in group.iter_mut().enumerate() {
+                            let pl = *t * per + k;
+                            max_plane(&xs[pl * h * w..(pl + 1) * h * w], g, h, w, yp, ip);
                         }
-                    }
-                });
-                let _ = np;
-                Ok(())
-            })
-        })
+                    });
+                    Ok(())
+                })
+            })?);
+            Ok(())
+        })?;
+        let vals = vals.ok_or_else(|| err(OP, "no values computed"))?;
+        Ok((vals, idx))
     }
-    let vals = match cd {
-        DType::F64 => run::<f64>(self_, &g, np, h, w, &mut idx, &oshape)?,
-        _ => run::<f32>(self_, &g, np, h, w, &mut idx, &oshape)?,
-    };
-    let _ = osz;
-    Ok((vals, Tensor::from_vec(idx, &oshape)?))
+    match cd {
+        DType::F64 => run::<f64>(self_, &g, h, w, &oshape),
+        _ => run::<f32>(self_, &g, h, w, &oshape),
+    }
 }
 
 /// `max_pool2d_with_indices` into `out` and `indices`.
@@ -237,7 +251,7 @@ pub fn max_pool2d_with_indices_backward(
 ) -> Result<Tensor> {
     const OP: &str = "max_pool2d_with_indices_backward";
     let cd = compute_dtype(self_.dtype(), OP)?;
-    let (np, h, w) = planes(self_, OP)?;
+    let (_, h, w) = planes(self_, OP)?;
     let g = pool_geometry(h, w, kernel_size, stride, padding, dilation, ceil_mode, OP)?;
     let oshape = out_shape(self_, g.oh, g.ow);
     if grad_output.sizes() != oshape.as_slice() || indices.sizes() != oshape.as_slice() {
@@ -253,41 +267,50 @@ pub fn max_pool2d_with_indices_backward(
     if indices.dtype() != DType::I64 {
         return Err(err(OP, "indices must be an int64 tensor"));
     }
-    let iv = indices
-        .to_vec::<i64>()
-        .or_else(|_| crate::copy::to_vec_as::<i64>(indices))?;
     fn run<C: Compute>(
         go: &Tensor,
         x: &Tensor,
-        iv: &[i64],
-        np: usize,
+        indices: &Tensor,
         hw: usize,
         osz: usize,
     ) -> Result<Tensor> {
-        with_slice::<C, _>(go, |gs| {
-            make_output::<C>(x.sizes(), go.dtype(), |o| {
-                o.iter_mut().for_each(|v| *v = num_traits::zero());
-                for pl in 0..np {
-                    for k in 0..osz {
-                        let pos = iv[pl * osz + k];
-                        if pos < 0 || pos as usize >= hw {
-                            return Err(err(
-                                OP,
-                                format!("index {pos} out of range for a plane of {hw} elements"),
-                            ));
-                        }
-                        let t = &mut o[pl * hw + pos as usize];
-                        *t = *t + gs[pl * osz + k];
+        with_slice::<i64, _>(indices, |iv| {
+            if let Some(&pos) = iv.iter().find(|&&p| p < 0 || p as usize >= hw) {
+                return Err(err(
+                    OP,
+                    format!("index {pos} out of range for a plane of {hw} elements"),
+                ));
+            }
+            with_slice::<C, _>(go, |gs| {
+                make_output::<C>(x.sizes(), go.dtype(), |o| {
+                    if hw == 0 {
+                        return Ok(());
                     }
-                }
-                Ok(())
+                    // Planes are independent: a few per task, each zeroed and then
+                    // given its outputs' gradients at their argmax positions.
+                    let per = (16384 / hw).max(1);
+                    crate::parallel::fork_chunks_mut(o, per * hw, |t, chunk| {
+                        chunk.iter_mut().for_each(|v| *v = num_traits::zero());
+                        for (k, plane) in chunk.chunks_mut(hw).enumerate() {
+                            let pl = t * per + k;
+                            let (g, i) =
+                                (&gs[pl * osz..(pl + 1) * osz], &iv[pl * osz..(pl + 1) * osz]);
+                            for (&gv, &pos) in g.iter().zip(i) {
+                                // In range: every index was checked above.
+                                let t = &mut plane[pos as usize];
+                                *t = *t + gv;
+                            }
+                        }
+                    });
+                    Ok(())
+                })
             })
         })
     }
     let osz = g.oh * g.ow;
     match cd {
-        DType::F64 => run::<f64>(grad_output, self_, &iv, np, h * w, osz),
-        _ => run::<f32>(grad_output, self_, &iv, np, h * w, osz),
+        DType::F64 => run::<f64>(grad_output, self_, indices, h * w, osz),
+        _ => run::<f32>(grad_output, self_, indices, h * w, osz),
     }
 }
 

@@ -137,18 +137,39 @@ pub(crate) fn softmax_backward<C: RowMath>(
     if block == 0 {
         return;
     }
-    // Pair g and y per block by zipping them into the input side.
-    let paired: Vec<(C, C)> = g.iter().copied().zip(y.iter().copied()).collect();
-    let run = |pb: &[(C, C)], ob: &mut [C]| {
+    // One block: a last-dim row (`inner == 1`, the common case) is reduced with the
+    // vectorized row primitives; other blocks accumulate `inner` sums at once.
+    let run = |gb: &[C], yb: &[C], ob: &mut [C]| {
+        if inner == 1 {
+            if log {
+                let s = C::row_sum(gb);
+                C::exp_sub_sum(yb, ob, C::zero());
+                for (o, &gv) in ob.iter_mut().zip(gb) {
+                    *o = gv - *o * s;
+                }
+            } else {
+                let s = dot_lanes(gb, yb);
+                for ((o, &gv), &yv) in ob.iter_mut().zip(gb).zip(yb) {
+                    *o = yv * (gv - s);
+                }
+            }
+            return;
+        }
         let mut sums = vec![C::zero(); inner];
         for d in 0..dim {
-            for (s, &(gv, yv)) in sums.iter_mut().zip(&pb[d * inner..(d + 1) * inner]) {
+            let r = d * inner..(d + 1) * inner;
+            for ((s, &gv), &yv) in sums.iter_mut().zip(&gb[r.clone()]).zip(&yb[r]) {
                 *s = *s + if log { gv } else { gv * yv };
             }
         }
         for d in 0..dim {
             let r = d * inner..(d + 1) * inner;
-            for ((o, &(gv, yv)), &s) in ob[r.clone()].iter_mut().zip(&pb[r]).zip(&sums) {
+            for (((o, &gv), &yv), &s) in ob[r.clone()]
+                .iter_mut()
+                .zip(&gb[r.clone()])
+                .zip(&yb[r])
+                .zip(&sums)
+            {
                 *o = if log {
                     gv - yv.exp() * s
                 } else {
@@ -157,19 +178,48 @@ pub(crate) fn softmax_backward<C: RowMath>(
             }
         }
     };
-    if paired.len() >= PARALLEL_MIN && paired.len() > block {
-        let per_task = task_len(paired.len(), block);
+    let n = out.len().min(g.len()).min(y.len());
+    let (g, y, out) = (&g[..n], &y[..n], &mut out[..n]);
+    if n >= PARALLEL_MIN && n > block {
+        let per_task = task_len(n, block);
         crate::parallel::fork_chunks_mut(out, per_task, |c, oc| {
-            let pc = &paired[c * per_task..c * per_task + oc.len()];
-            for (ob, pb) in oc.chunks_mut(block).zip(pc.chunks(block)) {
-                run(pb, ob);
+            let r = c * per_task..c * per_task + oc.len();
+            for ((ob, gb), yb) in oc
+                .chunks_mut(block)
+                .zip(g[r.clone()].chunks(block))
+                .zip(y[r].chunks(block))
+            {
+                run(gb, yb, ob);
             }
         });
     } else {
-        for (ob, pb) in out.chunks_mut(block).zip(paired.chunks(block)) {
-            run(pb, ob);
+        for ((ob, gb), yb) in out
+            .chunks_mut(block)
+            .zip(g.chunks(block))
+            .zip(y.chunks(block))
+        {
+            run(gb, yb, ob);
         }
     }
+}
+
+/// `sum(a[i] * b[i])` with independent lanes, so the loop vectorizes.
+#[inline(always)]
+fn dot_lanes<C: RowMath>(a: &[C], b: &[C]) -> C {
+    const LANES: usize = 8;
+    let mut acc = [C::zero(); LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] = acc[l] + x[l] * y[l];
+        }
+    }
+    let mut s = acc.iter().fold(C::zero(), |s, &v| s + v);
+    for (&x, &y) in ra.iter().zip(rb) {
+        s = s + x * y;
+    }
+    s
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! Must not: copy through a dtype (values are moved bit-exactly; only `cat` casts
 //! inputs to the promoted dtype first).
 
-use super::remap::{contiguous_strides, remap, remap_bytes};
-use crate::copy::{copy_into, to_dtype};
-use crate::nn::io::{check_nbytes, err, in_op, numel, shape_err, try_vec, wrap_dim, write_out};
+use super::remap::{contiguous_strides, remap};
+use crate::copy::copy_into;
+use crate::nn::io::{check_nbytes, err, in_op, numel, shape_err, wrap_dim, write_out};
 use opal::{Result, Scalar, Tensor};
 
 /// Linear (row-major) index of `idx` in a tensor of `strides`.
@@ -292,38 +292,28 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     }
     // The result's room is claimed first, so a result too large fails before any part
     // is copied out.
-    let es = dtype.size();
     check_nbytes(&out, dtype, OP)?;
-    let mut all = try_vec::<u8>(numel(&out).saturating_mul(es), OP)?;
-    // Bytes of every part in the common dtype, then one remap choosing the part.
-    let mut starts = Vec::with_capacity(parts.len());
-    for t in &parts {
-        starts.push(all.len() / es);
-        let part = to_dtype(t, dtype).and_then(|p| p.to_bytes());
-        all.extend_from_slice(&part.map_err(in_op(OP))?);
+    let result = crate::out::empty_uninit(&out, dtype).map_err(in_op(OP))?;
+    if numel(&out) == 0 {
+        return Ok(result);
     }
-    let bounds: Vec<i64> = parts
-        .iter()
-        .scan(0, |acc, t| {
-            *acc += t.sizes()[d];
-            Some(*acc)
-        })
-        .collect();
-    let strides: Vec<Vec<i64>> = parts
-        .iter()
-        .map(|t| contiguous_strides(t.sizes()))
-        .collect();
-    remap_bytes(OP, &all, dtype, &out, None, |idx| {
-        let i = idx[d] as i64;
-        let p = bounds.partition_point(|&b| b <= i);
-        let local = i - if p == 0 { 0 } else { bounds[p - 1] };
-        let mut s = 0usize;
-        for k in 0..idx.len() {
-            let v = if k == d { local as usize } else { idx[k] };
-            s += v * strides[p][k] as usize;
+    // Each part is copied (cast to the common dtype) into its slab of the result: a
+    // view of `result` along `d`, which the strided copy fills run by run.
+    let strides = contiguous_strides(&out);
+    let mut start = 0i64;
+    for t in &parts {
+        let len = t.sizes()[d];
+        if len > 0 {
+            let mut sizes = out.clone();
+            sizes[d] = len;
+            let slab = result
+                .as_strided(&sizes, &strides, start * strides[d])
+                .map_err(in_op(OP))?;
+            copy_into(&slab, t, OP)?;
         }
-        Ok(Some(starts[p] + s))
-    })
+        start += len;
+    }
+    Ok(result)
 }
 
 /// `cat` into `out`.
