@@ -9,8 +9,8 @@
 //!
 //! # For kernel authors
 //!
-//! * [`broadcast_shapes`]`(&[a.sizes(), b.sizes()], "op")` — the broadcast shape or
-//!   an error naming the op.
+//! * [`opal::rules::broadcast_shapes`]`("op", &[a.sizes(), b.sizes()])` — the
+//!   broadcast shape or an error naming the op (one rule for every backend).
 //! * [`map1`], [`map2`], [`map3`] — `out[i] = f(a[i], ...)` over tensors whose
 //!   shapes broadcast to `out`'s shape, with any strides (including 0 and
 //!   overlapping-with-`out` for in-place). Element types are checked against the
