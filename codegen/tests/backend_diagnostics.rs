@@ -38,7 +38,7 @@ bad! {
     bad_pinned_schema => "bad_pinned_schema.yaml", "Tensr";
     not_a_mapping => "not_a_mapping.yaml", "a backend YAML is a mapping";
     bad_fallback => "bad_fallback.yaml", "`gpu` is not a fallback";
-    anchors => "anchors.yaml", "anchors";
+    unknown_alias => "unknown_alias.yaml", "unknown anchor";
     cpu_falls_back_to_cpu => "cpu_falls_back_to_cpu.yaml", "cannot fall back to itself";
     bad_names => "bad_names.yaml", "not a CamelCase Rust identifier";
     wrong_shapes => "wrong_shapes.yaml", "`supported:` must be a list";

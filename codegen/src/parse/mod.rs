@@ -14,5 +14,5 @@ mod yaml;
 
 pub use entry::KNOWN_KEYS;
 pub use schema::{limits, parse_operator_name_at, parse_schema, parse_schema_at, split_namespace};
-pub(crate) use yaml::{check_flow_depth, read_document, yaml_error_loc};
+pub(crate) use yaml::read_document;
 pub use yaml::{decode, parse_native_yaml, parse_native_yaml_checked, parse_tags, Checked, Parsed};

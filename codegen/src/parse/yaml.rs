@@ -65,6 +65,8 @@ fn yaml_error(e: &serde_yaml::Error, src: &str) -> Diagnostic {
         "the file nests lists or mappings too deeply; an entry needs only a few levels"
     } else if message.contains("more than one document") {
         "the file must be one YAML document: remove the `---` line and what follows, or make it a separate file"
+    } else if message.contains("unknown anchor") {
+        "an alias `*name` needs an anchor `&name` earlier in the file"
     } else if message.contains("duplicate entry") {
         "each key may appear once per mapping"
     } else {
@@ -78,7 +80,7 @@ fn yaml_error(e: &serde_yaml::Error, src: &str) -> Diagnostic {
 /// Where a yaml_serde error points; for the errors it reports without a place
 /// (several documents, alias expansion), the place that causes them: the second
 /// document's `---`, or the first alias.
-pub(crate) fn yaml_error_loc(e: &serde_yaml::Error, src: &str) -> Loc {
+fn yaml_error_loc(e: &serde_yaml::Error, src: &str) -> Loc {
     let idx = LineIndex::new(src);
     if let Some(l) = e.location() {
         return idx.loc(l.index().min(src.len()), 1);
@@ -132,30 +134,20 @@ fn first_alias(src: &str) -> Option<(usize, usize)> {
 /// unclosed at one point. The YAML library stops at 128 levels of nesting anyway,
 /// but only after scanning the whole document, in time quadratic in the depth of
 /// flow collections (40,000 levels took 13 s).
-pub(crate) const MAX_FLOW_DEPTH: usize = 1000;
+const MAX_FLOW_DEPTH: usize = 1000;
 
-/// A located error when `src` opens more than [`MAX_FLOW_DEPTH`] brackets without
-/// closing them. Only the brackets are visited (found with `memchr`), so this
-/// costs about nothing on ordinary files.
 /// Reads a whole small YAML document (a derivatives file, an autocast policy) as a
 /// located [`Node`] tree: nesting too deep and YAML syntax errors are one located
 /// diagnostic each.
 pub(crate) fn read_document(src: &str) -> Result<Node<'_>, Diagnostic> {
     check_flow_depth(src)?;
-    serde_yaml::from_str(src).map_err(|e| {
-        let text = e.to_string();
-        let message = text.split(" at line ").next().unwrap_or(&text);
-        Diagnostic::new(
-            "opal::yaml",
-            yaml_error_loc(&e, src),
-            format!("invalid YAML: {message}"),
-        )
-        .label("YAML parser stopped here")
-        .hint("check the indentation and quoting around this point")
-    })
+    serde_yaml::from_str(src).map_err(|e| yaml_error(&e, src))
 }
 
-pub(crate) fn check_flow_depth(src: &str) -> Result<(), Diagnostic> {
+/// A located error when `src` opens more than [`MAX_FLOW_DEPTH`] brackets without
+/// closing them. Only the brackets are visited (found with `memchr`), so this
+/// costs about nothing on ordinary files.
+fn check_flow_depth(src: &str) -> Result<(), Diagnostic> {
     let b = src.as_bytes();
     let mut depth = 0usize;
     let mut prev = 0;
