@@ -1,5 +1,6 @@
 //! `opal-codegen check <native_functions.yaml> [--tags <tags.yaml>]`: load,
-//! validate and plan the Rust names (as `generate` would), then print a one-line summary (exit 0) or every problem (exit 1).
+//! validate and check the Rust names (what `generate` would refuse), then print a
+//! one-line summary (exit 0) or every problem (exit 1).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +27,7 @@ impl Run for Check {
             Ok(model) => {
                 // What `generate` would refuse (Rust names that collide) is an error
                 // here too, so a file that passes `check` generates.
-                if let Err(errs) = opal_codegen::emit::plan::plan(&model, "aten") {
+                if let Err(errs) = opal_codegen::emit::plan::check_names(&model) {
                     return fail(&opal_codegen::builder::emit_diagnostics(&self.yaml, &errs));
                 }
                 let generated = model
@@ -44,6 +45,9 @@ impl Run for Check {
                     self.yaml.display(),
                     model.functions.len(),
                 );
+                // The process ends here: its memory goes back at once, without
+                // visiting every function's allocations one by one.
+                std::mem::forget(model);
                 ExitCode::SUCCESS
             }
             Err(d) => fail(&d),

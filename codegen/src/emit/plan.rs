@@ -6,7 +6,7 @@
 //! derivation?). Must not: produce tokens (the emitters do) or invent names (that is
 //! `crate::ident`).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use proc_macro2::Ident;
 
@@ -118,8 +118,7 @@ pub struct Plan<'a> {
 
 fn plan_args(f: &NativeFunction) -> Result<Vec<ArgPlan<'_>>, String> {
     let a = &f.func.arguments;
-    let mut out = Vec::with_capacity(a.len());
-    let mut seen: BTreeMap<String, &str> = BTreeMap::new();
+    let mut out: Vec<ArgPlan<'_>> = Vec::with_capacity(a.len());
     let groups = [
         (&a.positional, false, false),
         (&a.kwarg_only, true, false),
@@ -128,10 +127,11 @@ fn plan_args(f: &NativeFunction) -> Result<Vec<ArgPlan<'_>>, String> {
     for (args, kwarg_only, is_out) in groups {
         for arg in args.iter() {
             let name = ident::arg_ident(&arg.name)?;
-            if let Some(prev) = seen.insert(name.clone(), &arg.name) {
+            // A schema has a handful of arguments: a scan beats a map.
+            if let Some(prev) = out.iter().find(|p| p.name == name) {
                 return Err(format!(
-                    "arguments `{prev}` and `{}` both become the Rust name `{name}`",
-                    arg.name
+                    "arguments `{}` and `{}` both become the Rust name `{name}`",
+                    prev.arg.name, arg.name
                 ));
             }
             let default = match &arg.default {
@@ -158,15 +158,31 @@ pub fn plan<'a>(nf: &'a NativeFunctions, namespace: &str) -> Result<Plan<'a>, Ve
     plan_functions(nf.functions.iter(), namespace)
 }
 
-/// Plans the functions `fns` (in the order given) as if they were a whole file.
-pub fn plan_functions<'a>(
+/// Checks what can stop generation of `nf` (Rust names that collide), without
+/// building the rest of the plan: `Ok` here means [`plan`] succeeds.
+pub fn check_names(nf: &NativeFunctions) -> Result<(), Vec<EmitError>> {
+    name_functions(nf.functions.iter()).map(drop)
+}
+
+/// An op's Rust names and arguments: the part of planning that can fail.
+struct Named<'a> {
+    f: &'a NativeFunction,
+    op_name: String,
+    ident_str: String,
+    args: Vec<ArgPlan<'a>>,
+    method: Option<usize>,
+    factory_device: Option<usize>,
+}
+
+/// Names every function of `fns`; the ops that cannot be expressed are returned
+/// beside them, and naming collisions are the error.
+fn name_functions<'a>(
     fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
-    namespace: &str,
-) -> Result<Plan<'a>, Vec<EmitError>> {
-    let mut ops: Vec<OpPlan<'a>> = Vec::with_capacity(fns.len());
+) -> Result<(Vec<Named<'a>>, Vec<Unsupported>), Vec<EmitError>> {
+    let mut named: Vec<Named<'a>> = Vec::with_capacity(fns.len());
     let mut unsupported = Vec::new();
     let mut errors = Vec::new();
-    let mut by_ident: BTreeMap<String, (String, Loc)> = BTreeMap::new();
+    let mut by_ident: HashMap<String, (String, Loc)> = HashMap::with_capacity(fns.len());
     for f in fns {
         let op_name = f.func.name.to_string();
         let ident_str = match ident::op_ident(&f.func.name) {
@@ -214,39 +230,27 @@ pub fn plan_functions<'a>(
             args.iter()
                 .position(|a| a.arg.name == "device" && a.ty().base() == BaseTy::Device)
         };
-        let ns = if f.namespace.is_empty() || f.namespace == "aten" {
-            namespace
-        } else {
-            f.namespace.as_str()
-        };
-        let schema = f.func.to_string();
-        ops.push(OpPlan {
+        named.push(Named {
             f,
-            qualified_schema: format!("{ns}::{schema}"),
-            schema,
-            // A namespace written in `func:` wins; the default one (`aten`) is replaced
-            // by the namespace the generator was asked for.
-            qualified: format!("{ns}::{op_name}"),
             op_name,
             ident_str,
             args,
             method,
             factory_device,
-            structured: None,
         });
     }
     // Methods: `m` and `m_with` share the trait's namespace.
-    let method_names: BTreeMap<String, &str> = ops
+    let method_names: HashMap<&str, &str> = named
         .iter()
         .filter(|o| o.method.is_some())
-        .map(|o| (o.ident_str.clone(), o.op_name.as_str()))
+        .map(|o| (o.ident_str.as_str(), o.op_name.as_str()))
         .collect();
-    for o in ops
+    for o in named
         .iter()
-        .filter(|o| o.method.is_some() && o.has_defaults())
+        .filter(|o| o.method.is_some() && o.args.iter().any(|a| a.default.is_some()))
     {
         let w = ident::with_method(&o.ident_str);
-        if let Some(other) = method_names.get(&w) {
+        if let Some(other) = method_names.get(w.as_str()) {
             errors.push(EmitError {
                 message: format!(
                     "the `Tensor` method `{w}` of `{}` collides with the method of `{other}`",
@@ -257,9 +261,45 @@ pub fn plan_functions<'a>(
             });
         }
     }
-    if !errors.is_empty() {
-        return Err(errors);
+    if errors.is_empty() {
+        Ok((named, unsupported))
+    } else {
+        Err(errors)
     }
+}
+
+/// Plans the functions `fns` (in the order given) as if they were a whole file.
+pub fn plan_functions<'a>(
+    fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
+    namespace: &str,
+) -> Result<Plan<'a>, Vec<EmitError>> {
+    let (named, unsupported) = name_functions(fns)?;
+    let mut ops: Vec<OpPlan<'a>> = named
+        .into_iter()
+        .map(|n| {
+            let f = n.f;
+            // A namespace written in `func:` wins; the default one (`aten`) is
+            // replaced by the namespace the generator was asked for.
+            let ns = if f.namespace.is_empty() || f.namespace == "aten" {
+                namespace
+            } else {
+                f.namespace.as_str()
+            };
+            let schema = f.func.to_string();
+            OpPlan {
+                f,
+                qualified_schema: format!("{ns}::{schema}"),
+                schema,
+                qualified: format!("{ns}::{}", n.op_name),
+                op_name: n.op_name,
+                ident_str: n.ident_str,
+                args: n.args,
+                method: n.method,
+                factory_device: n.factory_device,
+                structured: None,
+            }
+        })
+        .collect();
     let structured = derive_structured(&ops);
     for (i, s) in structured {
         ops[i].structured = Some(s);
@@ -279,17 +319,17 @@ fn arg_types<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<&'a Type> {
 /// Finds the structured derivations: for each op with a `structured_delegate` whose
 /// out= op takes exactly the op's arguments followed by one out tensor per return.
 fn derive_structured(ops: &[OpPlan<'_>]) -> Vec<(usize, StructuredPlan)> {
-    let index: BTreeMap<String, usize> = ops
+    let index: HashMap<&str, usize> = ops
         .iter()
         .enumerate()
-        .map(|(i, o)| (o.op_name.clone(), i))
+        .map(|(i, o)| (o.op_name.as_str(), i))
         .collect();
     let mut found = Vec::new();
     for (i, o) in ops.iter().enumerate() {
         let Some(delegate) = &o.f.structured_delegate else {
             continue;
         };
-        let Some(&d) = index.get(&delegate.to_string()) else {
+        let Some(&d) = index.get(delegate.to_string().as_str()) else {
             continue;
         };
         let out_op = &ops[d];
@@ -314,7 +354,7 @@ fn derive_structured(ops: &[OpPlan<'_>]) -> Vec<(usize, StructuredPlan)> {
             // The functional sibling: same base name and overload, not in-place.
             let mut fname = o.f.func.name.clone();
             fname.name.inplace = false;
-            match index.get(&fname.to_string()) {
+            match index.get(fname.to_string().as_str()) {
                 Some(&m) if arg_types(ops[m].args.iter()) == arg_types(o.args.iter()) => m,
                 _ => i,
             }
