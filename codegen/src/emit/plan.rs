@@ -164,6 +164,9 @@ pub fn check_names(nf: &NativeFunctions) -> Result<(), Vec<EmitError>> {
     name_functions(nf.functions.iter()).map(drop)
 }
 
+/// From this many functions on, naming runs on rayon's threads.
+const PARALLEL_FROM: usize = 512;
+
 /// An op's Rust names and arguments: the part of planning that can fail.
 struct Named<'a> {
     f: &'a NativeFunction,
@@ -179,24 +182,44 @@ struct Named<'a> {
 fn name_functions<'a>(
     fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
 ) -> Result<(Vec<Named<'a>>, Vec<Unsupported>), Vec<EmitError>> {
+    // Each function's names on its own, on rayon's threads for a whole file; the
+    // collisions between them in file order after.
+    let fns: Vec<&'a NativeFunction> = fns.collect();
+    let each = |f: &&'a NativeFunction| {
+        let f = *f;
+        (
+            f,
+            f.func.name.to_string(),
+            ident::op_ident(&f.func.name),
+            plan_args(f),
+        )
+    };
+    let separately: Vec<_> = if fns.len() >= PARALLEL_FROM {
+        use rayon::prelude::*;
+        fns.par_iter().map(each).collect()
+    } else {
+        fns.iter().map(each).collect()
+    };
     let mut named: Vec<Named<'a>> = Vec::with_capacity(fns.len());
     let mut unsupported = Vec::new();
     let mut errors = Vec::new();
-    let mut by_ident: HashMap<String, (String, Loc)> = HashMap::with_capacity(fns.len());
-    for f in fns {
-        let op_name = f.func.name.to_string();
-        let ident_str = match ident::op_ident(&f.func.name) {
+    let mut by_ident: HashMap<&str, (&str, Loc)> = HashMap::with_capacity(fns.len());
+    let mut unsupported_op = |op: &str, f: &NativeFunction, reason: String| {
+        unsupported.push(Unsupported {
+            op: op.to_string(),
+            loc: f.loc,
+            reason,
+        })
+    };
+    for (f, op_name, ident_str, args) in &separately {
+        let ident_str = match ident_str {
             Ok(s) => s,
             Err(reason) => {
-                unsupported.push(Unsupported {
-                    op: op_name,
-                    loc: f.loc,
-                    reason,
-                });
+                unsupported_op(op_name, f, reason.clone());
                 continue;
             }
         };
-        if let Some((other, other_loc)) = by_ident.get(&ident_str) {
+        if let Some((other, other_loc)) = by_ident.get(ident_str.as_str()) {
             errors.push(EmitError {
                 message: format!(
                     "operators `{other}` and `{op_name}` both map to the Rust name `{ident_str}`"
@@ -206,17 +229,15 @@ fn name_functions<'a>(
             });
             continue;
         }
-        by_ident.insert(ident_str.clone(), (op_name.clone(), f.func.loc));
-        let args = match plan_args(f) {
-            Ok(a) => a,
-            Err(reason) => {
-                unsupported.push(Unsupported {
-                    op: op_name,
-                    loc: f.loc,
-                    reason,
-                });
-                continue;
-            }
+        by_ident.insert(ident_str, (op_name, f.func.loc));
+        if let Err(reason) = args {
+            unsupported_op(op_name, f, reason.clone());
+        }
+    }
+    drop(by_ident);
+    for (f, op_name, ident_str, args) in separately {
+        let (Ok(ident_str), Ok(args)) = (ident_str, args) else {
+            continue;
         };
         let method = if f.variants.method {
             args.iter()
