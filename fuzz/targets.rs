@@ -84,6 +84,7 @@ pub fn backend_yaml(data: &[u8]) {
         },
         runtime: None,
         skip_unknown_ops: false,
+        carry_entry_points: false,
     };
     if let Err(e) = generate_code(&inputs, true, None) {
         let _ = e.render(false, 80);

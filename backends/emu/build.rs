@@ -93,6 +93,8 @@ fn main() {
         opal_codegen::BackendBuilder::new(yaml)
             .native_yaml(dir.join("native_functions.yaml"))
             .namespace("evolved")
+            // The tests call the evolved ops, which only these items define.
+            .carry_entry_points(true)
             .file_name(file)
             .cargo_directives(false)
             .generate_or_exit();

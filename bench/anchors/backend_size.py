@@ -5,7 +5,7 @@ PyTorch 2.15's native_functions.yaml with a CPU kernel, under `backend: XLA`, in
 torchgen's format, which opal-codegen reads too), generates it with
 `torchgen.gen_backend_stubs` and with `opal-codegen backend` (with `--ops-path
 ::opal::ops`, the form a backend uses against the YAML its `opal` was generated
-from, and without it, carrying a copy of every per-op item), and prints one JSON
+from, and without it, carrying the per-op items registration needs), and prints one JSON
 object with the byte counts and ratios.
 
     cargo build --release -p opal-codegen --features cli

@@ -81,6 +81,7 @@ fn bench(c: &mut Criterion) {
         with_skeleton_mod: false,
         skeleton: false,
         ops_path: None,
+        carry_entry_points: false,
     };
     let opts_ref = BackendEmitOptions {
         ops_path: Some("::opal::ops".into()),

@@ -62,6 +62,7 @@ pub struct BackendBuilder {
     cargo_directives: bool,
     plugin_library: Option<String>,
     skip_unknown_ops: bool,
+    carry_entry_points: bool,
 }
 
 impl BackendBuilder {
@@ -79,6 +80,7 @@ impl BackendBuilder {
             cargo_directives: true,
             plugin_library: None,
             skip_unknown_ops: false,
+            carry_entry_points: false,
         }
     }
 
@@ -124,6 +126,15 @@ impl BackendBuilder {
     /// (much smaller output). Without it the output compiles for any native YAML.
     pub fn ops_path(mut self, path: impl Into<String>) -> Self {
         self.ops_path = Some(path.into());
+        self
+    }
+
+    /// Without [`BackendBuilder::ops_path`]: carry the entry points (`call`,
+    /// `redispatch`) of every op, so code of the crate can call ops the runtime
+    /// lacks (a native YAML newer than the runtime's). By default the carried items
+    /// are those registration needs.
+    pub fn carry_entry_points(mut self, yes: bool) -> Self {
+        self.carry_entry_points = yes;
         self
     }
 
@@ -174,6 +185,7 @@ impl BackendBuilder {
         let mut inputs = load_inputs(&self.backend, native, self.namespace.as_deref())
             .map_err(Box::<BackendErrors>::new)?;
         inputs.skip_unknown_ops = self.skip_unknown_ops;
+        inputs.carry_entry_points = self.carry_entry_points;
         if self.cargo_directives {
             for w in warnings_of(&inputs) {
                 println!("cargo:warning={w}");

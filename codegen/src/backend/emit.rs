@@ -11,6 +11,8 @@
 //! Owns: the backend-specific items. Must not: name things (`crate::ident`), or
 //! re-implement per-op emission (`crate::emit`).
 
+use std::collections::HashSet;
+
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
@@ -52,6 +54,11 @@ pub struct BackendEmitOptions {
     /// output carries its own copy of the per-op items of the ops it registers, so it
     /// compiles for any native YAML.
     pub ops_path: Option<String>,
+    /// Without `ops_path`: carry the entry points (`call`, `redispatch`) of every op,
+    /// for callers of ops the runtime lacks (a native YAML newer than the runtime's);
+    /// otherwise only the ops that derivations and BackendSelect kernels call have
+    /// them.
+    pub carry_entry_points: bool,
 }
 
 /// The generated code: `mod.rs` (the whole backend module) and, when asked for, the
@@ -171,7 +178,29 @@ impl Parts<'_, '_> {
                 }
             }
             None => {
-                let op_items = self.carried.iter().map(|o| emit::op_items(&cx, o));
+                // Entry points only where something calls them: the out= and meta
+                // operators of structured derivations, and factory operators (their
+                // BackendSelect kernel redispatches). Callers of the ops themselves use
+                // the runtime's generated items.
+                let called: HashSet<&str> = self
+                    .carried
+                    .iter()
+                    .flat_map(|o| {
+                        let s = o.structured.as_ref();
+                        let factory = o.factory_device.map(|_| o.ident_str.as_str());
+                        [
+                            s.map(|s| s.out_op.as_str()),
+                            s.map(|s| s.meta_op.as_str()),
+                            factory,
+                        ]
+                    })
+                    .flatten()
+                    .collect();
+                let op_items = self.carried.iter().map(|o| {
+                    let entry_points =
+                        self.opts.carry_entry_points || called.contains(o.ident_str.as_str());
+                    emit::op_items(&cx, o, emit::OpItems::Registration { entry_points })
+                });
                 // Definitions and BackendSelect kernels of exactly the ops this output carries.
                 let sub = eplan::Plan {
                     namespace: self.ns.to_string(),
@@ -183,8 +212,9 @@ impl Parts<'_, '_> {
                 let support = emit::support::support(&cx);
                 quote! {
                     /// The operators this backend registers: their typed signatures (`Sig`),
-                    /// definitions (`DEF`), entry points and kernel adapters, generated from the
-                    /// native YAML.
+                    /// definitions (`DEF`) and kernel adapters, generated from the native YAML
+                    /// (entry points only for the operators derivations call; callers use the
+                    /// runtime's).
                     #[allow(dead_code, unused_imports, non_snake_case, clippy::all, reason = "generated per-op items; not all are used by every backend")]
                     pub mod ops {
                         #prelude

@@ -29,6 +29,9 @@ pub struct Inputs {
     /// Ops the native YAML lacks are skipped with a warning instead of failing
     /// (`--skip-unknown-ops`).
     pub skip_unknown_ops: bool,
+    /// Without an ops path, carry every op's entry points (`call`, `redispatch`),
+    /// not only those derivations call (`--carry-entry-points`).
+    pub carry_entry_points: bool,
 }
 
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> BackendErrors {
@@ -103,6 +106,7 @@ pub fn load_inputs(
         native_file,
         runtime,
         skip_unknown_ops: false,
+        carry_entry_points: false,
     })
 }
 
@@ -137,6 +141,7 @@ pub fn generate_code(
         with_skeleton_mod,
         skeleton: with_skeleton_mod,
         ops_path: ops_path.map(str::to_string),
+        carry_entry_points: inputs.carry_entry_points,
     };
     generate(&inputs.spec, &inputs.natives, &plan, &opts).map_err(fail)
 }

@@ -39,6 +39,10 @@ pub struct Backend {
     /// YAML is the one opal was generated from) instead of carrying a copy.
     #[arg(long)]
     pub ops_path: Option<String>,
+    /// Without --ops-path: carry every op's entry points (`call`, `redispatch`), not
+    /// only those derivations call, for code calling ops the runtime lacks.
+    #[arg(long)]
+    pub carry_entry_points: bool,
     /// Generate the plugin side instead (a crate depending on opal-plugin-sdk):
     /// the typed kernel trait, the C-ABI shims and `<dir>/<device>.opal-plugin.json`.
     #[arg(long)]
@@ -58,6 +62,7 @@ impl Run for Backend {
             Err(e) => return fail_backend(&e),
         };
         inputs.skip_unknown_ops = self.skip_unknown_ops;
+        inputs.carry_entry_points = self.carry_entry_points;
         for w in warnings_of(&inputs) {
             eprintln!("{w}");
         }

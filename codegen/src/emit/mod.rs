@@ -139,26 +139,56 @@ pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
     ))
 }
 
+/// Which of an operator's items an output holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpItems {
+    /// Everything: the free function, `Sig`, `DEF`, the entry points, `Options`,
+    /// the kernel adapters and derivations (the runtime's own operators).
+    All,
+    /// What registering kernels needs (`Sig`, `DEF`, `boxed`, `kernel`, the
+    /// structured derivation), plus the entry points (`call`, `redispatch`) and the
+    /// BackendSelect kernel when `entry_points` (ops that derivations or the
+    /// dispatcher call): a backend carrying the items of ops it only registers.
+    Registration { entry_points: bool },
+}
+
 /// Everything about one operator: its free function and its module.
 pub fn op_item_list(cx: &Ctx, op: &plan::OpPlan) -> [syn::Item; 2] {
     let free = stubs::free_fn(cx, op);
+    [free, op_module(cx, op, OpItems::All)]
+}
+
+/// The module of one operator, holding the items `which` selects.
+fn op_module(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> syn::Item {
+    let entry_points = match which {
+        OpItems::All => true,
+        OpItems::Registration { entry_points } => entry_points,
+    };
     let mut items = vec![
         ast::use_item(&["super", "prelude", "*"]),
         ast::use_item(&["super", "support"]),
     ];
     signature::sig(cx, op, &mut items);
     items.push(registry::def(cx, op));
-    stubs::entry(cx, op, &mut items);
-    options::options(cx, op, &mut items);
+    if entry_points {
+        stubs::entry(cx, op, &mut items);
+    }
+    if which == OpItems::All {
+        options::options(cx, op, &mut items);
+    }
     boxing::adapters(cx, op, &mut items);
-    items.extend(backend_select::backend_select(cx, op));
+    if entry_points {
+        items.extend(backend_select::backend_select(cx, op));
+    }
     items.extend(structured::structured(cx, op));
-    let mut attrs = vec![op_doc(
-        op,
-        "The operator's typed signature (`Sig`), definition (`DEF`), entry points (`call`, `redispatch`) and kernel adapters (`boxed`, `kernel`).",
-    )];
+    let what = if entry_points {
+        "The operator's typed signature (`Sig`), definition (`DEF`), entry points (`call`, `redispatch`) and kernel adapters (`boxed`, `kernel`)."
+    } else {
+        "The operator's typed signature (`Sig`), definition (`DEF`) and kernel adapters (`boxed`, `kernel`)."
+    };
+    let mut attrs = vec![op_doc(op, what)];
     attrs.extend(cx.non_snake_attr(op));
-    let module = syn::Item::Mod(syn::ItemMod {
+    syn::Item::Mod(syn::ItemMod {
         attrs,
         vis: ast::public(),
         unsafety: None,
@@ -166,17 +196,22 @@ pub fn op_item_list(cx: &Ctx, op: &plan::OpPlan) -> [syn::Item; 2] {
         ident: op.ident(),
         content: Some((ast::brace(), items)),
         semi: None,
-    });
-    [free, module]
+    })
 }
 
-/// [`op_item_list`] as tokens (for the backend generator, which carries op items).
-pub fn op_items(cx: &Ctx, op: &plan::OpPlan) -> TokenStream {
-    let mut tokens = TokenStream::new();
-    for item in op_item_list(cx, op) {
-        item.to_tokens(&mut tokens);
+/// The items `which` selects of one operator, as tokens (for the backend
+/// generator, which carries op items).
+pub fn op_items(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> TokenStream {
+    match which {
+        OpItems::All => {
+            let mut tokens = TokenStream::new();
+            for item in op_item_list(cx, op) {
+                item.to_tokens(&mut tokens);
+            }
+            tokens
+        }
+        OpItems::Registration { .. } => op_module(cx, op, which).into_token_stream(),
     }
-    tokens
 }
 
 /// Generates the whole output from a loaded model.
