@@ -6,7 +6,7 @@
 
 use crate::copy::copy_into;
 use crate::nn::io::err;
-use crate::out::empty;
+use crate::out::empty_uninit;
 use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Tensor};
 
 fn check_cpu_strided(
@@ -66,7 +66,8 @@ pub fn _to_copy(
             "complex dtypes are not supported by the CPU backend",
         ));
     }
-    let out = empty(self_.sizes(), dt)?;
+    // `copy_into` writes every element: a recycled block needs no zeroing.
+    let out = empty_uninit(self_.sizes(), dt)?;
     copy_into(&out, self_, OP)?;
     match target {
         Some(d) => opal::fallback::copy_to_device(&out, d),
