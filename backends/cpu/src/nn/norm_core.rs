@@ -77,40 +77,30 @@ pub(crate) fn layer_norm_backward<C: RowMath>(
     }
     let rows = x.len() / n;
     if let Some(dx) = dx {
-        let nf = C::from(n).unwrap_or_else(C::one);
-        for r in 0..rows {
-            let (xr, dyr) = (&x[r * n..(r + 1) * n], &dy[r * n..(r + 1) * n]);
-            let (mu, rs) = (mean[r], rstd[r]);
-            // g = dy * gamma; dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-            let mut sum_g = C::zero();
-            let mut sum_gx = C::zero();
-            for i in 0..n {
-                let g = dyr[i] * gamma.map_or(C::one(), |w| w[i]);
-                sum_g = sum_g + g;
-                sum_gx = sum_gx + g * (xr[i] - mu) * rs;
-            }
-            let (mg, mgx) = (sum_g / nf, sum_gx / nf);
-            for i in 0..n {
-                let g = dyr[i] * gamma.map_or(C::one(), |w| w[i]);
-                let xhat = (xr[i] - mu) * rs;
-                dx[r * n + i] = rs * (g - mg - xhat * mgx);
-            }
+        let per_row = x
+            .chunks_exact(n)
+            .zip(dy.chunks_exact(n))
+            .zip(dx.chunks_exact_mut(n))
+            .zip(mean.iter().zip(rstd));
+        for (((xr, dyr), dxr), (&mu, &rs)) in per_row.take(rows) {
+            C::layer_norm_dx(dyr, xr, mu, rs, gamma, dxr);
         }
     }
-    if let Some(dg) = dgamma {
+    let mut dgamma = dgamma.map(|dg| {
         dg.iter_mut().for_each(|v| *v = C::zero());
-        for r in 0..rows {
-            for i in 0..n {
-                dg[i] = dg[i] + dy[r * n + i] * (x[r * n + i] - mean[r]) * rstd[r];
-            }
-        }
-    }
-    if let Some(db) = dbeta {
+        dg
+    });
+    let mut dbeta = dbeta.map(|db| {
         db.iter_mut().for_each(|v| *v = C::zero());
-        for r in 0..rows {
-            for i in 0..n {
-                db[i] = db[i] + dy[r * n + i];
-            }
+        db
+    });
+    if dgamma.is_some() || dbeta.is_some() {
+        let per_row = x
+            .chunks_exact(n)
+            .zip(dy.chunks_exact(n))
+            .zip(mean.iter().zip(rstd));
+        for ((xr, dyr), (&mu, &rs)) in per_row.take(rows) {
+            C::layer_norm_param_grads(dyr, xr, mu, rs, dgamma.as_deref_mut(), dbeta.as_deref_mut());
         }
     }
 }

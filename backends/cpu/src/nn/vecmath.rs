@@ -28,6 +28,30 @@ pub(crate) trait RowMath: Float + Send + Sync + std::iter::Sum + 'static {
     fn sub_into(src: &[Self], dst: &mut [Self], c: Self);
     /// `(mean, sum of squared deviations)` of the row, two-pass for accuracy.
     fn mean_m2(xs: &[Self]) -> (Self, Self);
+    /// One row of layer norm's input gradient: with `g = dy * gamma` and
+    /// `xhat = (x - mean) * rstd`, `dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`.
+    fn layer_norm_dx(
+        dy: &[Self],
+        x: &[Self],
+        mean: Self,
+        rstd: Self,
+        gamma: Option<&[Self]>,
+        dx: &mut [Self],
+    ) {
+        layer_norm_dx_generic(dy, x, mean, rstd, gamma, dx)
+    }
+    /// One row's share of layer norm's parameter gradients:
+    /// `dgamma += dy * (x - mean) * rstd`, `dbeta += dy`.
+    fn layer_norm_param_grads(
+        dy: &[Self],
+        x: &[Self],
+        mean: Self,
+        rstd: Self,
+        dgamma: Option<&mut [Self]>,
+        dbeta: Option<&mut [Self]>,
+    ) {
+        layer_norm_param_grads_generic(dy, x, mean, rstd, dgamma, dbeta)
+    }
     /// `y = (x - mean) * rstd * gamma + beta` (gamma / beta default to 1 / 0).
     fn normalize(
         x: &[Self],
@@ -38,6 +62,91 @@ pub(crate) trait RowMath: Float + Send + Sync + std::iter::Sum + 'static {
         beta: Option<&[Self]>,
     ) {
         normalize_generic(x, y, mean, rstd, gamma, beta)
+    }
+}
+
+#[inline(always)]
+fn layer_norm_dx_generic<T: Float>(
+    dy: &[T],
+    x: &[T],
+    mean: T,
+    rstd: T,
+    gamma: Option<&[T]>,
+    dx: &mut [T],
+) {
+    match gamma {
+        Some(w) => layer_norm_dx_row::<T, true>(dy, x, w, mean, rstd, dx),
+        // The gamma slice is not read without gamma; `dy` stands in for its length.
+        None => layer_norm_dx_row::<T, false>(dy, x, dy, mean, rstd, dx),
+    }
+}
+
+/// [`RowMath::layer_norm_dx`] with (`G`) or without gamma, each loop branch-free;
+/// the two sums use `LANES` accumulators each so they vectorize.
+#[inline(always)]
+fn layer_norm_dx_row<T: Float, const G: bool>(
+    dy: &[T],
+    x: &[T],
+    gamma: &[T],
+    mean: T,
+    rstd: T,
+    dx: &mut [T],
+) {
+    let n = dy.len().min(x.len()).min(gamma.len()).min(dx.len());
+    let (dy, x, gamma, dx) = (&dy[..n], &x[..n], &gamma[..n], &mut dx[..n]);
+    let g_of = |d: T, w: T| if G { d * w } else { d };
+    let mut sum_g = [T::zero(); LANES];
+    let mut sum_gx = [T::zero(); LANES];
+    let chunks = dy
+        .chunks_exact(LANES)
+        .zip(x.chunks_exact(LANES))
+        .zip(gamma.chunks_exact(LANES));
+    for ((cd, cx), cw) in chunks {
+        for l in 0..LANES {
+            let g = g_of(cd[l], cw[l]);
+            sum_g[l] = sum_g[l] + g;
+            sum_gx[l] = sum_gx[l] + g * (cx[l] - mean);
+        }
+    }
+    let (mut sg, mut sgx) = (T::zero(), T::zero());
+    for l in 0..LANES {
+        sg = sg + sum_g[l];
+        sgx = sgx + sum_gx[l];
+    }
+    let tail = n - n % LANES;
+    for i in tail..n {
+        let g = g_of(dy[i], gamma[i]);
+        sg = sg + g;
+        sgx = sgx + g * (x[i] - mean);
+    }
+    let nf = T::from(n).unwrap_or_else(T::one);
+    let mean_g = sg / nf;
+    // mean(g * xhat) = rstd * mean(g * (x - mean)); its product with xhat gains
+    // another rstd.
+    let k = sgx / nf * rstd * rstd;
+    for (((o, &d), &v), &w) in dx.iter_mut().zip(dy).zip(x).zip(gamma) {
+        *o = rstd * (g_of(d, w) - mean_g - (v - mean) * k);
+    }
+}
+
+#[inline(always)]
+fn layer_norm_param_grads_generic<T: Float>(
+    dy: &[T],
+    x: &[T],
+    mean: T,
+    rstd: T,
+    dgamma: Option<&mut [T]>,
+    dbeta: Option<&mut [T]>,
+) {
+    if let Some(dg) = dgamma {
+        for ((o, &d), &v) in dg.iter_mut().zip(dy).zip(x) {
+            *o = *o + d * (v - mean) * rstd;
+        }
+    }
+    if let Some(db) = dbeta {
+        for (o, &d) in db.iter_mut().zip(dy) {
+            *o = *o + d;
+        }
     }
 }
 
@@ -406,6 +515,12 @@ multiversion!(exp_sub_sum_f32(src: &[f32], dst: &mut [f32], sub: f32) -> f32 {
 multiversion!(normalize_f32(x: &[f32], y: &mut [f32], mean: f32, rstd: f32, gamma: Option<&[f32]>, beta: Option<&[f32]>) -> () {
     normalize_generic(x, y, mean, rstd, gamma, beta)
 });
+multiversion!(layer_norm_dx_f32(dy: &[f32], x: &[f32], mean: f32, rstd: f32, gamma: Option<&[f32]>, dx: &mut [f32]) -> () {
+    layer_norm_dx_generic(dy, x, mean, rstd, gamma, dx)
+});
+multiversion!(layer_norm_param_grads_f32(dy: &[f32], x: &[f32], mean: f32, rstd: f32, dgamma: Option<&mut [f32]>, dbeta: Option<&mut [f32]>) -> () {
+    layer_norm_param_grads_generic(dy, x, mean, rstd, dgamma, dbeta)
+});
 multiversion!(scale_f32(xs: &mut [f32], s: f32) -> () {
     for x in xs {
         *x *= s;
@@ -476,6 +591,26 @@ impl RowMath for f32 {
         beta: Option<&[f32]>,
     ) {
         normalize_f32(x, y, mean, rstd, gamma, beta)
+    }
+    fn layer_norm_dx(
+        dy: &[f32],
+        x: &[f32],
+        mean: f32,
+        rstd: f32,
+        gamma: Option<&[f32]>,
+        dx: &mut [f32],
+    ) {
+        layer_norm_dx_f32(dy, x, mean, rstd, gamma, dx)
+    }
+    fn layer_norm_param_grads(
+        dy: &[f32],
+        x: &[f32],
+        mean: f32,
+        rstd: f32,
+        dgamma: Option<&mut [f32]>,
+        dbeta: Option<&mut [f32]>,
+    ) {
+        layer_norm_param_grads_f32(dy, x, mean, rstd, dgamma, dbeta)
     }
 }
 
