@@ -86,14 +86,13 @@ pub(crate) fn layer_norm_backward<C: RowMath>(
             C::layer_norm_dx(dyr, xr, mu, rs, gamma, dxr);
         }
     }
-    let mut dgamma = dgamma.map(|dg| {
-        dg.iter_mut().for_each(|v| *v = C::zero());
-        dg
-    });
-    let mut dbeta = dbeta.map(|db| {
-        db.iter_mut().for_each(|v| *v = C::zero());
-        db
-    });
+    let (mut dgamma, mut dbeta) = (dgamma, dbeta);
+    for sums in [dgamma.as_deref_mut(), dbeta.as_deref_mut()]
+        .into_iter()
+        .flatten()
+    {
+        sums.fill(C::zero());
+    }
     if dgamma.is_some() || dbeta.is_some() {
         let per_row = x
             .chunks_exact(n)
