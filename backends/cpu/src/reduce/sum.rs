@@ -21,7 +21,9 @@ fn accumulate_dtype(input: DType, dtype: Option<DType>) -> DType {
 }
 
 /// Shared driver: reduce `self_` over `dims` into dtype `rd`, each row by `f64` or
-/// `i64` accumulation chosen by `rd`'s category.
+/// `i64` accumulation chosen by `rd`'s category. With `leading_column_sums` (a
+/// plain sum), a float reduction over leading dims of a contiguous input is summed
+/// in place by [`column_sums`].
 #[allow(clippy::too_many_arguments)]
 fn reduce_acc(
     self_: &Tensor,
@@ -32,6 +34,7 @@ fn reduce_acc(
     op: &str,
     float_row: impl Fn(&[f64]) -> f64 + Sync,
     int_row: impl Fn(&[i64]) -> i64 + Sync,
+    leading_column_sums: bool,
 ) -> Result<Tensor> {
     if rd.is_complex() || self_.dtype().is_complex() {
         return Err(OpalError::not_implemented(
@@ -43,8 +46,13 @@ fn reduce_acc(
     let shape = reduced_shape(self_.sizes(), &mask, keepdim);
     write_result(dest, &shape, rd, op, |o| {
         if rd.is_floating_point() {
-            let rows = Rows::new(self_, &mask, DType::F64)?;
-            let v = map_rows::<f64, f64>(&rows, &float_row)?;
+            let v = match leading_column_sums.then(|| column_sums(self_, &mask)) {
+                Some(Some(v)) => v?,
+                _ => {
+                    let rows = Rows::new(self_, &mask, DType::F64)?;
+                    map_rows::<f64, f64>(&rows, &float_row)?
+                }
+            };
             dispatch_float!(rd, op, |T, C| {
                 let v: Vec<T> = v.iter().map(|&x| T::from_f64(x)).collect();
                 write_vec(o, &v, op)
@@ -58,6 +66,46 @@ fn reduce_acc(
             })
         }
     })
+}
+
+/// Sums of a contiguous f32 tensor over its leading dims (`mask` true for a
+/// prefix of dims, false after it), as the column sums of a `[rows, cols]` matrix
+/// accumulated in f64 row after row: the layout [`Rows`] builds would be a
+/// transposed copy, which is what a linear layer's bias gradient paid. `None` when
+/// the input does not have that form.
+fn column_sums(t: &Tensor, mask: &[bool]) -> Option<Result<Vec<f64>>> {
+    let lead = mask.iter().take_while(|&&m| m).count();
+    if lead == 0 || lead == mask.len() || mask[lead..].iter().any(|&m| m) || !t.is_contiguous() {
+        return None;
+    }
+    let rows = t.sizes()[..lead].iter().product::<i64>() as usize;
+    let cols = t.sizes()[lead..].iter().product::<i64>() as usize;
+    match t.dtype() {
+        // f64 inputs keep the pairwise sum: a running f64 sum of f64 values loses
+        // accuracy over long columns, of f32 values it does not.
+        DType::F32 => Some(column_sums_of::<f32>(t, rows, cols)),
+        _ => None,
+    }
+}
+
+fn column_sums_of<T: Elem>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f64>> {
+    let mut acc = vec![0.0f64; cols];
+    if rows * cols == 0 {
+        return Ok(acc);
+    }
+    opal::tensor::KernelAccess::scoped([t], [], |[p], []| {
+        // SAFETY: `t` is contiguous with `rows * cols` elements of `T` (checked by the
+        // caller: contiguous, and its dtype is `T`), its storage borrowed for reading
+        // while the slice lives.
+        let data = unsafe { std::slice::from_raw_parts(p as *const T, rows * cols) };
+        for row in data.chunks_exact(cols) {
+            for (a, &x) in acc.iter_mut().zip(row) {
+                *a += x.to_f64();
+            }
+        }
+        Ok(())
+    })?;
+    Ok(acc)
 }
 
 /// Pairwise summation: accurate like PyTorch's cascade sum and vectorizable.
@@ -90,9 +138,17 @@ fn sum_impl(
     op: &str,
 ) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
-    reduce_acc(self_, dims, keepdim, rd, dest, op, pairwise_sum, |r| {
-        r.iter().fold(0i64, |a, &x| a.wrapping_add(x))
-    })
+    reduce_acc(
+        self_,
+        dims,
+        keepdim,
+        rd,
+        dest,
+        op,
+        pairwise_sum,
+        |r| r.iter().fold(0i64, |a, &x| a.wrapping_add(x)),
+        true,
+    )
 }
 /// `sum`: sum of all elements.
 pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
@@ -148,6 +204,7 @@ fn mean_impl(
         op,
         |r| pairwise_sum(r) / r.len() as f64,
         |_| 0,
+        false,
     )
 }
 /// `mean.dim`.
@@ -182,6 +239,7 @@ pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
         "prod",
         |r| r.iter().product(),
         |r| r.iter().fold(1i64, |a, &x| a.wrapping_mul(x)),
+        false,
     )
 }
 
@@ -261,6 +319,7 @@ fn var_impl(
             }
         },
         |_| 0,
+        false,
     )
 }
 /// `var.correction`.
@@ -362,6 +421,7 @@ fn logsumexp_impl(
             r.iter().map(|&x| (x - shift).exp()).sum::<f64>().ln() + shift
         },
         |_| 0,
+        false,
     )
 }
 /// `logsumexp`: `log(sum(exp(x)))` over `dim`, computed stably.
@@ -435,6 +495,7 @@ fn norm_impl(
             }
         },
         |_| 0,
+        false,
     )
 }
 /// `linalg_vector_norm`.
@@ -473,4 +534,43 @@ pub fn linalg_vector_norm_out(
         Dest::Out(out),
         "linalg_vector_norm.out",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_over_leading_dims_match_the_row_layout() {
+        let values: Vec<f32> = (0..24).map(|i| (i as f32 - 7.5) * 0.25).collect();
+        let t = Tensor::from_slice(&values, &[2, 3, 4]).unwrap();
+        // Leading dims of a contiguous input (the column path) ...
+        let s = sum_dim_intlist(&t, Some(&[0, 1]), false, None).unwrap();
+        let want: Vec<f32> = (0..4)
+            .map(|j| (0..6).map(|i| values[i * 4 + j]).sum())
+            .collect();
+        assert_eq!(s.sizes(), &[4]);
+        assert_eq!(s.to_vec::<f32>().unwrap(), want);
+        let k = sum_dim_intlist(&t, Some(&[0]), true, Some(DType::F64)).unwrap();
+        assert_eq!(k.sizes(), &[1, 3, 4]);
+        assert_eq!(k.dtype(), DType::F64);
+        let want0: Vec<f64> = (0..12)
+            .map(|j| (values[j] + values[12 + j]) as f64)
+            .collect();
+        assert_eq!(k.to_vec::<f64>().unwrap(), want0);
+        // ... and the same sums through the row layout (a transposed input).
+        let tt = t.as_strided(&[4, 3, 2], &[1, 4, 12], 0).unwrap();
+        let r = sum_dim_intlist(&tt, Some(&[1, 2]), false, None).unwrap();
+        assert_eq!(r.to_vec::<f32>().unwrap(), want);
+        // Non-finite values propagate as before.
+        let n = Tensor::from_slice(&[f32::NAN, 1.0, f32::INFINITY, 2.0], &[2, 2]).unwrap();
+        let ns = sum_dim_intlist(&n, Some(&[0]), false, None)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        assert!(
+            ns[0].is_nan() && ns[1] == 3.0 || ns[0].is_infinite(),
+            "{ns:?}"
+        );
+    }
 }
