@@ -168,14 +168,24 @@ impl Tensor {
 
     /// A borrowed tensor from a typed entry's argument (handle and metadata from
     /// the host, no call back to it).
+    #[inline]
     pub(crate) fn from_arg(a: Option<&OpalTensorArg>) -> Result<Tensor> {
-        let a = a.ok_or_else(|| Error::msg("null tensor argument"))?;
-        if a.handle.0.is_null() || a.info.size < std::mem::size_of::<OpalTensorInfo>() {
-            return Err(Error::msg(format!(
-                "bad tensor argument (handle {:?}, info of {} bytes)",
-                a.handle.0, a.info.size
-            )));
+        #[cold]
+        #[inline(never)]
+        fn bad(a: Option<&OpalTensorArg>) -> Error {
+            match a {
+                None => Error::msg("null tensor argument"),
+                Some(a) => Error::msg(format!(
+                    "bad tensor argument (handle {:?}, info of {} bytes)",
+                    a.handle.0, a.info.size
+                )),
+            }
         }
+        let Some(a) = a.filter(|a| {
+            !a.handle.0.is_null() && a.info.size >= std::mem::size_of::<OpalTensorInfo>()
+        }) else {
+            return Err(bad(a));
+        };
         Ok(Tensor {
             h: a.handle,
             owned: false,
@@ -184,11 +194,13 @@ impl Tensor {
     }
 
     /// The raw handle (still owned by `self`).
+    #[inline]
     pub fn handle(&self) -> OpalTensor {
         self.h
     }
 
     /// Gives the handle up as an owned one (retaining a borrowed handle).
+    #[inline]
     pub(crate) fn into_owned_handle(self) -> Result<OpalTensor> {
         let h = if self.owned {
             self.h
@@ -206,6 +218,7 @@ impl Tensor {
 
     /// A new uninitialised contiguous tensor on `device`, from that device's
     /// allocator (the plugin's own for its device).
+    #[inline]
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
         let api = host()?;
         let mut h = OpalTensor(std::ptr::null_mut());
@@ -240,11 +253,13 @@ impl Tensor {
     }
 
     /// True for a defined tensor.
+    #[inline]
     pub fn is_defined(&self) -> bool {
         self.info.defined != 0
     }
 
     /// Sizes.
+    #[inline]
     pub fn sizes(&self) -> &[i64] {
         if self.info.ndim == 0 {
             return &[];
@@ -255,6 +270,7 @@ impl Tensor {
     }
 
     /// Strides in elements.
+    #[inline]
     pub fn strides(&self) -> &[i64] {
         if self.info.ndim == 0 {
             return &[];
@@ -264,16 +280,19 @@ impl Tensor {
     }
 
     /// Number of elements.
+    #[inline]
     pub fn numel(&self) -> i64 {
         self.sizes().iter().product()
     }
 
     /// The dtype.
+    #[inline]
     pub fn dtype(&self) -> Result<DType> {
         DType::from_code(i64::from(self.info.dtype))
     }
 
     /// The device.
+    #[inline]
     pub fn device(&self) -> Result<Device> {
         Device::from_code(
             i64::from(self.info.device_type),
@@ -282,11 +301,13 @@ impl Tensor {
     }
 
     /// Bytes per element.
+    #[inline]
     pub fn element_size(&self) -> usize {
         self.info.element_size
     }
 
     /// True when row-major contiguous.
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
         let mut expect = 1i64;
         for (s, st) in self.sizes().iter().zip(self.strides()).rev() {
@@ -303,6 +324,7 @@ impl Tensor {
     /// and inside the kernel call that got or made it: arguments are held by the
     /// call (read-only unless the schema marks them written), and a tensor the
     /// plugin just made is its own until returned.
+    #[inline]
     pub fn data_ptr(&self) -> *mut u8 {
         self.info.data.cast()
     }
@@ -314,6 +336,7 @@ impl Tensor {
     /// or the plugin's own device memory when that is host memory), and no one
     /// writes the tensor while the slice lives (true for a kernel's input arguments
     /// during the kernel).
+    #[inline]
     pub unsafe fn as_slice<T>(&self) -> Result<&[T]> {
         if !self.is_contiguous() || self.info.element_size != std::mem::size_of::<T>() {
             return Err(Error::msg(
