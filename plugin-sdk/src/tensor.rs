@@ -202,16 +202,19 @@ impl Tensor {
     /// Gives the handle up as an owned one (retaining a borrowed handle).
     #[inline]
     pub(crate) fn into_owned_handle(self) -> Result<OpalTensor> {
-        let h = if self.owned {
-            self.h
-        } else {
-            // SAFETY: `self.h` is live during the call that lent it.
-            let r = unsafe { (host()?.tensor_retain)(self.h) };
+        // A kernel's result is nearly always a tensor it made (owned): that stays
+        // inline, the retain of a returned argument does not.
+        #[cold]
+        #[inline(never)]
+        fn retain(h: OpalTensor) -> Result<OpalTensor> {
+            // SAFETY: `h` is live during the call that lent it.
+            let r = unsafe { (host()?.tensor_retain)(h) };
             if r.0.is_null() {
                 return Err(Error::msg("the host could not retain a tensor"));
             }
-            r
-        };
+            Ok(r)
+        }
+        let h = if self.owned { self.h } else { retain(self.h)? };
         std::mem::forget(self);
         Ok(h)
     }
@@ -239,17 +242,20 @@ impl Tensor {
             unsafe { check(st) }?;
             return Tensor::from_handle(h, true);
         }
-        let mut info = crate::empty_info();
-        // SAFETY: `sizes` readable for the call, `h` and `info` writable, and the
-        // host's table covers the field.
-        let st = unsafe { (api.tensor_empty_info)(p, n, d, k, i, &mut h, &mut info) };
+        // Filled in place: the host writes the handle and metadata straight into
+        // the result (not owned until the call succeeded, so a failure drops nothing).
+        let mut t = Tensor {
+            h,
+            owned: false,
+            info: crate::empty_info(),
+        };
+        // SAFETY: `sizes` readable for the call, `t.h` and `t.info` writable, and
+        // the host's table covers the field.
+        let st = unsafe { (api.tensor_empty_info)(p, n, d, k, i, &mut t.h, &mut t.info) };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
-        Ok(Tensor {
-            h,
-            owned: true,
-            info,
-        })
+        t.owned = true;
+        Ok(t)
     }
 
     /// True for a defined tensor.

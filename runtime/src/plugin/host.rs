@@ -84,6 +84,16 @@ fn blank_info() -> OpalTensorInfo {
 /// Writes `t`'s metadata to `out` (`what` names the calling function in errors).
 #[inline]
 pub(super) fn fill_info(t: &Tensor, out: Option<&mut OpalTensorInfo>, what: &str) -> Result<()> {
+    *checked_info(out, what)? = info_of(t)?;
+    Ok(())
+}
+
+/// `out` when it is a plugin's info struct of at least this ABI's size.
+#[inline]
+fn checked_info<'a>(
+    out: Option<&'a mut OpalTensorInfo>,
+    what: &str,
+) -> Result<&'a mut OpalTensorInfo> {
     let out = out.ok_or_else(|| OpalError::msg(format!("{what}: null info pointer")))?;
     if out.size < std::mem::size_of::<OpalTensorInfo>() {
         return Err(OpalError::msg(format!(
@@ -92,8 +102,7 @@ pub(super) fn fill_info(t: &Tensor, out: Option<&mut OpalTensorInfo>, what: &str
             std::mem::size_of::<OpalTensorInfo>()
         )));
     }
-    *out = info_of(t)?;
-    Ok(())
+    Ok(out)
 }
 
 /// The metadata [`fill_info`] writes: what the typed bridge makes per tensor
@@ -244,13 +253,19 @@ unsafe extern "C" fn tensor_empty_info(
     info: *mut OpalTensorInfo,
 ) -> OpalStatus {
     guarded("tensor_empty_info", || {
+        // Both destinations are checked before allocating, so that a kernel's
+        // result costs one metadata fill (inlined) and no second validation.
+        // SAFETY: `info` is null or points to a writable info whose `size` is set.
+        let info = checked_info(unsafe { info.as_mut() }, "tensor_empty_info")?;
+        // SAFETY: `out` is null or writable, as the ABI requires.
+        let out =
+            unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty_info: null out"))?;
         // SAFETY: the ABI requires `ndim` readable sizes.
         let t = unsafe { empty_of(sizes, ndim, dtype, device_type, device_index) }?;
-        // SAFETY: `info` is null or points to a writable info whose `size` is set.
-        fill_info(&t, unsafe { info.as_mut() }, "tensor_empty_info")?;
         // The info's arrays point into the tensor's impl, which the handle keeps.
-        // SAFETY: `out` is null or writable, as the ABI requires.
-        unsafe { put_handle(out, t) }
+        *info = info_of(&t)?;
+        *out = value::own(t);
+        Ok(())
     })
 }
 
