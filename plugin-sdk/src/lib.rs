@@ -96,15 +96,28 @@ pub type Result<T> = std::result::Result<T, Error>;
 ///
 /// # Safety
 /// `s` came from the host under the ABI's rules and is consumed once.
+#[inline]
 unsafe fn check(s: OpalStatus) -> Result<()> {
+    // Kept apart so that the common success stays a two-field test where it is
+    // inlined (every host call a kernel makes ends here).
+    #[cold]
+    #[inline(never)]
+    unsafe fn failed(s: OpalStatus) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { s.into_result() }.map_err(|(code, message)| Error { code, message })
+    }
+    if s.code == code::OK && s.msg_ptr.is_null() {
+        return Ok(());
+    }
     // SAFETY: forwarded contract.
-    unsafe { s.into_result() }.map_err(|(code, message)| Error { code, message })
+    unsafe { failed(s) }
 }
 
 /// The host's table, set by the entry before anything else runs.
 static HOST: AtomicPtr<OpalHostApi> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The host's table (an error before the entry ran).
+#[inline]
 fn host() -> Result<&'static OpalHostApi> {
     let p = HOST.load(Ordering::Acquire);
     // SAFETY: only `__entry` stores it: the host's static table, alive for the
@@ -122,6 +135,7 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 
 /// Runs `f` at an exported function, turning an `Err` or a panic into a status;
 /// `what()` (only called after a panic) names the function.
+#[inline]
 fn guarded(what: impl FnOnce() -> String, f: impl FnOnce() -> Result<()>) -> OpalStatus {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => OpalStatus::OK,
@@ -240,6 +254,7 @@ macro_rules! export_plugin {
 }
 
 /// An info struct to be filled by the host.
+#[inline]
 fn empty_info() -> OpalTensorInfo {
     OpalTensorInfo {
         size: std::mem::size_of::<OpalTensorInfo>(),

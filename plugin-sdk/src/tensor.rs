@@ -168,14 +168,24 @@ impl Tensor {
 
     /// A borrowed tensor from a typed entry's argument (handle and metadata from
     /// the host, no call back to it).
+    #[inline]
     pub(crate) fn from_arg(a: Option<&OpalTensorArg>) -> Result<Tensor> {
-        let a = a.ok_or_else(|| Error::msg("null tensor argument"))?;
-        if a.handle.0.is_null() || a.info.size < std::mem::size_of::<OpalTensorInfo>() {
-            return Err(Error::msg(format!(
-                "bad tensor argument (handle {:?}, info of {} bytes)",
-                a.handle.0, a.info.size
-            )));
+        #[cold]
+        #[inline(never)]
+        fn bad(a: Option<&OpalTensorArg>) -> Error {
+            match a {
+                None => Error::msg("null tensor argument"),
+                Some(a) => Error::msg(format!(
+                    "bad tensor argument (handle {:?}, info of {} bytes)",
+                    a.handle.0, a.info.size
+                )),
+            }
         }
+        let Some(a) = a.filter(|a| {
+            !a.handle.0.is_null() && a.info.size >= std::mem::size_of::<OpalTensorInfo>()
+        }) else {
+            return Err(bad(a));
+        };
         Ok(Tensor {
             h: a.handle,
             owned: false,
@@ -184,28 +194,34 @@ impl Tensor {
     }
 
     /// The raw handle (still owned by `self`).
+    #[inline]
     pub fn handle(&self) -> OpalTensor {
         self.h
     }
 
     /// Gives the handle up as an owned one (retaining a borrowed handle).
+    #[inline]
     pub(crate) fn into_owned_handle(self) -> Result<OpalTensor> {
-        let h = if self.owned {
-            self.h
-        } else {
-            // SAFETY: `self.h` is live during the call that lent it.
-            let r = unsafe { (host()?.tensor_retain)(self.h) };
+        // A kernel's result is nearly always a tensor it made (owned): that stays
+        // inline, the retain of a returned argument does not.
+        #[cold]
+        #[inline(never)]
+        fn retain(h: OpalTensor) -> Result<OpalTensor> {
+            // SAFETY: `h` is live during the call that lent it.
+            let r = unsafe { (host()?.tensor_retain)(h) };
             if r.0.is_null() {
                 return Err(Error::msg("the host could not retain a tensor"));
             }
-            r
-        };
+            Ok(r)
+        }
+        let h = if self.owned { self.h } else { retain(self.h)? };
         std::mem::forget(self);
         Ok(h)
     }
 
     /// A new uninitialised contiguous tensor on `device`, from that device's
     /// allocator (the plugin's own for its device).
+    #[inline]
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
         let api = host()?;
         let mut h = OpalTensor(std::ptr::null_mut());
@@ -226,25 +242,30 @@ impl Tensor {
             unsafe { check(st) }?;
             return Tensor::from_handle(h, true);
         }
-        let mut info = crate::empty_info();
-        // SAFETY: `sizes` readable for the call, `h` and `info` writable, and the
-        // host's table covers the field.
-        let st = unsafe { (api.tensor_empty_info)(p, n, d, k, i, &mut h, &mut info) };
+        // Filled in place: the host writes the handle and metadata straight into
+        // the result (not owned until the call succeeded, so a failure drops nothing).
+        let mut t = Tensor {
+            h,
+            owned: false,
+            info: crate::empty_info(),
+        };
+        // SAFETY: `sizes` readable for the call, `t.h` and `t.info` writable, and
+        // the host's table covers the field.
+        let st = unsafe { (api.tensor_empty_info)(p, n, d, k, i, &mut t.h, &mut t.info) };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
-        Ok(Tensor {
-            h,
-            owned: true,
-            info,
-        })
+        t.owned = true;
+        Ok(t)
     }
 
     /// True for a defined tensor.
+    #[inline]
     pub fn is_defined(&self) -> bool {
         self.info.defined != 0
     }
 
     /// Sizes.
+    #[inline]
     pub fn sizes(&self) -> &[i64] {
         if self.info.ndim == 0 {
             return &[];
@@ -255,6 +276,7 @@ impl Tensor {
     }
 
     /// Strides in elements.
+    #[inline]
     pub fn strides(&self) -> &[i64] {
         if self.info.ndim == 0 {
             return &[];
@@ -264,16 +286,19 @@ impl Tensor {
     }
 
     /// Number of elements.
+    #[inline]
     pub fn numel(&self) -> i64 {
         self.sizes().iter().product()
     }
 
     /// The dtype.
+    #[inline]
     pub fn dtype(&self) -> Result<DType> {
         DType::from_code(i64::from(self.info.dtype))
     }
 
     /// The device.
+    #[inline]
     pub fn device(&self) -> Result<Device> {
         Device::from_code(
             i64::from(self.info.device_type),
@@ -282,11 +307,13 @@ impl Tensor {
     }
 
     /// Bytes per element.
+    #[inline]
     pub fn element_size(&self) -> usize {
         self.info.element_size
     }
 
     /// True when row-major contiguous.
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
         let mut expect = 1i64;
         for (s, st) in self.sizes().iter().zip(self.strides()).rev() {
@@ -303,6 +330,7 @@ impl Tensor {
     /// and inside the kernel call that got or made it: arguments are held by the
     /// call (read-only unless the schema marks them written), and a tensor the
     /// plugin just made is its own until returned.
+    #[inline]
     pub fn data_ptr(&self) -> *mut u8 {
         self.info.data.cast()
     }
@@ -314,6 +342,7 @@ impl Tensor {
     /// or the plugin's own device memory when that is host memory), and no one
     /// writes the tensor while the slice lives (true for a kernel's input arguments
     /// during the kernel).
+    #[inline]
     pub unsafe fn as_slice<T>(&self) -> Result<&[T]> {
         if !self.is_contiguous() || self.info.element_size != std::mem::size_of::<T>() {
             return Err(Error::msg(

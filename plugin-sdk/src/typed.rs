@@ -117,6 +117,7 @@ class!(
     |a| Ints::new(a), |l| l.as_ref().map(Ints::as_slice)
 );
 
+#[inline]
 fn scalar(a: OpalScalar) -> Result<crate::Scalar> {
     Ok(match a.kind {
         scalar_kind::INT => crate::Scalar::Int(a.i),
@@ -178,6 +179,7 @@ impl TypedKernel {
 /// Runs a typed entry's body, turning an `Err` or a panic into a status (used by
 /// [`typed_entry!`](crate::typed_entry)).
 #[doc(hidden)]
+#[inline]
 pub fn __guard(name: &str, f: impl FnOnce() -> Result<()>) -> abi::OpalStatus {
     crate::guarded(|| format!("the plugin's typed kernel {name}"), f)
 }
@@ -188,6 +190,7 @@ pub fn __guard(name: &str, f: impl FnOnce() -> Result<()>) -> abi::OpalStatus {
 /// # Safety
 /// `rets` has room for one handle (the host's typed call passes it).
 #[doc(hidden)]
+#[inline]
 pub unsafe fn __write_return(rets: *mut OpalTensor, t: crate::Tensor) -> Result<()> {
     let h = t.into_owned_handle()?;
     // SAFETY: per the contract.

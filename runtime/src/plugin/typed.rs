@@ -21,7 +21,7 @@
 //! Owns: the shapes, their pools and binding. Must not: parse manifests or decide
 //! adapter plans.
 
-use super::host::{fill_info, run_fallback, Fallback};
+use super::host::{info_of, run_fallback, Fallback};
 use super::value;
 use crate::dispatch::BoxedKernelFn;
 use crate::dispatch::{DispatchKey, DispatchKeySet, KernelFunction, OperatorHandle};
@@ -150,11 +150,9 @@ pub trait HostArg: IntoIValue + Copy {
 /// A tensor argument's handle and metadata.
 #[inline(always)]
 fn tensor_arg(t: &Tensor) -> Result<OpalTensorArg> {
-    let mut info = super::host::blank_info();
-    fill_info(t, Some(&mut info), "a typed call")?;
     Ok(OpalTensorArg {
         handle: value::borrow(t),
-        info,
+        info: info_of(t)?,
     })
 }
 

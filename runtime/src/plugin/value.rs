@@ -19,6 +19,7 @@ use opal_plugin_abi::{code, device_type as dt, dtype as dc, scalar_kind, tag};
 use opal_plugin_abi::{OpalStatus, OpalTensor, OpalValue};
 
 /// The ABI code of a dtype.
+#[inline]
 pub fn dtype_code(d: DType) -> i32 {
     match d {
         DType::U8 => dc::U8,
@@ -37,6 +38,7 @@ pub fn dtype_code(d: DType) -> i32 {
 }
 
 /// The dtype of an ABI code.
+#[inline]
 pub fn dtype_from(code: i64) -> Result<DType> {
     Ok(match i32::try_from(code).unwrap_or(-1) {
         dc::U8 => DType::U8,
@@ -56,6 +58,7 @@ pub fn dtype_from(code: i64) -> Result<DType> {
 }
 
 /// The ABI code of a device type (CPU, meta, PrivateUse1..3 only).
+#[inline]
 pub fn device_code(t: DeviceType) -> Result<i32> {
     Ok(match t {
         DeviceType::Cpu => dt::CPU,
@@ -72,6 +75,7 @@ pub fn device_code(t: DeviceType) -> Result<i32> {
 }
 
 /// The device of an ABI code and index (-1: none).
+#[inline]
 pub fn device_from(code: i64, index: i64) -> Result<Device> {
     let ty = match code as i32 {
         dt::CPU => DeviceType::Cpu,

@@ -480,6 +480,15 @@ impl Tensor {
         self.meta().offset
     }
 
+    /// Sizes, strides, storage offset and element count from one read of the
+    /// geometry: the plugin bridge fills an ABI tensor info per argument on every
+    /// call, and each accessor on its own reloads the geometry pointer.
+    #[inline]
+    pub(crate) fn geometry(&self) -> (&[i64], &[i64], i64, i64) {
+        let m = self.meta();
+        (m.sizes(), m.strides(), m.offset, m.numel)
+    }
+
     /// Number of dimensions.
     #[inline]
     pub fn dim(&self) -> usize {
