@@ -1,5 +1,5 @@
 //! A backend YAML as a tree in which every node has a location, read through the
-//! crate's one YAML reader ([`crate::parse::read_document`], yaml_serde underneath).
+//! crate's one YAML reader (`parse::read_document`, yaml_serde underneath).
 //!
 //! yaml_serde lends string scalars as slices of the text, so those carry their exact
 //! place. Values it hands over without text (numbers, booleans, nulls, strings it
