@@ -11,21 +11,17 @@ figures, every round's speedup (PyTorch time / Opal time) and their median.
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paired import run_json  # noqa: E402  (the last JSON line a command prints)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ANCHOR = os.path.join(ROOT, "..", "shared", "anchors", "train_bench.py")
 KEYS = ["train_mlp_step_us", "train_cnn_step_us", "train_gpt_step_us", "autograd_add_1elem_ns"]
-
-
-def last_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
@@ -37,8 +33,8 @@ def main():
         sys.exit(f"paired_train.py: no opal-bench at {args.opal}; run `cargo build --release -p opal-bench`")
     rounds = []
     for i in range(args.runs):
-        anchor = last_json([sys.executable, ANCHOR])
-        opal = last_json([args.opal, "--json", "--only", "train"])
+        anchor = run_json([sys.executable, ANCHOR])
+        opal = run_json([args.opal, "--json", "--only", "train"])
         rounds.append((anchor, opal))
         print(f"round {i + 1}/{args.runs} done", file=sys.stderr)
     print("| key | opal | PyTorch | speedup per round | median |")

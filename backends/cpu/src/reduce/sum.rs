@@ -20,10 +20,9 @@ fn accumulate_dtype(input: DType, dtype: Option<DType>) -> DType {
     }
 }
 
-/// Shared driver: reduce `self_` over `dims` into dtype `rd`, each row by `f64` or
-/// `i64` accumulation chosen by `rd`'s category. With `leading_column_sums` (a
-/// plain sum), a float reduction over leading dims of a contiguous input is summed
-/// in place by [`column_sums`].
+/// Shared driver: reduce `self_` over `dims` into dtype `rd`: floats by
+/// `float_reduce` (given the input and the mask of reduced dims, usually
+/// [`by_rows`]), integers row by row with `int_row` in wrapping i64.
 #[allow(clippy::too_many_arguments)]
 fn reduce_acc(
     self_: &Tensor,
@@ -32,9 +31,8 @@ fn reduce_acc(
     rd: DType,
     dest: Dest<'_>,
     op: &str,
-    float_row: impl Fn(&[f64]) -> f64 + Sync,
+    float_reduce: impl Fn(&Tensor, &[bool]) -> Result<Vec<f64>>,
     int_row: impl Fn(&[i64]) -> i64 + Sync,
-    leading_column_sums: bool,
 ) -> Result<Tensor> {
     if rd.is_complex() || self_.dtype().is_complex() {
         return Err(OpalError::not_implemented(
@@ -46,13 +44,7 @@ fn reduce_acc(
     let shape = reduced_shape(self_.sizes(), &mask, keepdim);
     write_result(dest, &shape, rd, op, |o| {
         if rd.is_floating_point() {
-            let v = match leading_column_sums.then(|| column_sums(self_, &mask)) {
-                Some(Some(v)) => v?,
-                _ => {
-                    let rows = Rows::new(self_, &mask, DType::F64)?;
-                    map_rows::<f64, f64>(&rows, &float_row)?
-                }
-            };
+            let v = float_reduce(self_, &mask)?;
             dispatch_float!(rd, op, |T, C| {
                 let v: Vec<T> = v.iter().map(|&x| T::from_f64(x)).collect();
                 write_vec(o, &v, op)
@@ -66,6 +58,12 @@ fn reduce_acc(
             })
         }
     })
+}
+
+/// A float reduction done row by row with `row`, over the layout of [`Rows`]
+/// (kept dims outer, reduced dims inner, in f64).
+fn by_rows(row: impl Fn(&[f64]) -> f64 + Sync) -> impl Fn(&Tensor, &[bool]) -> Result<Vec<f64>> {
+    move |t, mask| map_rows::<f64, f64>(&Rows::new(t, mask, DType::F64)?, &row)
 }
 
 /// Sums of a contiguous f32 tensor over its leading dims (`mask` true for a
@@ -138,17 +136,12 @@ fn sum_impl(
     op: &str,
 ) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
-    reduce_acc(
-        self_,
-        dims,
-        keepdim,
-        rd,
-        dest,
-        op,
-        pairwise_sum,
-        |r| r.iter().fold(0i64, |a, &x| a.wrapping_add(x)),
-        true,
-    )
+    let by_pairs = by_rows(pairwise_sum);
+    let floats =
+        |t: &Tensor, mask: &[bool]| column_sums(t, mask).unwrap_or_else(|| by_pairs(t, mask));
+    reduce_acc(self_, dims, keepdim, rd, dest, op, floats, |r| {
+        r.iter().fold(0i64, |a, &x| a.wrapping_add(x))
+    })
 }
 /// `sum`: sum of all elements.
 pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
@@ -202,9 +195,8 @@ fn mean_impl(
         rd,
         dest,
         op,
-        |r| pairwise_sum(r) / r.len() as f64,
+        by_rows(|r| pairwise_sum(r) / r.len() as f64),
         |_| 0,
-        false,
     )
 }
 /// `mean.dim`.
@@ -237,9 +229,8 @@ pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
         rd,
         Dest::New,
         "prod",
-        |r| r.iter().product(),
+        by_rows(|r| r.iter().product()),
         |r| r.iter().fold(1i64, |a, &x| a.wrapping_mul(x)),
-        false,
     )
 }
 
@@ -307,7 +298,7 @@ fn var_impl(
         rd,
         dest,
         op,
-        move |r| {
+        by_rows(move |r| {
             let n = r.len() as f64;
             let mean = pairwise_sum(r) / n;
             let ss: f64 = r.iter().map(|&x| (x - mean) * (x - mean)).sum();
@@ -317,9 +308,8 @@ fn var_impl(
             } else {
                 v
             }
-        },
+        }),
         |_| 0,
-        false,
     )
 }
 /// `var.correction`.
@@ -408,7 +398,7 @@ fn logsumexp_impl(
         rd,
         dest,
         op,
-        |r| {
+        by_rows(|r| {
             let m = r.iter().fold(
                 f64::NEG_INFINITY,
                 |a, &x| if x > a || x.is_nan() { x } else { a },
@@ -419,9 +409,8 @@ fn logsumexp_impl(
             // An infinite maximum would turn the shift into NaN; shift by 0 instead.
             let shift = if m.is_infinite() { 0.0 } else { m };
             r.iter().map(|&x| (x - shift).exp()).sum::<f64>().ln() + shift
-        },
+        }),
         |_| 0,
-        false,
     )
 }
 /// `logsumexp`: `log(sum(exp(x)))` over `dim`, computed stably.
@@ -467,7 +456,7 @@ fn norm_impl(
         rd,
         dest,
         op,
-        move |r| {
+        by_rows(move |r| {
             if p == f64::INFINITY {
                 r.iter().fold(0.0f64, |a, &x| {
                     if x.abs() > a || x.is_nan() {
@@ -493,9 +482,8 @@ fn norm_impl(
             } else {
                 r.iter().map(|x| x.abs().powf(p)).sum::<f64>().powf(1.0 / p)
             }
-        },
+        }),
         |_| 0,
-        false,
     )
 }
 /// `linalg_vector_norm`.
