@@ -253,28 +253,10 @@ macro_rules! export_plugin {
     };
 }
 
-/// An info struct to be filled by the host.
-#[inline]
-fn empty_info() -> OpalTensorInfo {
-    OpalTensorInfo {
-        size: std::mem::size_of::<OpalTensorInfo>(),
-        ndim: 0,
-        sizes: std::ptr::null(),
-        strides: std::ptr::null(),
-        storage_offset: 0,
-        dtype: -1,
-        device_type: -1,
-        device_index: -1,
-        defined: 0,
-        data: std::ptr::null_mut(),
-        element_size: 0,
-    }
-}
-
 /// Fills `info` for a handle.
 fn tensor_info(h: OpalTensor) -> Result<OpalTensorInfo> {
     let api = host()?;
-    let mut info = empty_info();
+    let mut info = OpalTensorInfo::blank();
     // SAFETY: `h` is a live handle (the callers hold it) and `info` is writable.
     let st = unsafe { (api.tensor_info)(h, &mut info) };
     // SAFETY: a host status, consumed once.

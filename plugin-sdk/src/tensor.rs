@@ -247,7 +247,7 @@ impl Tensor {
         let mut t = Tensor {
             h,
             owned: false,
-            info: crate::empty_info(),
+            info: OpalTensorInfo::blank(),
         };
         // SAFETY: `sizes` readable for the call, `t.h` and `t.info` writable, and
         // the host's table covers the field.

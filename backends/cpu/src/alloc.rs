@@ -12,6 +12,7 @@
 use opal::tensor::Allocator;
 use opal::{DType, Device, OpalError, Result, Storage, Tensor};
 use std::alloc::Layout;
+use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
@@ -29,13 +30,14 @@ const MAX_CACHED_BYTES: usize = 256 * 1024 * 1024;
 const MAX_PER_SIZE: usize = 64;
 
 struct Cache {
-    /// (nbytes, address) of free blocks.
-    free: Vec<(usize, usize)>,
+    /// Addresses of free blocks, by byte size: taking or returning a block looks at
+    /// its own size only, however many sizes are cached.
+    free: BTreeMap<usize, Vec<usize>>,
     bytes: usize,
 }
 
 static CACHE: Mutex<Cache> = Mutex::new(Cache {
-    free: Vec::new(),
+    free: BTreeMap::new(),
     bytes: 0,
 });
 
@@ -55,8 +57,7 @@ pub struct CachingAllocator;
 unsafe impl Allocator for CachingAllocator {
     fn allocate(&self, _device: Device, nbytes: usize) -> Result<NonNull<u8>> {
         if let Ok(mut c) = CACHE.lock() {
-            if let Some(i) = c.free.iter().position(|&(n, _)| n == nbytes) {
-                let (_, addr) = c.free.swap_remove(i);
+            if let Some(addr) = c.free.get_mut(&nbytes).and_then(Vec::pop) {
                 c.bytes -= nbytes;
                 // A cached address came from a successful allocation: never null.
                 if let Some(p) = NonNull::new(addr as *mut u8) {
@@ -73,9 +74,10 @@ unsafe impl Allocator for CachingAllocator {
 
     unsafe fn deallocate(&self, _device: Device, ptr: NonNull<u8>, nbytes: usize) {
         if let Ok(mut c) = CACHE.lock() {
-            let same = c.free.iter().filter(|&&(n, _)| n == nbytes).count();
-            if same < MAX_PER_SIZE && c.bytes + nbytes <= MAX_CACHED_BYTES {
-                c.free.push((nbytes, ptr.as_ptr() as usize));
+            let fits = c.bytes + nbytes <= MAX_CACHED_BYTES;
+            let same = c.free.entry(nbytes).or_default();
+            if fits && same.len() < MAX_PER_SIZE {
+                same.push(ptr.as_ptr() as usize);
                 c.bytes += nbytes;
                 return;
             }

@@ -407,6 +407,26 @@ pub struct OpalTensorInfo {
     pub element_size: usize,
 }
 
+impl OpalTensorInfo {
+    /// An info of this ABI's size with nothing filled in (undefined tensor, codes
+    /// -1), for the host to fill.
+    pub const fn blank() -> Self {
+        OpalTensorInfo {
+            size: core::mem::size_of::<OpalTensorInfo>(),
+            ndim: 0,
+            sizes: core::ptr::null(),
+            strides: core::ptr::null(),
+            storage_offset: 0,
+            dtype: -1,
+            device_type: -1,
+            device_index: -1,
+            defined: 0,
+            data: core::ptr::null_mut(),
+            element_size: 0,
+        }
+    }
+}
+
 /// The host's functions, handed to the plugin's entry. Grows by appending fields.
 #[repr(C)]
 pub struct OpalHostApi {

@@ -64,23 +64,6 @@ unsafe extern "C" fn tensor_info(t: OpalTensor, out: *mut OpalTensorInfo) -> Opa
     })
 }
 
-/// An info struct of this ABI's size, to be filled by [`fill_info`].
-fn blank_info() -> OpalTensorInfo {
-    OpalTensorInfo {
-        size: std::mem::size_of::<OpalTensorInfo>(),
-        ndim: 0,
-        sizes: std::ptr::null(),
-        strides: std::ptr::null(),
-        storage_offset: 0,
-        dtype: -1,
-        device_type: -1,
-        device_index: -1,
-        defined: 0,
-        data: std::ptr::null_mut(),
-        element_size: 0,
-    }
-}
-
 /// Writes `t`'s metadata to `out` (`what` names the calling function in errors).
 #[inline]
 pub(super) fn fill_info(t: &Tensor, out: Option<&mut OpalTensorInfo>, what: &str) -> Result<()> {
@@ -111,7 +94,7 @@ fn checked_info<'a>(
 #[inline(always)]
 pub(super) fn info_of(t: &Tensor) -> Result<OpalTensorInfo> {
     if !t.is_defined() {
-        return Ok(blank_info());
+        return Ok(OpalTensorInfo::blank());
     }
     let (sizes, strides, offset, numel) = t.geometry();
     let (dtype, dev) = (t.dtype(), t.device());
@@ -692,11 +675,7 @@ unsafe extern "C" fn register_kernel(
         // SAFETY: a borrowed string valid for the call (ABI).
         let name = unsafe { name.as_str() }
             .ok_or_else(|| OpalError::msg("register_kernel: the op name is not UTF-8"))?;
-        let name = if name.contains("::") {
-            name.to_string()
-        } else {
-            format!("aten::{name}")
-        };
+        let name = qualified(name);
         if r.disabled.contains_key(&name) {
             r.skipped.push(name);
             return Ok(());
@@ -780,11 +759,7 @@ unsafe extern "C" fn register_typed_kernel(
             name.ok_or_else(|| OpalError::msg("register_typed_kernel: the op name is not UTF-8"))?;
         let code = code
             .ok_or_else(|| OpalError::msg("register_typed_kernel: the signature is not UTF-8"))?;
-        let name = if name.contains("::") {
-            name.to_string()
-        } else {
-            format!("aten::{name}")
-        };
+        let name = qualified(name);
         if r.disabled.contains_key(&name) {
             return Ok(());
         }
@@ -798,4 +773,13 @@ unsafe extern "C" fn register_typed_kernel(
         r.typed.push((name, code.to_string(), entry, user));
         Ok(())
     })
+}
+
+/// A plugin's op name as the dispatcher knows it: `add.Tensor` is `aten::add.Tensor`.
+fn qualified(name: &str) -> String {
+    if name.contains("::") {
+        name.to_string()
+    } else {
+        format!("aten::{name}")
+    }
 }
