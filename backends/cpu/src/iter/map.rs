@@ -5,7 +5,7 @@
 //! strided variants). Must not: decide output shapes or dtypes (callers do, via
 //! [`crate::out`]).
 
-use super::{broadcast_byte_strides, for_each_raw, GRAIN};
+use super::{broadcast_byte_strides, for_each_block, for_each_raw, GRAIN};
 use crate::dtype_dispatch::Elem;
 use crate::parallel::SharedPtr;
 use opal::tensor::KernelAccess;
@@ -96,22 +96,33 @@ pub fn map1<O: Elem, A: Elem>(
         // SAFETY: strides come from the tensors' own layouts broadcast to `shape`, so every
         // visited offset is inside its storage; `out` is written once per index.
         unsafe {
-            for_each_raw::<2, _>(shape, [po, pa], [&so, &sa], |p, s, n| {
-                let (o, a) = (p[0] as *mut O, p[1] as *const A);
-                if s[0] == size_of::<O>() as isize && s[1] == size_of::<A>() as isize {
-                    for i in 0..n {
-                        *o.add(i) = f(*a.add(i));
+            for_each_block::<2, _>(shape, [po, pa], [&so, &sa], |b| {
+                let (zo, za) = (size_of::<O>() as isize, size_of::<A>() as isize);
+                if b.inner == [zo, za] {
+                    // Rows of contiguous elements (a transposed copy's short rows
+                    // among them): one tight loop per row, no call per row.
+                    for r in 0..b.rows as isize {
+                        let o = b.ptrs[0].offset(r * b.outer[0]) as *mut O;
+                        let a = b.ptrs[1].offset(r * b.outer[1]) as *const A;
+                        for i in 0..b.len {
+                            *o.add(i) = f(*a.add(i));
+                        }
                     }
-                } else if s[1] == 0 {
-                    let v = f(*a);
-                    for i in 0..n {
-                        *o.byte_offset(i as isize * s[0]) = v;
-                    }
-                } else {
-                    for i in 0..n as isize {
-                        *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]));
-                    }
+                    return;
                 }
+                b.each_run(&|p, s, n| {
+                    let (o, a) = (p[0] as *mut O, p[1] as *const A);
+                    if s[1] == 0 {
+                        let v = f(*a);
+                        for i in 0..n {
+                            *o.byte_offset(i as isize * s[0]) = v;
+                        }
+                    } else {
+                        for i in 0..n as isize {
+                            *o.byte_offset(i * s[0]) = f(*a.byte_offset(i * s[1]));
+                        }
+                    }
+                });
             });
         }
         Ok(())
@@ -185,26 +196,32 @@ unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
     );
     // SAFETY: as in `map1`; the storages are borrowed by the caller.
     unsafe {
-        for_each_raw::<3, _>(shape, p, [&so, &sa, &sb], |p, s, n| {
-            let (o, a, b) = (p[0] as *mut O, p[1] as *const A, p[2] as *const B);
-            if s == [zo, za, zb] {
-                for i in 0..n {
-                    *o.add(i) = f(*a.add(i), *b.add(i));
-                }
-            } else if s == [zo, za, 0] {
-                let bv = *b;
-                for i in 0..n {
-                    *o.add(i) = f(*a.add(i), bv);
-                }
-            } else if s == [zo, 0, zb] {
-                let av = *a;
-                for i in 0..n {
-                    *o.add(i) = f(av, *b.add(i));
-                }
-            } else {
-                for i in 0..n as isize {
-                    *o.byte_offset(i * s[0]) =
-                        f(*a.byte_offset(i * s[1]), *b.byte_offset(i * s[2]));
+        for_each_block::<3, _>(shape, p, [&so, &sa, &sb], |blk| {
+            let s = blk.inner;
+            // One stride pattern per block; rows run in tight loops.
+            for r in 0..blk.rows as isize {
+                let row = |k: usize| blk.ptrs[k].offset(r * blk.outer[k]);
+                let (o, a, b) = (row(0) as *mut O, row(1) as *const A, row(2) as *const B);
+                let n = blk.len;
+                if s == [zo, za, zb] {
+                    for i in 0..n {
+                        *o.add(i) = f(*a.add(i), *b.add(i));
+                    }
+                } else if s == [zo, za, 0] {
+                    let bv = *b;
+                    for i in 0..n {
+                        *o.add(i) = f(*a.add(i), bv);
+                    }
+                } else if s == [zo, 0, zb] {
+                    let av = *a;
+                    for i in 0..n {
+                        *o.add(i) = f(av, *b.add(i));
+                    }
+                } else {
+                    for i in 0..n as isize {
+                        *o.byte_offset(i * s[0]) =
+                            f(*a.byte_offset(i * s[1]), *b.byte_offset(i * s[2]));
+                    }
                 }
             }
         });

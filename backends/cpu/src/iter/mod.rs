@@ -107,6 +107,36 @@ pub fn collapse<const N: usize>(shape: &[i64], strides: [&[isize]; N]) -> Geomet
     g
 }
 
+/// A block of the iteration space: `rows` runs of `len` elements each. Run `r` of
+/// operand `k` starts at `ptrs[k] + r * outer[k]` bytes, and its elements are
+/// `inner[k]` bytes apart. Kernels whose runs are short (a transposed copy's rows
+/// of 8) loop over `rows` themselves instead of being called once per run.
+#[derive(Debug, Clone, Copy)]
+pub struct Block<const N: usize> {
+    pub ptrs: [*mut u8; N],
+    pub inner: [isize; N],
+    pub len: usize,
+    pub outer: [isize; N],
+    pub rows: usize,
+}
+
+impl<const N: usize> Block<N> {
+    /// Calls `f(ptrs, inner, len)` for each run of the block.
+    ///
+    /// # Safety
+    /// The block must come from [`for_each_block`] (or the loops built on it), whose
+    /// contract makes every run's addresses valid.
+    #[inline(always)]
+    pub unsafe fn each_run(&self, f: &impl Fn([*mut u8; N], [isize; N], usize)) {
+        for r in 0..self.rows as isize {
+            // SAFETY: run `r` of the block lies inside every operand (caller contract).
+            let p: [*mut u8; N] =
+                std::array::from_fn(|k| unsafe { self.ptrs[k].offset(r * self.outer[k]) });
+            f(p, self.inner, self.len);
+        }
+    }
+}
+
 /// Calls `f(ptrs, byte_strides, len)` for every innermost run of the iteration
 /// space `shape` (outermost-first), where `ptrs[k]` points at operand `k`'s first
 /// element of the run. Splits across threads above [`GRAIN`] elements.
@@ -124,13 +154,31 @@ pub unsafe fn for_each_raw<const N: usize, F>(
 ) where
     F: Fn([*mut u8; N], [isize; N], usize) + Sync,
 {
+    // SAFETY: forwarded caller contract; each block's runs are visited once.
+    unsafe { for_each_block(shape, ptrs, strides, |b: Block<N>| b.each_run(&f)) }
+}
+
+/// [`for_each_raw`] in blocks of whole rows: `f` is called once per [`Block`]
+/// (all the rows of the two innermost collapsed dims that a thread's range
+/// covers), so that kernels with short rows pay the call once per block.
+///
+/// # Safety
+/// As [`for_each_raw`].
+pub unsafe fn for_each_block<const N: usize, F>(
+    shape: &[i64],
+    ptrs: [*mut u8; N],
+    strides: [&[isize]; N],
+    f: F,
+) where
+    F: Fn(Block<N>) + Sync,
+{
     let numel: i64 = shape.iter().product();
     if numel <= 0 {
         return;
     }
     let g = collapse(shape, strides);
     // SAFETY: forwarded caller contract.
-    unsafe { run_geometry(&g, ptrs, numel as usize, &f) }
+    unsafe { run_geometry_blocks(&g, ptrs, numel as usize, &f) }
 }
 
 /// Runs `f` over a collapsed geometry, in parallel when large.
@@ -145,15 +193,37 @@ pub unsafe fn run_geometry<const N: usize, F>(
 ) where
     F: Fn([*mut u8; N], [isize; N], usize) + Sync,
 {
+    // SAFETY: forwarded caller contract.
+    unsafe { run_geometry_blocks(g, ptrs, numel, &|b: Block<N>| b.each_run(f)) }
+}
+
+/// [`run_geometry`] in blocks.
+///
+/// # Safety
+/// As [`for_each_raw`].
+unsafe fn run_geometry_blocks<const N: usize, F>(
+    g: &Geometry<N>,
+    ptrs: [*mut u8; N],
+    numel: usize,
+    f: &F,
+) where
+    F: Fn(Block<N>) + Sync,
+{
     if g.shape.is_empty() {
         // Zero-dim (or all size-1): one element.
-        f(ptrs, [0; N], 1);
+        f(Block {
+            ptrs,
+            inner: [0; N],
+            len: 1,
+            outer: [0; N],
+            rows: 1,
+        });
         return;
     }
     let threads = rayon::current_num_threads();
     if numel < GRAIN || threads <= 1 {
         // SAFETY: forwarded caller contract; the range is the whole space.
-        unsafe { run_range(g, ptrs, 0, numel, f) };
+        unsafe { run_blocks(g, ptrs, 0, numel, f) };
         return;
     }
     let chunks = (numel / GRAIN).clamp(1, threads * 4);
@@ -164,7 +234,7 @@ pub unsafe fn run_geometry<const N: usize, F>(
         let end = ((c + 1) * per).min(numel);
         if start < end {
             // SAFETY: disjoint ranges; forwarded caller contract.
-            unsafe { run_range(g, shared.map(|p| p.0), start, end, f) }
+            unsafe { run_blocks(g, shared.map(|p| p.0), start, end, f) }
         }
     });
 }
@@ -184,27 +254,39 @@ pub(crate) unsafe fn run_range_serial<const N: usize, F>(
     if g.shape.is_empty() {
         f(ptrs, [0; N], 1);
     } else {
-        // SAFETY: forwarded.
-        unsafe { run_range(g, ptrs, 0, numel, f) }
+        // SAFETY: forwarded; blocks are visited in index order, rows in order.
+        unsafe { run_blocks(g, ptrs, 0, numel, &|b: Block<N>| b.each_run(f)) }
     }
 }
 
-/// Visits linear indices `start..end` (innermost dim fastest) of `g`.
+/// Dims kept on the stack while walking a range; more take a heap buffer.
+const STACK_DIMS: usize = 8;
+
+/// Visits linear indices `start..end` (innermost dim fastest) of a non-empty `g`,
+/// as blocks: whole rows of dim 0 are grouped along dim 1, a partial row (at the
+/// range's ends) is a block of one row.
 ///
 /// # Safety
 /// As [`for_each_raw`].
 #[allow(clippy::needless_range_loop)] // parallel arrays indexed by dim and operand
-unsafe fn run_range<const N: usize, F>(
+unsafe fn run_blocks<const N: usize, F>(
     g: &Geometry<N>,
     base: [*mut u8; N],
     start: usize,
     end: usize,
     f: &F,
 ) where
-    F: Fn([*mut u8; N], [isize; N], usize),
+    F: Fn(Block<N>),
 {
     let nd = g.shape.len();
-    let mut idx = vec![0usize; nd];
+    let mut on_stack = [0usize; STACK_DIMS];
+    let mut on_heap = Vec::new();
+    let idx: &mut [usize] = if nd <= STACK_DIMS {
+        &mut on_stack[..nd]
+    } else {
+        on_heap.resize(nd, 0);
+        &mut on_heap
+    };
     let mut rem = start;
     let mut off = [0isize; N];
     for d in 0..nd {
@@ -214,21 +296,52 @@ unsafe fn run_range<const N: usize, F>(
             off[k] += idx[d] as isize * g.strides[d][k];
         }
     }
-    let inner = g.strides[0];
+    let (n0, inner) = (g.shape[0], g.strides[0]);
+    let (n1, outer) = if nd > 1 {
+        (g.shape[1], g.strides[1])
+    } else {
+        (1, [0; N])
+    };
     let mut pos = start;
     while pos < end {
-        let len = (g.shape[0] - idx[0]).min(end - pos);
         // SAFETY: `off` is the byte offset of index `idx` within each operand, valid
         // by the caller contract.
-        let p: [*mut u8; N] = std::array::from_fn(|k| unsafe { base[k].offset(off[k]) });
-        f(p, inner, len);
-        pos += len;
-        // Advance the multi-index by `len` along dim 0, carrying outward.
-        idx[0] += len;
-        for k in 0..N {
-            off[k] += len as isize * inner[k];
+        let ptrs: [*mut u8; N] = std::array::from_fn(|k| unsafe { base[k].offset(off[k]) });
+        let rest = end - pos;
+        // The dim at which the carry starts.
+        let mut d;
+        if nd > 1 && idx[0] == 0 && rest >= n0 {
+            let rows = (rest / n0).min(n1 - idx[1]);
+            f(Block {
+                ptrs,
+                inner,
+                len: n0,
+                outer,
+                rows,
+            });
+            pos += rows * n0;
+            idx[1] += rows;
+            for k in 0..N {
+                off[k] += rows as isize * outer[k];
+            }
+            d = 1;
+        } else {
+            let len = (n0 - idx[0]).min(rest);
+            f(Block {
+                ptrs,
+                inner,
+                len,
+                outer,
+                rows: 1,
+            });
+            pos += len;
+            idx[0] += len;
+            for k in 0..N {
+                off[k] += len as isize * inner[k];
+            }
+            d = 0;
         }
-        let mut d = 0;
+        // Carry outward from dim `d`.
         while d < nd && idx[d] == g.shape[d] {
             for k in 0..N {
                 off[k] -= g.shape[d] as isize * g.strides[d][k];
@@ -276,6 +389,36 @@ mod tests {
         let mut v = seen.into_inner().unwrap();
         v.sort();
         v
+    }
+
+    #[test]
+    fn blocks_group_whole_rows_and_cover_every_index_once() {
+        // A transposed copy's layout: rows of 8 contiguous elements, 6 of them per
+        // outer step; large enough (with the last shape) to split across threads
+        // mid-row.
+        // Dims 0 and 1 swapped (as `transpose(0, 1)` leaves them), so that they
+        // cannot be collapsed into one.
+        for shape in [vec![5i64, 6, 8], vec![3, 4001, 13]] {
+            let strides: Vec<isize> = vec![shape[2] as isize, (shape[0] * shape[2]) as isize, 1];
+            let seen = std::sync::Mutex::new((Vec::new(), 0usize));
+            // SAFETY: the pointer is never dereferenced; offsets are only recorded.
+            unsafe {
+                for_each_block::<1, _>(&shape, [std::ptr::null_mut()], [&strides], |b| {
+                    let mut v = seen.lock().unwrap();
+                    v.1 = v.1.max(b.rows);
+                    for r in 0..b.rows as isize {
+                        for i in 0..b.len as isize {
+                            v.0.push(b.ptrs[0] as isize + r * b.outer[0] + i * b.inner[0]);
+                        }
+                    }
+                });
+            }
+            let (mut v, most_rows) = seen.into_inner().unwrap();
+            v.sort();
+            let n: i64 = shape.iter().product();
+            assert_eq!(v, (0..n as isize).collect::<Vec<_>>(), "{shape:?}");
+            assert!(most_rows > 1, "{shape:?}: rows were not grouped");
+        }
     }
 
     #[test]

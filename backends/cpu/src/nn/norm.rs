@@ -7,6 +7,8 @@
 use super::io::{compute_dtype, err, make_output, numel, shape_err, with_slice, Compute};
 use super::norm_core::{channel_normalize, channel_stats, layer_norm_backward, layer_norm_forward};
 use crate::copy::copy_into;
+use crate::out::empty_uninit;
+use opal::tensor::KernelAccess;
 use opal::{DType, Result, Tensor};
 
 /// Reads an optional parameter as a `Vec<C>` (converted), checking its element count.
@@ -170,6 +172,19 @@ pub fn native_layer_norm_backward(
             with_slice::<C, _>(x, |xv| {
                 with_slice::<C, _>(mean, |mv| {
                     with_slice::<C, _>(rstd, |rv| {
+                        if x.dtype() == C::DTYPE {
+                            return grads_in_place::<C>(
+                                gv,
+                                xv,
+                                mv,
+                                rv,
+                                w.as_deref(),
+                                n,
+                                mask,
+                                x,
+                                pshape,
+                            );
+                        }
                         let mut dx = mask[0].then(|| vec![num_traits::zero::<C>(); xv.len()]);
                         let mut dw = mask[1].then(|| vec![num_traits::zero::<C>(); n]);
                         let mut db = mask[2].then(|| vec![num_traits::zero::<C>(); n]);
@@ -199,6 +214,43 @@ pub fn native_layer_norm_backward(
                 })
             })
         })
+    }
+    /// The gradients written straight into their output tensors (when the input's
+    /// dtype is the compute type): no zeroed buffers, no copies.
+    #[allow(clippy::too_many_arguments)] // the backward's inputs, as `run` has them
+    fn grads_in_place<C: Compute>(
+        gv: &[C],
+        xv: &[C],
+        mv: &[C],
+        rv: &[C],
+        w: Option<&[C]>,
+        n: usize,
+        mask: [bool; 3],
+        x: &Tensor,
+        pshape: &[i64],
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let new = |on: bool, shape: &[i64]| on.then(|| empty_uninit(shape, C::DTYPE)).transpose();
+        let (dx, dw, db) = (
+            new(mask[0], x.sizes())?,
+            new(mask[1], pshape)?,
+            new(mask[2], pshape)?,
+        );
+        let outs: Vec<&Tensor> = [&dx, &dw, &db].into_iter().flatten().collect();
+        let acc = KernelAccess::new(&[], &outs)?;
+        let slice = |t: &Option<Tensor>| -> Result<Option<&mut [C]>> {
+            t.as_ref()
+                .map(|t| {
+                    let p = acc.write_ptr::<C>(t)?;
+                    // SAFETY: `t` is a new contiguous tensor of `numel` elements of C,
+                    // distinct from the other outputs, and `acc` holds its storage
+                    // exclusively while the slice lives.
+                    Ok(unsafe { std::slice::from_raw_parts_mut(p, t.numel() as usize) })
+                })
+                .transpose()
+        };
+        layer_norm_backward(gv, xv, n, mv, rv, w, slice(&dx)?, slice(&dw)?, slice(&db)?);
+        drop(acc);
+        Ok((dx, dw, db))
     }
     let m = [mask(0), mask(1), mask(2)];
     match cd {

@@ -5,7 +5,7 @@
 //! a grain of whole rows). The vectorized row primitives are in `vecmath`.
 //! Must not: know about tensors or dtypes other than the f32/f64 compute type.
 
-use super::vecmath::RowMath;
+use super::vecmath::{softmax_shift, RowMath};
 
 /// Below this many elements the work stays on the calling thread.
 const PARALLEL_MIN: usize = 1 << 14;
@@ -19,9 +19,25 @@ fn task_len(total: usize, block: usize) -> usize {
 }
 
 /// Runs `f(in_block, out_block)` over the `[outer]` blocks of `block` elements, in
-/// parallel when the tensor is large: tasks of whole blocks through
-/// [`crate::parallel::fork_chunks_mut`], where the calling thread takes part.
+/// parallel when the tensor is large (see [`for_row_runs`]).
 fn for_blocks<C: Send + Sync>(
+    x: &[C],
+    y: &mut [C],
+    block: usize,
+    f: impl Fn(&[C], &mut [C]) + Send + Sync,
+) {
+    for_row_runs(x, y, block, |xc, yc| {
+        for (yb, xb) in yc.chunks_mut(block).zip(xc.chunks(block)) {
+            f(xb, yb);
+        }
+    })
+}
+
+/// Runs `f(in_run, out_run)` over runs of whole `block`-element blocks covering
+/// the buffers: one run on the calling thread when small, else tasks of whole
+/// blocks through [`crate::parallel::fork_chunks_mut`], where the calling thread
+/// takes part.
+fn for_row_runs<C: Send + Sync>(
     x: &[C],
     y: &mut [C],
     block: usize,
@@ -30,20 +46,15 @@ fn for_blocks<C: Send + Sync>(
     if block == 0 {
         return;
     }
-    let run = |xc: &[C], yc: &mut [C]| {
-        for (yb, xb) in yc.chunks_mut(block).zip(xc.chunks(block)) {
-            f(xb, yb);
-        }
-    };
     let threads = rayon::current_num_threads();
     if x.len() < PARALLEL_MIN || x.len() <= block || threads < 2 {
-        run(x, y);
+        f(x, y);
         return;
     }
     let per_task = task_len(x.len(), block);
     crate::parallel::fork_chunks_mut(y, per_task, |c, yc| {
         let start = c * per_task;
-        run(&x[start..start + yc.len()], yc)
+        f(&x[start..start + yc.len()], yc)
     });
 }
 
@@ -51,11 +62,7 @@ fn for_blocks<C: Send + Sync>(
 /// (a row of -inf, everything masked, would otherwise give NaN; PyTorch does the
 /// same).
 fn shift_of<C: RowMath>(m: C) -> C {
-    if m.is_infinite() {
-        C::zero()
-    } else {
-        m
-    }
+    softmax_shift(m)
 }
 
 /// `y = softmax(x)` (or `log_softmax` when `log`) along the middle axis: per row
@@ -70,16 +77,7 @@ pub(crate) fn softmax_forward<C: RowMath>(
 ) {
     let block = dim * inner;
     if inner == 1 {
-        for_blocks(x, y, block, |xr, yr| {
-            let shift = shift_of(C::row_max(xr));
-            if log {
-                let ls = C::exp_sub_total(xr, shift).ln() + shift;
-                C::sub_into(xr, yr, ls);
-            } else {
-                let s = C::exp_sub_sum(xr, yr, shift);
-                C::scale(yr, C::one() / s);
-            }
-        });
+        for_row_runs(x, y, block, |xr, yr| C::softmax_rows(xr, yr, block, log));
         return;
     }
     for_blocks(x, y, block, |xb, yb| {

@@ -63,6 +63,55 @@ pub(crate) trait RowMath: Float + Send + Sync + std::iter::Sum + 'static {
     ) {
         normalize_generic(x, y, mean, rstd, gamma, beta)
     }
+    /// `y = softmax(x)` (or log-softmax when `log`) of each `n`-long row, for a
+    /// whole run of rows at once (short rows pay one call, not three per row).
+    fn softmax_rows(x: &[Self], y: &mut [Self], n: usize, log: bool) {
+        softmax_rows!(
+            x,
+            y,
+            n,
+            log,
+            Self::row_max,
+            Self::exp_sub_sum,
+            Self::exp_sub_total,
+            Self::sub_into,
+            Self::scale
+        )
+    }
+}
+
+/// Softmax (or log-softmax when `log`) of each `n`-long row of `x` into `y`, from
+/// the row primitives named: a macro rather than a generic function so that the
+/// f32 build calls its primitives directly, compiled with its target features (a
+/// function item called through `Fn` would go through a shim without them).
+macro_rules! softmax_rows {
+    ($x:expr, $y:expr, $n:expr, $log:expr, $max:path, $exp_sub_sum:path, $exp_sub_total:path, $sub_into:path, $scale:path) => {{
+        let (x, y, n, log) = ($x, $y, $n, $log);
+        if n > 0 {
+            for (xr, yr) in x.chunks_exact(n).zip(y.chunks_exact_mut(n)) {
+                let shift = softmax_shift($max(xr));
+                if log {
+                    let ls = $exp_sub_total(xr, shift).ln() + shift;
+                    $sub_into(xr, yr, ls);
+                } else {
+                    let s = $exp_sub_sum(xr, yr, shift);
+                    $scale(yr, s.recip());
+                }
+            }
+        }
+    }};
+}
+use softmax_rows;
+
+/// The shift a softmax row subtracts before `exp`: its max, or 0 when the max is
+/// infinite (all `-inf`, or a `+inf`), so that no `inf - inf` makes a NaN.
+#[inline(always)]
+pub(crate) fn softmax_shift<T: Float>(m: T) -> T {
+    if m.is_infinite() {
+        T::zero()
+    } else {
+        m
+    }
 }
 
 #[inline(always)]
@@ -532,11 +581,14 @@ multiversion!(layer_norm_dx_f32(dy: &[f32], x: &[f32], mean: f32, rstd: f32, gam
 multiversion!(layer_norm_param_grads_f32(dy: &[f32], x: &[f32], mean: f32, rstd: f32, dgamma: Option<&mut [f32]>, dbeta: Option<&mut [f32]>) -> () {
     layer_norm_param_grads_generic(dy, x, mean, rstd, dgamma, dbeta)
 });
-multiversion!(scale_f32(xs: &mut [f32], s: f32) -> () {
+multiversion!(scale_f32(xs: &mut [f32], s: f32) -> () { scale_generic(xs, s) });
+
+#[inline(always)]
+fn scale_generic<T: Float>(xs: &mut [T], s: T) {
     for x in xs {
-        *x *= s;
+        *x = *x * s;
     }
-});
+}
 multiversion!(exp_sub_total_f32(src: &[f32], sub: f32) -> f32 {
     exp_sub_total_f32_generic(src, sub)
 });
@@ -545,6 +597,10 @@ multiversion!(exp_sub_acc_f32(src: &[f32], sub: &[f32], dst: &mut [f32], acc: &m
 });
 multiversion!(sub_into_f32(src: &[f32], dst: &mut [f32], c: f32) -> () {
     sub_into_generic(src, dst, c)
+});
+
+multiversion!(softmax_rows_f32(x: &[f32], y: &mut [f32], n: usize, log: bool) -> () {
+    softmax_rows!(x, y, n, log, max_lanes, exp_sub_sum_f32_generic, exp_sub_total_f32_generic, sub_into_generic, scale_generic)
 });
 
 multiversion!(gelu_f32_mv(x: &[f32], y: &mut [f32]) -> () {
@@ -569,6 +625,9 @@ pub(crate) fn gelu_backward_f32(g: &[f32], x: &[f32], y: &mut [f32]) {
 impl RowMath for f32 {
     fn row_max(xs: &[f32]) -> f32 {
         max_f32(xs)
+    }
+    fn softmax_rows(x: &[f32], y: &mut [f32], n: usize, log: bool) {
+        softmax_rows_f32(x, y, n, log)
     }
     fn row_sum(xs: &[f32]) -> f32 {
         sum_f32(xs)
