@@ -178,11 +178,35 @@ fn run(
     Ok(captured)
 }
 
+/// The graph's nodes by address. Keys are addresses of live nodes (no adversary
+/// picks them), so SipHash's flood resistance buys nothing; it was about 1% of a
+/// small model's training step.
+type Tasks = HashMap<usize, Task, std::hash::BuildHasherDefault<AddrHasher>>;
+
+/// Hashes one `usize` address: a multiply by an odd constant, folded so that the
+/// low bits (zero in aligned addresses) come from the high ones.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.0 = (self.0 ^ x as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
 /// Every node reachable from `roots`, with the number of edges into it.
-fn discover<'e>(roots: impl Iterator<Item = &'e Edge>) -> HashMap<usize, Task> {
-    let mut tasks: HashMap<usize, Task> = HashMap::new();
+fn discover<'e>(roots: impl Iterator<Item = &'e Edge>) -> Tasks {
+    let mut tasks = Tasks::default();
     let mut stack: Vec<Arc<dyn Node>> = Vec::new();
-    let visit = |n: &Arc<dyn Node>, tasks: &mut HashMap<usize, Task>, stack: &mut Vec<_>| {
+    let visit = |n: &Arc<dyn Node>, tasks: &mut Tasks, stack: &mut Vec<_>| {
         let id = node_id(n);
         if let std::collections::hash_map::Entry::Vacant(slot) = tasks.entry(id) {
             slot.insert(Task {
@@ -217,7 +241,7 @@ fn discover<'e>(roots: impl Iterator<Item = &'e Edge>) -> HashMap<usize, Task> {
 fn route(
     edge: &Edge,
     g: Option<Tensor>,
-    tasks: &mut HashMap<usize, Task>,
+    tasks: &mut Tasks,
     captures: &Option<Vec<Option<Slot>>>,
     captured: &mut [Option<Tensor>],
     from: &str,
