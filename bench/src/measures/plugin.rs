@@ -66,7 +66,7 @@ fn static_add(_ks: DispatchKeySet, a: &Tensor, b: &Tensor, alpha: &Scalar) -> Re
 
 /// The plugin bench's setup: three copies of the test plugin loaded from one
 /// directory (`pba`, `pbb`, `pbc`; how long that took in `load_ms`), `pbc`'s `add`
-/// replaced by [`static_add`] (kept registered while `lib` lives), and one-element
+/// replaced by `static_add` (kept registered while `lib` lives), and one-element
 /// f32 operands on `pba` (`a`, `b`: the plugin's typed path) and on `pbc` (`c`,
 /// `d`: the static kernel). Also what `bench/examples/plugin_add_loop.rs` runs.
 pub struct Setup {

@@ -607,8 +607,8 @@ pub const REGISTRAR_SIZE_1_1: usize = core::mem::offset_of!(OpalRegistrar, regis
 ///
 /// `out` is the result the host made by the registration's rule, borrowed, with its
 /// metadata: the entry writes its elements (the tensor is the entry's alone during
-/// the call) and returns [`code::OK`](super::code::OK); the host then returns that
-/// tensor. On [`code::DECLINED`](super::code::DECLINED) or an error the host drops
+/// the call) and returns [`code::OK`]; the host then returns that
+/// tensor. On [`code::DECLINED`] or an error the host drops
 /// it and proceeds as for the typed entry (the fallback, or the error).
 pub mod result_rule {
     /// Elementwise: when every tensor argument is defined and has the sizes, dtype
