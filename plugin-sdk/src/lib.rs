@@ -39,7 +39,7 @@ mod value;
 
 pub use registrar::{Allocator, HostMemory, KernelFn, Registrar, Transfer};
 pub use tensor::{DType, Device, DeviceKind, Tensor};
-pub use typed::TypedKernel;
+pub use typed::{OutKernel, TypedKernel};
 pub use value::{Scalar, Value};
 
 /// An error crossing the ABI: a [`abi::code`] and a message.

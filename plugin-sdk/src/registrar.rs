@@ -134,6 +134,37 @@ impl<'a> Registrar<'a> {
         Ok(self)
     }
 
+    /// Registers the out entry `k` (ABI 1.2, see [`crate::out_entry!`]) for op
+    /// `name`, whose typed entry must be registered already: when the host bound
+    /// the typed entry and the call fits `k`'s result rule, the host makes the
+    /// result and calls the out entry to write it; the typed entry serves the other
+    /// calls. A 1.0 or 1.1 host (whose registrar lacks the function) keeps the typed
+    /// entry: `Ok`.
+    pub fn out_kernel(&mut self, name: &str, k: crate::OutKernel) -> Result<&mut Self> {
+        let end =
+            std::mem::offset_of!(OpalRegistrar, register_out_kernel) + std::mem::size_of::<usize>();
+        if !abi::has_field(self.raw.size, end) {
+            return Ok(self);
+        }
+        // SAFETY: the registrar is valid during init and its size covers the field;
+        // the entry is a fn pointer alive for the process (the library is never
+        // unloaded) of the out-entry signature its code names (`OutKernel::new`'s
+        // contract).
+        let st = unsafe {
+            (self.raw.register_out_kernel)(
+                self.raw.ctx,
+                OpalStr::borrow(name),
+                OpalStr::borrow(&k.code),
+                k.rule,
+                k.entry,
+                std::ptr::null_mut(),
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
     /// Registers `k` as the boxed fallback of every op without a kernel (it gets
     /// the host schema's arguments).
     pub fn fallback(&mut self, k: KernelFn) -> Result<&mut Self> {
@@ -290,4 +321,93 @@ unsafe extern "C" fn free_trampoline(user: *mut c_void, ptr: *mut u8, nbytes: us
         // SAFETY: the host passes back the user pointer and a pointer from `alloc`.
         unsafe { allocator(user).free(ptr, nbytes, index) }
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{OpalAllocator, OpalKernelFn, OpalTransfer, OpalTypedFn};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static OUT_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn reg_kernel(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalKernelFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn reg_fallback(
+        _: *mut c_void,
+        _: OpalKernelFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn cpu_fb(_: *mut c_void, _: *const OpalTransfer) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn reg_alloc(_: *mut c_void, _: *const OpalAllocator) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn reg_typed(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalStr,
+        _: OpalTypedFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn reg_out(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalStr,
+        _: u32,
+        _: OpalTypedFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OUT_CALLS.fetch_add(1, Ordering::Relaxed);
+        OpalStatus::OK
+    }
+
+    crate::out_entry! {
+        fn relu_out(self_: Tensor) -> out(ELEMENTWISE) = |_: &crate::Tensor, _: &crate::Tensor| Ok(());
+    }
+
+    /// A 1.2 plugin on a 1.1 host (a registrar without `register_out_kernel`)
+    /// registers no out entry and succeeds; on a 1.2 host the entry is registered
+    /// with the typed entry's code and its rule.
+    #[test]
+    fn out_entries_are_registered_only_where_the_registrar_has_the_function() {
+        let mut raw = OpalRegistrar {
+            size: abi::REGISTRAR_SIZE_1_1,
+            ctx: std::ptr::null_mut(),
+            register_kernel: reg_kernel,
+            register_fallback: reg_fallback,
+            use_cpu_fallback: cpu_fb,
+            register_allocator: reg_alloc,
+            register_typed_kernel: reg_typed,
+            register_out_kernel: reg_out,
+        };
+        let k = relu_out();
+        assert_eq!((k.code(), k.rule()), ("T>1", abi::result_rule::ELEMENTWISE));
+        Registrar::new(&raw)
+            .unwrap()
+            .out_kernel("aten::relu", k.clone())
+            .unwrap();
+        assert_eq!(
+            OUT_CALLS.load(Ordering::Relaxed),
+            0,
+            "a 1.1 host: not called"
+        );
+        raw.size = std::mem::size_of::<OpalRegistrar>();
+        Registrar::new(&raw)
+            .unwrap()
+            .out_kernel("aten::relu", k)
+            .unwrap();
+        assert_eq!(OUT_CALLS.load(Ordering::Relaxed), 1);
+    }
 }

@@ -11,7 +11,12 @@
 //! signature code and the Rust parameter the kernel gets (the same types as the
 //! generated `<Backend>PluginKernels` methods).
 //!
-//! Owns: the typed argument conversions and the entry macro. Must not: keep
+//! Out entries (ABI 1.2) take the same arguments and, last, the result the host
+//! made by a result rule ([`crate::abi::result_rule`]), to write instead of making
+//! one: [`out_entry!`](crate::out_entry) writes one around a Rust function, and
+//! [`crate::Registrar::out_kernel`] registers it after the op's typed entry.
+//!
+//! Owns: the typed argument conversions and the entry macros. Must not: keep
 //! borrowed arguments past the call.
 
 use crate::abi::OpalTensorArg;
@@ -254,6 +259,124 @@ macro_rules! typed_entry {
                             *mut ::std::ffi::c_void,
                             $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
                             *mut $crate::abi::OpalTensor,
+                        ) -> $crate::abi::OpalStatus,
+                        $crate::abi::OpalTypedFn,
+                    >(f),
+                )
+            }
+        }
+    };
+}
+
+/// An out entry ready to register (ABI 1.2): its signature code, the rule by which
+/// the host makes its result ([`abi::result_rule`]) and the erased function.
+#[derive(Clone, Debug)]
+pub struct OutKernel {
+    pub(crate) code: String,
+    pub(crate) rule: u32,
+    pub(crate) entry: abi::OpalTypedFn,
+}
+
+impl OutKernel {
+    /// An out entry whose arguments have the codes `args`, writing a result made by
+    /// `rule`.
+    ///
+    /// # Safety
+    /// `entry` is an `extern "C"` function of exactly the C signature of an out entry
+    /// with those codes (`docs/abi.md`): `OpalStatus (void*, <one C type per code>,
+    /// const OpalTensorArg*)`, which catches panics.
+    pub unsafe fn new(args: &[u8], rule: u32, entry: abi::OpalTypedFn) -> OutKernel {
+        // SAFETY: forwarded contract (the code is built the same way).
+        let code = unsafe { TypedKernel::new(args, entry) }.code;
+        OutKernel { code, rule, entry }
+    }
+
+    /// The signature code (`"TTs>1"`, the typed entry's).
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+
+    /// The result rule ([`abi::result_rule`]).
+    pub fn rule(&self) -> u32 {
+        self.rule
+    }
+}
+
+/// The result tensor of an out entry (used by [`out_entry!`](crate::out_entry)).
+///
+/// # Safety
+/// `out` is the pointer the host passed to an out entry (valid for the call); the
+/// tensor is dropped before the entry returns.
+#[doc(hidden)]
+#[inline(always)]
+pub unsafe fn __out(out: *const OpalTensorArg) -> Result<crate::Tensor> {
+    // SAFETY: per the contract.
+    crate::Tensor::from_arg(unsafe { out.as_ref() })
+}
+
+/// Defines a function returning the [`OutKernel`] of an out entry (ABI 1.2) that
+/// converts its C arguments per class and calls `$f` with the kernel parameters
+/// and, last, the result the host made by the rule (`ELEMENTWISE`:
+/// [`abi::result_rule::ELEMENTWISE`]), as `&Tensor` to write; panics are caught.
+///
+/// ```ignore
+/// out_entry! {
+///     /// `add.Tensor`, into a result the host made like `self`.
+///     fn add_out_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> out(ELEMENTWISE) = add_into;
+/// }
+/// // fn add_into(a: &Tensor, b: &Tensor, alpha: Scalar, out: &Tensor) -> Result<()>
+/// reg.kernel("aten::add.Tensor", add_boxed)?
+///     .typed_kernel("aten::add.Tensor", add_typed())?
+///     .out_kernel("aten::add.Tensor", add_out_entry())?;
+/// ```
+///
+/// A generic form, `fn name<K: Trait>(..) -> out(RULE) = K::method;`, serves
+/// generated code.
+#[macro_export]
+macro_rules! out_entry {
+    ($(#[$m:meta])* $vis:vis fn $name:ident $(<$g:ident : $bound:path>)?
+        ($($a:ident : $t:ident),* $(,)?) -> out($rule:ident) = $f:expr;) => {
+        $(#[$m])*
+        $vis fn $name $(<$g: $bound>)? () -> $crate::typed::OutKernel {
+            #[allow(non_snake_case, clippy::too_many_arguments)]
+            unsafe extern "C" fn entry $(<$g: $bound>)? (
+                _user: *mut ::std::ffi::c_void,
+                $($a: <$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+                out: *const $crate::abi::OpalTensorArg,
+            ) -> $crate::abi::OpalStatus {
+                $crate::typed::__guard(stringify!($name), || {
+                    $(
+                        // SAFETY: the host passes each argument valid for the call;
+                        // the local is dropped when this closure returns.
+                        let $a = unsafe {
+                            <$crate::typed::$t as $crate::typed::TypedArg>::local($a)
+                        }?;
+                    )*
+                    // SAFETY: the host passes the result valid for the call; the
+                    // borrowed tensor is dropped when this closure returns.
+                    let out = unsafe { $crate::typed::__out(out) }?;
+                    ($f)($(<$crate::typed::$t as $crate::typed::TypedArg>::param(&$a),)* &out)
+                })
+            }
+            let f: unsafe extern "C" fn(
+                *mut ::std::ffi::c_void,
+                $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+                *const $crate::abi::OpalTensorArg,
+            ) -> $crate::abi::OpalStatus = entry $(::<$g>)?;
+            // SAFETY: `entry` has exactly the C signature of an out entry with the
+            // classes' codes (each class's `Abi` is the C type of its code, then
+            // the result's `const OpalTensorArg*`) and catches panics; erasing a fn
+            // pointer's type is a plain copy, and the host calls it only through
+            // that signature.
+            unsafe {
+                $crate::typed::OutKernel::new(
+                    &[$(<$crate::typed::$t as $crate::typed::TypedArg>::CODE),*],
+                    $crate::abi::result_rule::$rule,
+                    ::std::mem::transmute::<
+                        unsafe extern "C" fn(
+                            *mut ::std::ffi::c_void,
+                            $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+                            *const $crate::abi::OpalTensorArg,
                         ) -> $crate::abi::OpalStatus,
                         $crate::abi::OpalTypedFn,
                     >(f),

@@ -11,8 +11,9 @@
 //!   kernel through the C ABI, against the same arithmetic registered as a typed
 //!   Rust kernel on another plugin device (same allocator: the plugin's), timed
 //!   alternately ([`median_pair_ns`]); the overhead is the difference. The plugin's
-//!   `add` is its typed entry (ABI 1.1; the group fails when the host did not bind
-//!   it typed).
+//!   `add` is its out entry (ABI 1.2: the host makes the result, the entry writes
+//!   it), bound with its typed entry (ABI 1.1; the group fails when the host did
+//!   not bind it typed).
 //!
 //! The three PrivateUse keys are taken by the copies (`pba`, `pbb`, `pbc`), so the
 //! group runs once per process.
@@ -63,8 +64,28 @@ fn static_add(_ks: DispatchKeySet, a: &Tensor, b: &Tensor, alpha: &Scalar) -> Re
     Ok(out)
 }
 
-/// Records the plugin keys.
-pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
+/// The plugin bench's setup: three copies of the test plugin loaded from one
+/// directory (`pba`, `pbb`, `pbc`; how long that took in `load_ms`), `pbc`'s `add`
+/// replaced by `static_add` (kept registered while `lib` lives), and one-element
+/// f32 operands on `pba` (`a`, `b`: the plugin's typed path) and on `pbc` (`c`,
+/// `d`: the static kernel). Also what `bench/examples/plugin_add_loop.rs` runs.
+pub struct Setup {
+    /// Milliseconds `load_dir` took.
+    pub load_ms: f64,
+    /// Operands served by the plugin's kernel.
+    pub a: Tensor,
+    /// See `a`.
+    pub b: Tensor,
+    /// Operands served by the static kernel.
+    pub c: Tensor,
+    /// See `c`.
+    pub d: Tensor,
+    /// Keeps the static kernel registered.
+    pub lib: Library,
+}
+
+/// Makes the [`Setup`] (once per process: it takes the three PrivateUse keys).
+pub fn setup() -> Result<Setup> {
     use std::os::unix::fs::PermissionsExt;
     let lib = plugin_lib()?;
     let dir = std::env::temp_dir().join(format!("opal-bench-plugins-{}", std::process::id()));
@@ -85,7 +106,7 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
         std::fs::set_permissions(dir.join(&so), std::fs::Permissions::from_mode(0o755))
             .map_err(|e| OpalError::msg(e.to_string()))?;
         let m = format!(
-            r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.1", "ops": {ops_json}}}"#
+            r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.2", "ops": {ops_json}}}"#
         );
         let mp = dir.join(format!("{name}.opal-plugin.json"));
         std::fs::write(&mp, m).map_err(|e| OpalError::msg(e.to_string()))?;
@@ -99,7 +120,6 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
     if let Some(e) = failures.into_iter().next() {
         return Err(e);
     }
-    out.put("plugin_load_3_ms", ms, Unit::Other("ms"));
 
     // pbc's add becomes a static kernel (the latest registration wins).
     let mut lib = Library::new("aten", DispatchKey::PrivateUse3);
@@ -123,6 +143,27 @@ pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
             "plugin bench: pba's add.Tensor is not served by its typed entry",
         ));
     }
+    Ok(Setup {
+        load_ms: ms,
+        a,
+        b,
+        c,
+        d,
+        lib,
+    })
+}
+
+/// Records the plugin keys.
+pub fn run(cfg: &Config, out: &mut Results) -> Result<()> {
+    let Setup {
+        load_ms,
+        a,
+        b,
+        c,
+        d,
+        lib,
+    } = setup()?;
+    out.put("plugin_load_3_ms", load_ms, Unit::Other("ms"));
     let fallbacks = opal::fallback::calls();
     ops::add_tensor(&a, &b)?;
     ops::add_tensor(&c, &d)?;

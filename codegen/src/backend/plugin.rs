@@ -6,7 +6,11 @@
 //! the boxed shims the host calls through the C ABI, typed entries (ABI 1.1: one
 //! `extern "C"` function per op whose C signature follows its schema, written by
 //! `opal_plugin_sdk::typed_entry!`) for ops whose arguments all have a typed class
-//! and that return one tensor, `register::<K>(reg)` for the plugin's `init`, and
+//! and that return one tensor, out entries (ABI 1.2: for such ops tagged
+//! `pointwise` that write no argument, an opt-in `<OP>_INTO` constant and an
+//! `<op>_into` method writing into a result the host made by the `ELEMENTWISE`
+//! rule, written by `opal_plugin_sdk::out_entry!` and registered only when the
+//! constant is true), `register::<K>(reg)` for the plugin's `init`, and
 //! the manifest (`<device>.opal-plugin.json`) listing those schemas, from which the
 //! host builds the defaulted-argument adapters at load time.
 //!
@@ -157,11 +161,13 @@ fn return_type(s: &FunctionSchema) -> Option<String> {
 }
 
 /// One op's trait method, shims (boxed, and typed where every argument has a typed
-/// class and the op returns one tensor) and registration lines, or why not.
+/// class and the op returns one tensor, and an out entry where such an op is
+/// `pointwise` and writes no argument) and registration lines, or why not.
 fn op_code(
     trait_name: &str,
     qualified: &str,
     schema: &FunctionSchema,
+    pointwise: bool,
 ) -> Result<(String, String, String), String> {
     let ident = crate::ident::op_ident(&schema.name)?;
     let ret = return_type(schema).ok_or_else(|| {
@@ -173,6 +179,7 @@ fn op_code(
     })?;
     let args: Vec<&Argument> = schema.arguments.all().collect();
     let (mut params, mut reads, mut passes) = (Vec::new(), String::new(), Vec::new());
+    let mut locals = Vec::new();
     let mut typed = (ret == "Tensor").then(Vec::new);
     for (i, a) in args.iter().enumerate() {
         let code = arg_code(&a.ty).ok_or_else(|| {
@@ -187,6 +194,7 @@ fn op_code(
             Some(t)
         });
         params.push(format!("{local}: {}", code.ty));
+        locals.push(local.clone());
         let _ = writeln!(
             reads,
             "    let {local} = args::{}(__args, {i}, \"{}\")?;",
@@ -194,7 +202,7 @@ fn op_code(
         );
         passes.push(code.pass.replace("{}", &local));
     }
-    let method = format!(
+    let mut method = format!(
         "    /// `{schema}`\n    fn {ident}({}) -> Result<{ret}>;\n",
         params.join(", ")
     );
@@ -213,6 +221,34 @@ fn op_code(
             reg,
             "    reg.typed_kernel(\"{qualified}\", __typed_{ident}::<K>())?;"
         );
+        if pointwise && !args.iter().any(|a| a.is_write()) {
+            let flag = ident.to_uppercase();
+            let _ = write!(
+                method,
+                "    /// Whether [`Self::{ident}_into`] is written: `register` then registers it as\n    \
+                 /// the out entry of `{qualified}` (ABI 1.2), which the host calls with the result\n    \
+                 /// it made by the `ELEMENTWISE` rule. Set it only when that rule gives this op's\n    \
+                 /// result (the first tensor's sizes, dtype and device).\n    \
+                 const {flag}_INTO: bool = false;\n    \
+                 /// `{schema}` writing into `out`, a new contiguous tensor the host made with\n    \
+                 /// `{first}`'s sizes, dtype and device (every tensor argument has them).\n    \
+                 fn {ident}_into({}, out: &Tensor) -> Result<()> {{\n        \
+                 let _ = ({}, out);\n        \
+                 Err(opal_plugin_sdk::Error::declined())\n    }}\n",
+                params.join(", "),
+                locals.join(", "),
+                first = locals.first().map_or("self", String::as_str),
+            );
+            let _ = write!(
+                shim,
+                "opal_plugin_sdk::out_entry! {{\n    /// The out entry of `{qualified}`.\n    #[allow(non_snake_case)]\n    fn __out_{ident}<K: {trait_name}>({}) -> out(ELEMENTWISE) = K::{ident}_into;\n}}\n",
+                t.join(", ")
+            );
+            let _ = writeln!(
+                reg,
+                "    if K::{flag}_INTO {{\n        reg.out_kernel(\"{qualified}\", __out_{ident}::<K>())?;\n    }}"
+            );
+        }
     }
     Ok((method, shim, reg))
 }
@@ -228,7 +264,8 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
     for op in &plan.ops {
         let schema = op.kernel_schema();
         let qualified = format!("{ns}::{}", op.func.func.name);
-        match op_code(&trait_name, &qualified, schema) {
+        let pointwise = op.func.tags.iter().any(|t| t == "pointwise");
+        match op_code(&trait_name, &qualified, schema, pointwise) {
             Ok((m, s, r)) => {
                 methods.push_str(&m);
                 shims.push_str(&s);
@@ -245,7 +282,7 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
         }
     }
     let manifest = format!(
-        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.1\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
+        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.2\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
         dev = spec.device.value,
         key = spec.dispatch_key.value.as_str(),
         ops = manifest_ops.join(",\n"),
@@ -361,13 +398,23 @@ mod tests {
         let boxed = m.find("reg.kernel(\"aten::add.out\", __shim_add_out::<K>)?;");
         let typed = m.find("reg.typed_kernel(\"aten::add.out\", __typed_add_out::<K>())?;");
         assert!(boxed.is_some() && typed.is_some() && boxed < typed, "{m}");
+        // Out entries (ABI 1.2): pointwise ops writing no argument get an opt-in
+        // method, registered only when its constant is true; `add.out` writes `out`.
+        assert!(m.contains("const RELU_INTO: bool = false;"), "{m}");
+        assert!(
+            m.contains("fn relu_into(self_: &Tensor, out: &Tensor) -> Result<()> {"),
+            "{m}"
+        );
+        assert!(m.contains("fn __out_relu<K: EmuPluginKernels>(self_: Tensor) -> out(ELEMENTWISE) = K::relu_into;"), "{m}");
+        assert!(m.contains("    if K::RELU_INTO {\n        reg.out_kernel(\"aten::relu\", __out_relu::<K>())?;\n    }"), "{m}");
+        assert!(!m.contains("ADD_OUT_INTO") && !m.contains("MM_INTO"), "{m}");
         // `full` has a `Layout?` argument, which has no typed class: boxed only.
         assert!(
             m.contains("__shim_full") && !m.contains("__typed_full"),
             "{m}"
         );
         assert!(
-            code.manifest.contains("\"abi\": \"1.1\""),
+            code.manifest.contains("\"abi\": \"1.2\""),
             "{}",
             code.manifest
         );
@@ -392,11 +439,11 @@ mod tests {
             "bernoulli(Tensor self, *, Generator? generator=None) -> Tensor",
         )
         .unwrap();
-        let e = op_code("T", "aten::bernoulli", &schema).unwrap_err();
+        let e = op_code("T", "aten::bernoulli", &schema, false).unwrap_err();
         assert!(e.contains("'generator'") && e.contains("Generator?"), "{e}");
         let schema =
             crate::parse::parse_schema("split(Tensor self, int size) -> Tensor[]").unwrap();
-        assert!(op_code("T", "aten::split", &schema)
+        assert!(op_code("T", "aten::split", &schema, false)
             .unwrap_err()
             .contains("Tensor[]"));
     }

@@ -28,8 +28,9 @@ pub const ABI_MAJOR: u32 = 1;
 /// Minor version: grows when fields are appended to a table; a plugin of a lower or
 /// higher minor version loads, and each side checks `size` before using new fields.
 /// 1.1 added typed entries ([`OpalRegistrar::register_typed_kernel`], [`typed`])
-/// and [`OpalHostApi::tensor_empty_info`].
-pub const ABI_MINOR: u32 = 1;
+/// and [`OpalHostApi::tensor_empty_info`]; 1.2 added out entries
+/// ([`OpalRegistrar::register_out_kernel`], [`result_rule`]).
+pub const ABI_MINOR: u32 = 2;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
 /// it (reading runs no plugin code) before calling anything.
@@ -570,11 +571,55 @@ pub struct OpalRegistrar {
         entry: OpalTypedFn,
         user: *mut c_void,
     ) -> OpalStatus,
+    /// (1.2) Registers an out entry for op `name`: a typed entry ([`typed`], the
+    /// same `signature` code) that writes its result into a tensor the host made by
+    /// `rule` ([`result_rule`]) instead of making one. Its C signature is the typed
+    /// entry's with the last parameter `const OpalTensorArg* out` (the result,
+    /// borrowed, for the entry to write) instead of `OpalTensor* rets`. The op's
+    /// typed entry must be registered first: it serves the calls the rule does not
+    /// cover. A host that did not bind the typed entry, or does not know `rule`,
+    /// ignores the out entry.
+    pub register_out_kernel: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        name: OpalStr,
+        signature: OpalStr,
+        rule: u32,
+        entry: OpalTypedFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
 }
 
 /// The size of the 1.0 layout of [`OpalRegistrar`] (a reader of an older producer's
 /// table checks `size` against this before using the 1.0 fields).
 pub const REGISTRAR_SIZE_1_0: usize = core::mem::offset_of!(OpalRegistrar, register_typed_kernel);
+
+/// The size of the 1.1 layout of [`OpalRegistrar`] (a plugin checks `size` covers
+/// [`OpalRegistrar::register_out_kernel`] before calling it).
+pub const REGISTRAR_SIZE_1_1: usize = core::mem::offset_of!(OpalRegistrar, register_out_kernel);
+
+/// How the host makes the result of an out entry
+/// ([`OpalRegistrar::register_out_kernel`], ABI 1.2).
+///
+/// An out entry's C type is a typed entry's ([`typed`]) with the last parameter
+/// `const OpalTensorArg* out` instead of `OpalTensor* rets`:
+///
+/// `OpalStatus entry(void* user, <one parameter per code>, const OpalTensorArg* out)`
+///
+/// `out` is the result the host made by the registration's rule, borrowed, with its
+/// metadata: the entry writes its elements (the tensor is the entry's alone during
+/// the call) and returns [`code::OK`]; the host then returns that
+/// tensor. On [`code::DECLINED`] or an error the host drops
+/// it and proceeds as for the typed entry (the fallback, or the error).
+pub mod result_rule {
+    /// Elementwise: when every tensor argument is defined and has the sizes, dtype
+    /// and device of the first one, the result is a new contiguous tensor of those
+    /// sizes, dtype and device (from the device's allocator), and the host calls the
+    /// out entry; otherwise it calls the op's typed entry. The plugin declares it
+    /// only for ops whose result then has that geometry (`add.Tensor`, `relu`, ...);
+    /// an entry that finds other arguments (an `alpha` its dtype cannot take) returns
+    /// [`super::code::DECLINED`] or an error, as any kernel.
+    pub const ELEMENTWISE: u32 = 1;
+}
 
 /// An erased typed entry: a function whose real C signature the `signature` string
 /// of its registration describes ([`typed`]); it is called only through that type.

@@ -19,8 +19,8 @@
 
 use opal_plugin_sdk::strided::{broadcast_shape, broadcast_strides, for_each_offset};
 use opal_plugin_sdk::{
-    export_plugin, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor,
-    Transfer, Value,
+    export_plugin, out_entry, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar,
+    Tensor, Transfer, Value,
 };
 
 /// Copies element by element between two tensors of one dtype and shape.
@@ -204,6 +204,21 @@ fn relu(args: &[Value]) -> Result<Vec<Value>> {
     relu_k(args[0].tensor()?).map(|t| vec![Value::Tensor(t)])
 }
 
+/// `relu` into the result the host made (ABI 1.2 out entry).
+fn relu_into(a: &Tensor, out: &Tensor) -> Result<()> {
+    if a.sizes() != out.sizes() || a.dtype()? != out.dtype()? {
+        return Err(Error::declined());
+    }
+    match a.dtype()? {
+        DType::F32 => relu_t::<f32>(a, out),
+        DType::F64 => relu_t::<f64>(a, out),
+        DType::I64 => relu_t::<i64>(a, out),
+        DType::I32 => relu_t::<i32>(a, out),
+        _ => return Err(Error::declined()),
+    }
+    Ok(())
+}
+
 fn relu_k(a: &Tensor) -> Result<Tensor> {
     let out = Tensor::empty(a.sizes(), a.dtype()?, a.device()?)?;
     match a.dtype()? {
@@ -229,6 +244,32 @@ fn sum_t<T: Num>(a: &Tensor, out: &Tensor) {
 
 /// `sum(Tensor self) -> Tensor`, written before `sum` took a dtype (the host's
 /// adapter sends `dtype=` calls to the CPU).
+/// [`binary`] into the result the host made (ABI 1.2 out entry, rule
+/// `ELEMENTWISE`: both operands have its sizes, dtype and device).
+fn binary_into(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar, out: &Tensor) -> Result<()> {
+    let dt = a.dtype()?;
+    if b.dtype()? != dt || out.dtype()? != dt || a.sizes() != out.sizes() {
+        return Err(Error::declined());
+    }
+    match dt {
+        DType::F32 => binary_t::<f32>(op, a, b, alpha, out),
+        DType::F64 => binary_t::<f64>(op, a, b, alpha, out),
+        DType::I64 => binary_t::<i64>(op, a, b, alpha, out),
+        DType::I32 => binary_t::<i32>(op, a, b, alpha, out),
+        _ => return Err(Error::declined()),
+    }
+    Ok(())
+}
+fn add_into(a: &Tensor, b: &Tensor, alpha: Scalar, out: &Tensor) -> Result<()> {
+    binary_into(Binary::Add, a, b, alpha, out)
+}
+fn sub_into(a: &Tensor, b: &Tensor, alpha: Scalar, out: &Tensor) -> Result<()> {
+    binary_into(Binary::Sub, a, b, alpha, out)
+}
+fn mul_into(a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+    binary_into(Binary::Mul, a, b, Scalar::Int(1), out)
+}
+
 fn sum(args: &[Value]) -> Result<Vec<Value>> {
     let a = args[0].tensor()?;
     let dt = a.dtype()?;
@@ -320,9 +361,28 @@ typed_entry! {
     fn relu_entry(self_: Tensor) -> Tensor = relu_k;
 }
 
+out_entry! {
+    /// `add.Tensor` into a result made like `self` (`ELEMENTWISE`).
+    fn add_out_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> out(ELEMENTWISE) = add_into;
+}
+out_entry! {
+    /// `sub.Tensor` into a result made like `self` (`ELEMENTWISE`).
+    fn sub_out_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> out(ELEMENTWISE) = sub_into;
+}
+out_entry! {
+    /// `mul.Tensor` into a result made like `self` (`ELEMENTWISE`).
+    fn mul_out_entry(self_: Tensor, other: Tensor) -> out(ELEMENTWISE) = mul_into;
+}
+out_entry! {
+    /// `relu` into a result made like `self` (`ELEMENTWISE`).
+    fn relu_out_entry(self_: Tensor) -> out(ELEMENTWISE) = relu_into;
+}
+
 /// Registers the allocator, the CPU fallback with the transfer, and the kernels:
 /// boxed, plus typed entries (ABI 1.1) for every op but the pinned `sum`, whose
-/// schema differs from the host's (adapted calls go through the boxed kernel).
+/// schema differs from the host's (adapted calls go through the boxed kernel),
+/// and out entries (ABI 1.2) for the elementwise ops, which the host calls with
+/// a result it made when both operands have one size, dtype and device.
 pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
     reg.allocator(&MEMORY)?.cpu_fallback(&TRANSFER)?;
     reg.kernel("aten::add.Tensor", add)?
@@ -336,6 +396,10 @@ pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
         .typed_kernel("aten::mul.Tensor", mul_entry())?
         .typed_kernel("aten::mm", mm_entry())?
         .typed_kernel("aten::relu", relu_entry())?;
+    reg.out_kernel("aten::add.Tensor", add_out_entry())?
+        .out_kernel("aten::sub.Tensor", sub_out_entry())?
+        .out_kernel("aten::mul.Tensor", mul_out_entry())?
+        .out_kernel("aten::relu", relu_out_entry())?;
     Ok(())
 }
 

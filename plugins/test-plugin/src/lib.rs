@@ -2,19 +2,22 @@
 //! separated by commas): `panic` (its init panics), `fail` (its init returns an
 //! error), `no-fallback` (no CPU fallback), `boxed-only` (no typed entries: what a
 //! plugin built for ABI 1.0 registers), `count` (count kernel calls, read with
-//! the exported `opal_test_plugin_calls`), `typed-panic` (the typed entries
-//! panic). Otherwise it registers host-memory allocation, the CPU fallback, and f32
+//! the exported `opal_test_plugin_calls`), `typed-panic` (the typed and out entries
+//! panic), `no-out` (no out entries: what a plugin built for ABI 1.1 registers).
+//! Otherwise it registers host-memory allocation, the CPU fallback, and f32
 //! kernels for `aten::add.Tensor`, `aten::relu` and `aten::sum` (the latter written
 //! against the old schema `sum(Tensor self) -> Tensor`), each boxed and as a typed
-//! entry (ABI 1.1). Built with the feature `abi-1-0`, it declares ABI 1.0 and
-//! registers boxed kernels only (a plugin as built for 1.0). The tests in `plugins/tests` copy the library and write
+//! entry (ABI 1.1), and out entries for `add.Tensor` and `relu` (ABI 1.2, rule
+//! `ELEMENTWISE`). Built with the feature `abi-1-0`, it declares ABI 1.0 and
+//! registers boxed kernels only (a plugin as built for 1.0); with `abi-1-1`, it
+//! declares ABI 1.1 and registers no out entries (a plugin as built for 1.1). The tests in `plugins/tests` copy the library and write
 //! manifests around it (other names, devices, keys, ABI versions, schemas).
 //!
 //! Owns: nothing but this test fixture. Must not: depend on `opal`.
 
 use opal_plugin_sdk::{
-    export_plugin, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar, Tensor,
-    Transfer, Value,
+    export_plugin, out_entry, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar,
+    Tensor, Transfer, Value,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -22,8 +25,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 static COUNT: AtomicBool = AtomicBool::new(false);
 /// Set by the `typed-panic` config word.
 static TYPED_PANIC: AtomicBool = AtomicBool::new(false);
-/// Calls of the boxed kernels (0) and of the typed entries (1), with `count`.
-static CALLS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+/// Calls of the boxed kernels (0), of the typed entries, out entries included (1),
+/// and of the out entries (2), with `count`.
+static CALLS: [AtomicU64; 3] = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
 
 fn counted(which: usize) {
     if COUNT.load(Ordering::Relaxed) {
@@ -32,8 +36,8 @@ fn counted(which: usize) {
 }
 
 /// The number of kernel calls this copy of the library served (with the `count`
-/// config word): `which` 0 for boxed kernels, 1 for typed entries; `u64::MAX` for
-/// another `which`. For the tests, which look it up with `dlsym`.
+/// config word): `which` 0 for boxed kernels, 1 for typed entries (out entries
+/// included), 2 for out entries; `u64::MAX` for another `which`. For the tests, which look it up with `dlsym`.
 #[no_mangle]
 pub extern "C" fn opal_test_plugin_calls(which: u32) -> u64 {
     // Nothing here can panic; catch_unwind keeps the rule of every export anyway.
@@ -164,6 +168,55 @@ fn sum_typed(a: &Tensor) -> Result<Tensor> {
     typed(|| sum_t(a))
 }
 
+/// `add.Tensor` into the result the host made (ABI 1.2 out entry): contiguous f32
+/// operands and an integer or float `alpha`; declined otherwise. The rule
+/// (`ELEMENTWISE`) gives both operands and the result one size and dtype, and the
+/// result is contiguous.
+fn add_into(a: &Tensor, b: &Tensor, alpha: Scalar, out: &Tensor) -> Result<()> {
+    typed(|| {
+        counted(2);
+        let al = match alpha {
+            Scalar::Int(i) => i as f32,
+            Scalar::Float(f) => f as f32,
+            _ => return Err(Error::declined()),
+        };
+        // SAFETY: input arguments, held by the op call.
+        let (x, y) = unsafe { (f32s(a)?, f32s(b)?) };
+        let po = out.data_ptr() as *mut f32;
+        for (i, (u, v)) in x.iter().zip(y).enumerate() {
+            // SAFETY: `out` is the entry's result, ours during the call: by the
+            // rule, contiguous f32 with `a`'s sizes, so as many elements as `x`.
+            unsafe { *po.add(i) = u + al * v };
+        }
+        Ok(())
+    })
+}
+
+/// `relu` into the result the host made (ABI 1.2 out entry): a contiguous f32
+/// operand; declined otherwise.
+fn relu_into(a: &Tensor, out: &Tensor) -> Result<()> {
+    typed(|| {
+        counted(2);
+        // SAFETY: an input argument, held by the op call.
+        let x = unsafe { f32s(a) }?;
+        let po = out.data_ptr() as *mut f32;
+        for (i, v) in x.iter().enumerate() {
+            // SAFETY: as in `add_into`.
+            unsafe { *po.add(i) = if *v > 0.0 { *v } else { 0.0 } };
+        }
+        Ok(())
+    })
+}
+
+out_entry! {
+    /// `add.Tensor` into a result made like `self` (`ELEMENTWISE`).
+    fn add_out_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> out(ELEMENTWISE) = add_into;
+}
+out_entry! {
+    /// `relu` into a result made like `self` (`ELEMENTWISE`).
+    fn relu_out_entry(self_: Tensor) -> out(ELEMENTWISE) = relu_into;
+}
+
 typed_entry! {
     /// `add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor`
     fn add_entry(self_: Tensor, other: Tensor, alpha: Scalar) -> Tensor = add_typed;
@@ -203,11 +256,17 @@ fn init(reg: &mut Registrar, config: &str) -> Result<()> {
         reg.typed_kernel("aten::add.Tensor", add_entry())?
             .typed_kernel("aten::relu", relu_entry())?
             .typed_kernel("aten::sum", sum_entry())?;
+        if !cfg!(feature = "abi-1-1") && !words.contains(&"no-out") {
+            reg.out_kernel("aten::add.Tensor", add_out_entry())?
+                .out_kernel("aten::relu", relu_out_entry())?;
+        }
     }
     Ok(())
 }
 
-#[cfg(not(feature = "abi-1-0"))]
+#[cfg(not(any(feature = "abi-1-0", feature = "abi-1-1")))]
 export_plugin!(init);
 #[cfg(feature = "abi-1-0")]
 export_plugin!(init, minor = 0);
+#[cfg(all(feature = "abi-1-1", not(feature = "abi-1-0")))]
+export_plugin!(init, minor = 1);

@@ -68,10 +68,37 @@ pub fn built_test_plugin_abi_1_0(tmp: &Path) -> PathBuf {
     .clone()
 }
 
+/// Builds the test plugin with its feature `abi-1-1` (declaring ABI 1.1, no out
+/// entries) into `<tmp>/plugin-build-1-1` once per process and returns the
+/// directory holding `libopal_test_plugin.so`.
+pub fn built_test_plugin_abi_1_1(tmp: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        cargo_build(
+            &tmp.join("plugin-build-1-1"),
+            &["opal-test-plugin"],
+            &["abi-1-1"],
+        )
+    })
+    .clone()
+}
+
+/// The test plugin's out-entry calls (config word `count`) of the copy loaded from
+/// `lib` (ABI 1.2; [`test_plugin_calls`] counts them with the typed entries too).
+pub fn test_plugin_out_calls(lib: &Path) -> u64 {
+    calls_of(lib)(2)
+}
+
 /// The test plugin's call counters (config word `count`) of the copy loaded from
 /// `lib`: `(boxed kernel calls, typed entry calls)`, read through its exported
 /// `opal_test_plugin_calls` (the library must be loaded already).
 pub fn test_plugin_calls(lib: &Path) -> (u64, u64) {
+    let f = calls_of(lib);
+    (f(0), f(1))
+}
+
+/// The exported `opal_test_plugin_calls` of the loaded library `lib`.
+fn calls_of(lib: &Path) -> extern "C" fn(u32) -> u64 {
     use std::ffi::{c_char, c_int, c_void, CString};
     use std::os::unix::ffi::OsStrExt;
     extern "C" {
@@ -93,8 +120,7 @@ pub fn test_plugin_calls(lib: &Path) -> (u64, u64) {
         lib.display()
     );
     // SAFETY: the test plugin defines the symbol as `extern "C" fn(u32) -> u64`.
-    let f = unsafe { std::mem::transmute::<*mut c_void, extern "C" fn(u32) -> u64>(f) };
-    (f(0), f(1))
+    unsafe { std::mem::transmute::<*mut c_void, extern "C" fn(u32) -> u64>(f) }
 }
 
 /// A new empty directory (mode 0700) under `tmp`, replacing one of the same name
@@ -130,7 +156,8 @@ pub struct Spec<'a> {
     pub device: &'a str,
     /// `PrivateUse1`..3.
     pub key: &'a str,
-    /// `"1.1"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`]).
+    /// `"1.2"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
+    /// for [`built_test_plugin_abi_1_1`]'s).
     pub abi: &'a str,
     /// The entry symbol, when not the default.
     pub entry: Option<&'a str>,
@@ -147,7 +174,7 @@ impl<'a> Spec<'a> {
             name,
             device,
             key,
-            abi: "1.1",
+            abi: "1.2",
             entry: None,
             config: "",
             ops: vec![

@@ -2,10 +2,11 @@
 //! `opal_codegen::backend::plugin` (what `opal-codegen backend --plugin` writes)
 //! compiles in a crate that depends on `opal-plugin-sdk` only, loads with the
 //! manifest it generated, and serves calls through its typed trait, including a
-//! kernel pinned to an older schema behind the host's load-time adapter.
+//! kernel pinned to an older schema behind the host's load-time adapter, and an
+//! out entry (ABI 1.2) the kernels opt in to.
 
 use opal::{ops, DType, Device, Tensor};
-use opal_plugin_tests::{init_cpu, private_dir, set_mode};
+use opal_plugin_tests::{init_cpu, private_dir, set_mode, test_plugin_out_calls};
 use std::path::Path;
 use std::process::Command;
 
@@ -61,7 +62,27 @@ fn from_f32s(v: &[f32], sizes: &[i64], device: Device) -> Result<Tensor> {
     Ok(out)
 }
 
+static OUT_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Out-entry calls at `which` 2, as the test plugin counts them (read by the test).
+#[no_mangle]
+pub extern "C" fn opal_test_plugin_calls(which: u32) -> u64 {
+    if which == 2 { OUT_CALLS.load(std::sync::atomic::Ordering::Relaxed) } else { 0 }
+}
+
 impl GenPluginKernels for Gen {
+    const ADD_TENSOR_INTO: bool = true;
+    fn add_tensor_into(self_: &Tensor, other: &Tensor, alpha: Scalar, out: &Tensor) -> Result<()> {
+        OUT_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (a, b) = (f32s(self_)?, f32s(other)?);
+        let al = alpha.to_f64() as f32;
+        let p = out.data_ptr() as *mut f32;
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            // SAFETY: the result the host made: contiguous f32 of `self_`'s sizes, ours.
+            unsafe { *p.add(i) = x + al * y };
+        }
+        Ok(())
+    }
     fn relu(self_: &Tensor) -> Result<Tensor> {
         let v: Vec<f32> = f32s(self_)?.into_iter().map(|x| x.max(0.0)).collect();
         from_f32s(&v, self_.sizes(), self_.device()?)
@@ -121,6 +142,20 @@ fn a_generated_plugin_builds_loads_and_runs() {
     let code = opal_codegen::backend::plugin::generate_plugin_code(&inputs, "libgen.so")
         .unwrap_or_else(|e| panic!("{}", e.render(false, 100)));
     assert!(code.not_generated.is_empty(), "{:?}", code.not_generated);
+    // Pointwise ops get an opt-in out entry (ABI 1.2), registered when opted in.
+    for part in [
+        "const ADD_TENSOR_INTO: bool = false;",
+        "const RELU_INTO: bool = false;",
+        "reg.out_kernel(\"aten::add.Tensor\", __out_add_tensor::<K>())?;",
+        "\"abi\": \"1.2\"",
+    ] {
+        assert!(
+            code.module.contains(part),
+            "{part} missing in:\n{}",
+            code.module
+        );
+    }
+    assert!(!code.module.contains("SUM_INTO"), "sum is no pointwise op");
     std::fs::write(krate.join("src/generated.rs"), &code.module).unwrap();
     std::fs::write(krate.join("src/lib.rs"), KERNELS).unwrap();
     std::fs::write(
@@ -170,6 +205,11 @@ fn a_generated_plugin_builds_loads_and_runs() {
     assert_eq!(cpu(ops::relu(&x).unwrap()), vec![1.0, 0.0, 3.0]);
     let y = ops::add_tensor::with(&x, &x, ops::add_tensor::Options::default().alpha(2)).unwrap();
     assert_eq!(cpu(y), vec![3.0, -6.0, 9.0]);
+    assert_eq!(
+        test_plugin_out_calls(&dir.join("libgen.so")),
+        1,
+        "the add went to the out entry"
+    );
     assert_eq!(cpu(ops::sum(&x).unwrap()), vec![2.0]);
     // dtype= is not in the pinned schema: the adapter sends it to the CPU fallback.
     let s64 = ops::sum::with(&x, ops::sum::Options::default().dtype(DType::F64)).unwrap();

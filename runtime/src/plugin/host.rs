@@ -525,6 +525,9 @@ pub struct Registration {
     kernels: Vec<(String, RawKernel)>,
     /// Typed entries (1.1): op, signature code, entry, user pointer.
     typed: Vec<(String, String, OpalTypedFn, *mut c_void)>,
+    /// Out entries (1.2) of a rule this host knows: op, signature code, entry,
+    /// user pointer.
+    outs: Vec<(String, String, OpalTypedFn, *mut c_void)>,
     fallback: Fallback,
     transfer: Option<OpalTransfer>,
     allocator: Option<OpalAllocator>,
@@ -547,6 +550,7 @@ impl Registration {
             disabled,
             kernels: Vec::new(),
             typed: Vec::new(),
+            outs: Vec::new(),
             fallback: Fallback::None,
             transfer: None,
             allocator: None,
@@ -564,6 +568,7 @@ impl Registration {
             use_cpu_fallback,
             register_allocator,
             register_typed_kernel,
+            register_out_kernel,
         }
     }
 
@@ -622,8 +627,22 @@ impl Registration {
                 // The typed entry follows the plugin's schema: only an identical
                 // one has the host's C signature; adapted ops stay boxed.
                 (Some((_, code, f, user)), Some(op)) if identity => {
-                    let e =
+                    let mut e =
                         TypedEntry::new(*f, *user, self.plugin.clone(), op, self.fallback.clone());
+                    if let Some((_, out_code, g, out_user)) =
+                        self.outs.iter().rev().find(|o| o.0 == name)
+                    {
+                        match out_refusal(&op, code, out_code) {
+                            None => e = e.with_out(*g, *out_user),
+                            Some(why) => crate::warning::warn(
+                                "opal::plugin",
+                                &format!(
+                                    "plugin '{}': op {name} keeps its typed entry only: {why}",
+                                    self.plugin
+                                ),
+                            ),
+                        }
+                    }
                     match typed::bind(self.key, code, e, boxed.clone()) {
                         Ok(k) => k,
                         Err(why) => {
@@ -650,6 +669,26 @@ impl Registration {
         lib.leak();
         Ok(done)
     }
+}
+
+/// Why the out entry (signature code `out_code`) of `op`, whose typed entry has the
+/// code `typed_code`, is not bound, or `None` when it is: the codes must agree
+/// (one C signature but for the result), and an op that writes an argument (an
+/// in-place or `out=` op) has no result to make.
+fn out_refusal(op: &OperatorHandle, typed_code: &str, out_code: &str) -> Option<String> {
+    if out_code != typed_code {
+        return Some(format!(
+            "its out entry has the signature code '{out_code}', its typed entry '{typed_code}'"
+        ));
+    }
+    let def = op.def()?;
+    if let Some(a) = def.args.iter().find(|a| a.out || a.mutable) {
+        return Some(format!(
+            "it writes its argument '{}', so it has no out entry",
+            a.name
+        ));
+    }
+    None
 }
 
 /// The registration behind a registrar's `ctx`.
@@ -771,6 +810,42 @@ unsafe extern "C" fn register_typed_kernel(
             )));
         }
         r.typed.push((name, code.to_string(), entry, user));
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn register_out_kernel(
+    ctx: *mut c_void,
+    name: OpalStr,
+    signature: OpalStr,
+    rule: u32,
+    entry: OpalTypedFn,
+    user: *mut c_void,
+) -> OpalStatus {
+    guarded("register_out_kernel", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: borrowed strings valid for the call (ABI).
+        let (name, code) = unsafe { (name.as_str(), signature.as_str()) };
+        let name =
+            name.ok_or_else(|| OpalError::msg("register_out_kernel: the op name is not UTF-8"))?;
+        let code =
+            code.ok_or_else(|| OpalError::msg("register_out_kernel: the signature is not UTF-8"))?;
+        let name = qualified(name);
+        if r.disabled.contains_key(&name) {
+            return Ok(());
+        }
+        if !r.typed.iter().any(|t| t.0 == name) {
+            return Err(OpalError::msg(format!(
+                "plugin '{}' registers an out entry for '{name}' before (or without) its \
+                 typed entry",
+                r.plugin
+            )));
+        }
+        // A rule of a later minor version: the typed entry serves every call.
+        if rule == opal_plugin_abi::result_rule::ELEMENTWISE {
+            r.outs.push((name, code.to_string(), entry, user));
+        }
         Ok(())
     })
 }

@@ -13,6 +13,13 @@
 //! the returned handle is taken over. A declined call runs the plugin's fallback with the boxed arguments; an
 //! error or a caught panic becomes an `Err` naming op and plugin.
 //!
+//! An op may also have an out entry (ABI 1.2, `docs/abi.md`, "Out entries"): when
+//! the call fits the entry's result rule (for `ELEMENTWISE`: every tensor argument
+//! defined, with the first one's sizes, dtype and device, and every `Scalar` of a
+//! kind that dtype takes), the bridge makes the result itself, with the device's
+//! allocator, and calls the out entry to write it; the plugin then makes no call
+//! back to the host and no handle crosses back. Other calls take the typed entry.
+//!
 //! Ops whose signature has no shape here, or whose pool is full, keep the boxed
 //! path. Only ops whose plugin schema equals the host's (identity adapter plan) are
 //! bound: a typed entry's C signature follows the plugin's schema, and the
@@ -31,7 +38,7 @@ use crate::ivalue::{FromIValue, IntoIValue, Stack};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
 use opal_plugin_abi::{code, scalar_kind, typed as tc, OpalIntArray, OpalScalar, OpalStatus};
-use opal_plugin_abi::{OpalTensor, OpalTensorArg, OpalTypedFn};
+use opal_plugin_abi::{OpalTensor, OpalTensorArg, OpalTensorInfo, OpalTypedFn};
 use std::any::TypeId;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -42,11 +49,13 @@ use std::sync::Arc;
 pub const POOL: usize = 16;
 const KEYS: usize = 3;
 
-/// The plugin's typed entry for one op, and what a declined call needs. Leaked
-/// when bound (plugins are never unloaded), never freed.
+/// The plugin's typed entry for one op (and its out entry, if any), and what a
+/// declined call needs. Leaked when bound (plugins are never unloaded), never freed.
 pub struct TypedEntry {
     f: OpalTypedFn,
     user: *mut c_void,
+    /// The out entry (`ELEMENTWISE`, the one rule of ABI 1.2) and its user pointer.
+    out: Option<(OpalTypedFn, *mut c_void)>,
     plugin: Arc<str>,
     op: OperatorHandle,
     fallback: Fallback,
@@ -70,10 +79,17 @@ impl TypedEntry {
         TypedEntry {
             f,
             user,
+            out: None,
             plugin,
             op,
             fallback,
         }
+    }
+
+    /// Adds the out entry `f` (result rule `ELEMENTWISE`) with its user pointer.
+    pub fn with_out(mut self, f: OpalTypedFn, user: *mut c_void) -> TypedEntry {
+        self.out = Some((f, user));
+        self
     }
 
     /// The call did not return a plain `OK`: takes the return of an `OK` with a
@@ -84,7 +100,7 @@ impl TypedEntry {
     fn failed(
         &self,
         st: OpalStatus,
-        ret: OpalTensor,
+        ret: Ret,
         ks: DispatchKeySet,
         args: impl FnOnce() -> Stack,
     ) -> Result<Tensor> {
@@ -92,13 +108,9 @@ impl TypedEntry {
         if st.code == code::OK {
             // SAFETY: a status from the plugin, consumed once (frees its message).
             let _ = unsafe { st.into_result() };
-            // SAFETY: a returned handle is owned by the host (ABI).
-            return unsafe { value::take(ret) };
+            return ret.take();
         }
-        if !ret.0.is_null() {
-            // SAFETY: a handle the entry wrote is owned by the host (ABI); once.
-            drop(unsafe { value::take(ret) });
-        }
+        ret.discard();
         if st.code == code::DECLINED {
             // SAFETY: a status from the plugin, consumed once (frees its message).
             let _ = unsafe { st.into_result() };
@@ -133,6 +145,36 @@ impl TypedEntry {
     }
 }
 
+/// What an entry returned: the handle a typed entry wrote, or the result the host
+/// made for an out entry.
+enum Ret {
+    Handle(OpalTensor),
+    Out(Tensor),
+}
+
+impl Ret {
+    /// The result of a successful call.
+    fn take(self) -> Result<Tensor> {
+        match self {
+            // SAFETY: a returned handle is owned by the host (ABI), taken once.
+            Ret::Handle(h) => unsafe { value::take(h) },
+            Ret::Out(t) => Ok(t),
+        }
+    }
+
+    /// Drops what a failed call returned.
+    fn discard(self) {
+        match self {
+            Ret::Handle(h) if !h.0.is_null() => {
+                // SAFETY: a handle the entry wrote is owned by the host (ABI); once.
+                drop(unsafe { value::take(h) });
+            }
+            Ret::Handle(_) => {}
+            Ret::Out(t) => drop(t),
+        }
+    }
+}
+
 /// A host argument type of a typed signature: its C type and code (`typed` codes).
 pub trait HostArg: IntoIValue + Copy {
     /// The C parameter type.
@@ -145,6 +187,56 @@ pub trait HostArg: IntoIValue + Copy {
     fn extra(self) -> Result<Self::Extra>;
     /// The C value (borrowing the host value and `extra` for the call).
     fn to_c(self, extra: &Self::Extra) -> Self::C;
+    /// True when this argument (with its `extra`) fits the `ELEMENTWISE` result
+    /// rule for a call whose first tensor argument is `first` (defined, with the
+    /// metadata `fi`): a tensor with `first`'s sizes, dtype and device, an absent
+    /// optional tensor, a `Scalar` of a kind `first`'s dtype takes, or any other
+    /// value.
+    #[inline(always)]
+    fn elementwise_with(self, extra: &Self::Extra, first: &Tensor, fi: &OpalTensorInfo) -> bool {
+        let _ = (extra, first, fi);
+        true
+    }
+}
+
+/// A tensor argument's metadata that fits the `ELEMENTWISE` rule with the first
+/// one's, `fi` (see [`HostArg::elementwise_with`]): compared on the metadata
+/// already made for the call, so the tensors are not read twice.
+#[inline(always)]
+fn like(ti: &OpalTensorInfo, fi: &OpalTensorInfo) -> bool {
+    ti.defined != 0
+        && ti.dtype == fi.dtype
+        && ti.device_type == fi.device_type
+        && ti.device_index == fi.device_index
+        && ti.ndim == fi.ndim
+        // SAFETY: both infos were made for this call from tensors the caller keeps
+        // alive; their arrays hold `ndim` sizes each.
+        && unsafe {
+            (0..ti.ndim).all(|d| *ti.sizes.add(d) == *fi.sizes.add(d))
+        }
+}
+
+/// The metadata of `out`, a tensor just made contiguous with the sizes, dtype and
+/// device of the argument whose metadata is `like`: only what differs is read.
+#[inline(always)]
+fn out_arg(out: &Tensor, like: &OpalTensorInfo) -> OpalTensorArg {
+    let (sizes, strides) = (out.sizes(), out.strides());
+    OpalTensorArg {
+        handle: value::borrow(out),
+        info: OpalTensorInfo {
+            ndim: sizes.len(),
+            sizes: sizes.as_ptr(),
+            strides: strides.as_ptr(),
+            storage_offset: 0,
+            // Null for meta and empty tensors, as `like`'s (same device, same sizes).
+            data: if like.data.is_null() {
+                std::ptr::null_mut()
+            } else {
+                out.storage().data_ptr().cast()
+            },
+            ..*like
+        },
+    }
 }
 
 /// A tensor argument's handle and metadata.
@@ -168,6 +260,10 @@ impl HostArg for &Tensor {
     fn to_c(self, extra: &OpalTensorArg) -> *const OpalTensorArg {
         extra
     }
+    #[inline(always)]
+    fn elementwise_with(self, extra: &OpalTensorArg, _: &Tensor, fi: &OpalTensorInfo) -> bool {
+        like(&extra.info, fi)
+    }
 }
 
 impl HostArg for Option<&Tensor> {
@@ -183,6 +279,15 @@ impl HostArg for Option<&Tensor> {
         extra
             .as_ref()
             .map_or(std::ptr::null(), |e| e as *const OpalTensorArg)
+    }
+    #[inline(always)]
+    fn elementwise_with(
+        self,
+        extra: &Option<OpalTensorArg>,
+        _: &Tensor,
+        fi: &OpalTensorInfo,
+    ) -> bool {
+        extra.as_ref().is_none_or(|e| like(&e.info, fi))
     }
 }
 
@@ -207,7 +312,6 @@ macro_rules! plain_arg {
 }
 
 plain_arg! {
-    &Scalar => OpalScalar, tc::SCALAR, |s| scalar(s);
     i64 => i64, tc::INT, |i| i;
     f64 => f64, tc::FLOAT, |d| d;
     bool => i32, tc::BOOL, |b| i32::from(b);
@@ -219,6 +323,33 @@ plain_arg! {
         OpalIntArray { ptr: std::ptr::null(), len: 0 },
         |l| OpalIntArray { ptr: l.as_ptr(), len: l.len() },
     );
+}
+
+impl HostArg for &Scalar {
+    type C = OpalScalar;
+    type Extra = ();
+    const CODE: u8 = tc::SCALAR;
+    #[inline(always)]
+    fn extra(self) -> Result<()> {
+        Ok(())
+    }
+    #[inline(always)]
+    fn to_c(self, _: &()) -> OpalScalar {
+        scalar(self)
+    }
+    /// A `Scalar` the first tensor's dtype takes without promotion: any real
+    /// number for a floating dtype, an integer or bool for an integral one, a
+    /// bool for bool, anything for a complex one.
+    #[inline(always)]
+    fn elementwise_with(self, _: &(), first: &Tensor, _: &OpalTensorInfo) -> bool {
+        let d = first.dtype();
+        match self {
+            Scalar::Complex(..) => d.is_complex(),
+            Scalar::Float(_) => d.is_floating_point() || d.is_complex(),
+            Scalar::Int(_) => d != DType::Bool,
+            Scalar::Bool(_) => true,
+        }
+    }
 }
 
 #[inline(always)]
@@ -279,11 +410,11 @@ macro_rules! pool_row {
 }
 
 macro_rules! shapes {
-    ($($name:ident: ($($a:ident: $t:ty),*);)*) => {
+    ($($name:ident: ($a0:ident: &Tensor $(, $a:ident: $t:ty)*);)*) => {
         $(mod $name {
             use super::*;
 
-            pub type Sig = fn(DispatchKeySet, $($t),*) -> Result<Tensor>;
+            pub type Sig = fn(DispatchKeySet, &Tensor $(, $t)*) -> Result<Tensor>;
 
             static CELLS: [[AtomicPtr<TypedEntry>; POOL]; KEYS] =
                 [const { [const { AtomicPtr::new(std::ptr::null_mut()) }; POOL] }; KEYS];
@@ -292,6 +423,7 @@ macro_rules! shapes {
             #[inline(never)]
             fn bridge<const K: usize, const I: usize>(
                 ks: DispatchKeySet,
+                $a0: &Tensor,
                 $($a: $t),*
             ) -> Result<Tensor> {
                 let p = CELLS[K][I].load(Ordering::Acquire);
@@ -299,25 +431,61 @@ macro_rules! shapes {
                 let Some(e) = (unsafe { p.as_ref() }) else {
                     return Err(OpalError::msg("a typed plugin bridge was called unbound"));
                 };
+                let $a0 = ($a0, HostArg::extra($a0)?);
+                $(let $a = ($a, HostArg::extra($a)?);)*
+                if let Some((g, user)) = e.out {
+                    let fi = &$a0.1.info;
+                    if fi.defined != 0 $(&& HostArg::elementwise_with($a.0, &$a.1, $a0.0, fi))* {
+                        type OutFn = unsafe extern "C" fn(
+                            *mut c_void,
+                            <&Tensor as HostArg>::C,
+                            $(<$t as HostArg>::C,)*
+                            *const OpalTensorArg,
+                        ) -> OpalStatus;
+                        // SAFETY: the out entry was bound only when its registration's
+                        // signature code was this shape's, which names exactly this C
+                        // type (the typed entry's, the result last).
+                        let g = unsafe { std::mem::transmute::<OpalTypedFn, OutFn>(g) };
+                        // The `ELEMENTWISE` rule: a new contiguous tensor like `$a0`.
+                        let out = Tensor::empty($a0.0.sizes(), $a0.0.dtype(), $a0.0.device())?;
+                        let o = out_arg(&out, fi);
+                        // SAFETY: borrowed handles of tensors the caller keeps alive
+                        // (and held) for the call, with their metadata (alive until
+                        // after the call); the result is new, ours, and alive.
+                        let st = unsafe {
+                            g(user, HostArg::to_c($a0.0, &$a0.1), $(HostArg::to_c($a.0, &$a.1),)* &o)
+                        };
+                        if st.code == code::OK && st.msg_ptr.is_null() {
+                            return Ok(out);
+                        }
+                        return e.failed(st, Ret::Out(out), ks, || {
+                            vec![$a0.0.into_ivalue() $(, $a.0.into_ivalue())*]
+                        });
+                    }
+                }
                 type CFn = unsafe extern "C" fn(
                     *mut c_void,
+                    <&Tensor as HostArg>::C,
                     $(<$t as HostArg>::C,)*
                     *mut OpalTensor,
                 ) -> OpalStatus;
                 // SAFETY: the entry was bound only when its registration's signature
                 // code was this shape's, which names exactly this C type.
                 let f = unsafe { std::mem::transmute::<OpalTypedFn, CFn>(e.f) };
-                $(let $a = ($a, HostArg::extra($a)?);)*
                 let mut out = [OpalTensor(std::ptr::null_mut())];
                 // SAFETY: borrowed handles of tensors the caller keeps alive (and held)
                 // for the call, with their metadata (alive until after the call);
                 // room for the one returned handle.
-                let st = unsafe { f(e.user, $(HostArg::to_c($a.0, &$a.1),)* out.as_mut_ptr()) };
+                let st = unsafe {
+                    f(e.user, HostArg::to_c($a0.0, &$a0.1), $(HostArg::to_c($a.0, &$a.1),)* out.as_mut_ptr())
+                };
                 if st.code == code::OK && st.msg_ptr.is_null() {
                     // SAFETY: a returned handle is owned by the host (ABI).
                     return unsafe { value::take(out[0]) };
                 }
-                e.failed(st, out[0], ks, || vec![$($a.0.into_ivalue()),*])
+                e.failed(st, Ret::Handle(out[0]), ks, || {
+                    vec![$a0.0.into_ivalue() $(, $a.0.into_ivalue())*]
+                })
             }
 
             fn table(k: usize) -> [Sig; POOL] {
@@ -343,7 +511,7 @@ macro_rules! shapes {
             }
 
             pub(super) fn code() -> String {
-                code_of(&[$(<$t as HostArg>::CODE),*], 1)
+                code_of(&[<&Tensor as HostArg>::CODE $(, <$t as HostArg>::CODE)*], 1)
             }
         })*
 
