@@ -363,11 +363,10 @@ macro_rules! out_entry {
                 $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
                 *const $crate::abi::OpalTensorArg,
             ) -> $crate::abi::OpalStatus = entry $(::<$g>)?;
-            // SAFETY: `entry` has exactly the C signature of an out entry with the
-            // classes' codes (each class's `Abi` is the C type of its code, then
-            // the result's `const OpalTensorArg*`) and catches panics; erasing a fn
-            // pointer's type is a plain copy, and the host calls it only through
-            // that signature.
+            // SAFETY: `entry` has exactly the out-entry C signature of the classes'
+            // codes (each `Abi` the C type of its code, then the result's `const
+            // OpalTensorArg*`) and catches panics; erasing a fn pointer's type is a
+            // plain copy, and the host calls it only through that signature.
             unsafe {
                 $crate::typed::OutKernel::new(
                     &[$(<$crate::typed::$t as $crate::typed::TypedArg>::CODE),*],

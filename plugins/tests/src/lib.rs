@@ -189,6 +189,24 @@ impl<'a> Spec<'a> {
     }
 }
 
+/// Installs the test plugin (from `built`) into a private directory under `tmp`
+/// under `spec` and loads it; returns the library copy's path and what loaded.
+pub fn install_test_plugin(
+    tmp: &Path,
+    built: &Path,
+    spec: &Spec,
+) -> (PathBuf, opal::plugin::PluginInfo) {
+    let dir = private_dir(tmp, spec.name);
+    let m = install(built, "libopal_test_plugin.so", &dir, spec);
+    let info = opal::plugin::load_manifest(&m).expect("loads");
+    (dir.join(format!("lib{}.so", spec.name)), info)
+}
+
+/// `t`'s elements as f32, read on the CPU.
+pub fn cpu_f32(t: &Tensor) -> Vec<f32> {
+    t.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap()
+}
+
 /// Copies library `lib` (a file name in `built`) into `dir` as `lib<name>.so` and
 /// writes `<name>.opal-plugin.json` for it; returns the manifest's path. Each copy
 /// is a separate library image (its own statics).

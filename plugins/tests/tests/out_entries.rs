@@ -9,7 +9,7 @@
 use opal::plugin::{self, OpStatus};
 use opal::{ops, DType, Device, Scalar, Tensor};
 use opal_plugin_tests::{
-    built_plugins, built_test_plugin_abi_1_1, f32_tensor, init_cpu, install, private_dir,
+    built_plugins, built_test_plugin_abi_1_1, cpu_f32, f32_tensor, init_cpu, install_test_plugin,
     test_plugin_calls, test_plugin_out_calls, Spec,
 };
 use std::path::{Path, PathBuf};
@@ -21,10 +21,7 @@ fn tmp() -> &'static Path {
 /// Installs and loads the test plugin (from `built`) under `spec`; returns the
 /// library copy's path.
 fn load(built: &Path, spec: &Spec) -> (PathBuf, plugin::PluginInfo) {
-    let dir = private_dir(tmp(), spec.name);
-    let m = install(built, "libopal_test_plugin.so", &dir, spec);
-    let info = plugin::load_manifest(&m).expect("loads");
-    (dir.join(format!("lib{}.so", spec.name)), info)
+    install_test_plugin(tmp(), built, spec)
 }
 
 fn typed_active(info: &plugin::PluginInfo, op: &str) -> bool {
@@ -33,10 +30,6 @@ fn typed_active(info: &plugin::PluginInfo, op: &str) -> bool {
             adapted: false,
             typed: true,
         }
-}
-
-fn cpu_f32(t: &Tensor) -> Vec<f32> {
-    t.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap()
 }
 
 #[test]

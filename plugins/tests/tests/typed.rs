@@ -8,7 +8,7 @@
 use opal::plugin::{self, OpStatus};
 use opal::{ops, DType, Device, IntoIValue, Tensor};
 use opal_plugin_tests::{
-    built_plugins, built_test_plugin_abi_1_0, f32_tensor, init_cpu, install, private_dir,
+    built_plugins, built_test_plugin_abi_1_0, cpu_f32, f32_tensor, init_cpu, install_test_plugin,
     test_plugin_calls, Spec,
 };
 use std::path::{Path, PathBuf};
@@ -20,18 +20,11 @@ fn tmp() -> &'static Path {
 /// Installs and loads the test plugin (from `built`) under `spec`; returns the
 /// library copy's path.
 fn load(built: &Path, spec: &Spec) -> (PathBuf, plugin::PluginInfo) {
-    let dir = private_dir(tmp(), spec.name);
-    let m = install(built, "libopal_test_plugin.so", &dir, spec);
-    let info = plugin::load_manifest(&m).expect("loads");
-    (dir.join(format!("lib{}.so", spec.name)), info)
+    install_test_plugin(tmp(), built, spec)
 }
 
 fn status(info: &plugin::PluginInfo, op: &str) -> OpStatus {
     info.ops.iter().find(|o| o.0 == op).unwrap().1.clone()
-}
-
-fn cpu_f32(t: &Tensor) -> Vec<f32> {
-    t.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap()
 }
 
 #[test]
