@@ -203,6 +203,21 @@ pub unsafe fn __write_return(rets: *mut OpalTensor, t: crate::Tensor) -> Result<
     Ok(())
 }
 
+/// Unpacks a typed or out entry's C arguments into locals of the same names (the
+/// shared first step of [`typed_entry!`] and [`out_entry!`]); returns the error of
+/// the first argument that does not unpack.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __typed_locals {
+    ($($a:ident : $t:ident),*) => {
+        $(
+            // SAFETY: the host passes each argument valid for the call; the local
+            // is dropped when the entry's closure returns.
+            let $a = unsafe { <$crate::typed::$t as $crate::typed::TypedArg>::local($a) }?;
+        )*
+    };
+}
+
 /// Defines a function returning the [`TypedKernel`] of a typed entry that converts
 /// its C arguments per class, calls `$f` with the kernel parameters and returns its
 /// tensor as a new handle; panics are caught.
@@ -230,13 +245,7 @@ macro_rules! typed_entry {
                 rets: *mut $crate::abi::OpalTensor,
             ) -> $crate::abi::OpalStatus {
                 $crate::typed::__guard(stringify!($name), || {
-                    $(
-                        // SAFETY: the host passes each argument valid for the call;
-                        // the local is dropped when this closure returns.
-                        let $a = unsafe {
-                            <$crate::typed::$t as $crate::typed::TypedArg>::local($a)
-                        }?;
-                    )*
+                    $crate::__typed_locals!($($a: $t),*);
                     let r = ($f)($(<$crate::typed::$t as $crate::typed::TypedArg>::param(&$a)),*)?;
                     // SAFETY: the host's typed call passes room for one handle.
                     unsafe { $crate::typed::__write_return(rets, r) }
@@ -345,13 +354,7 @@ macro_rules! out_entry {
                 out: *const $crate::abi::OpalTensorArg,
             ) -> $crate::abi::OpalStatus {
                 $crate::typed::__guard(stringify!($name), || {
-                    $(
-                        // SAFETY: the host passes each argument valid for the call;
-                        // the local is dropped when this closure returns.
-                        let $a = unsafe {
-                            <$crate::typed::$t as $crate::typed::TypedArg>::local($a)
-                        }?;
-                    )*
+                    $crate::__typed_locals!($($a: $t),*);
                     // SAFETY: the host passes the result valid for the call; the
                     // borrowed tensor is dropped when this closure returns.
                     let out = unsafe { $crate::typed::__out(out) }?;
