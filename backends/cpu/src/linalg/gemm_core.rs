@@ -1,5 +1,5 @@
-//! Matrix-multiply cores over raw strided pointers: the `gemm` crate for f32/f64,
-//! a plain triple loop for integer element types.
+//! Matrix-multiply cores over raw strided pointers: the `gemm` family's f32/f64
+//! kernels, a plain triple loop for integer element types.
 //!
 //! Owns: how one GEMM call is cut into bands for threads (run through
 //! [`crate::parallel::fork_chunks`]) and the integer fallback.
@@ -78,10 +78,50 @@ struct Operands<T> {
 // they do not overlap `dst`).
 unsafe impl<T> Sync for Operands<T> {}
 
-/// Element types multiplied by the `gemm` crate.
-pub(crate) trait GemmFloat: num_traits::Float + Send + Sync + 'static {}
-impl GemmFloat for f32 {}
-impl GemmFloat for f64 {}
+/// One of the `gemm` family's per-type kernels: `dst := dst_scale * dst +
+/// product_scale * lhs @ rhs`, arguments in the order (m, n, k, dst, dst_cs, dst_rs,
+/// read_dst, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs, dst_scale, product_scale,
+/// conj_dst, conj_lhs, conj_rhs, parallelism).
+type GemmKernel<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    *mut T,
+    isize,
+    isize,
+    bool,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    T,
+    bool,
+    bool,
+    bool,
+    gemm_common::Parallelism,
+);
+
+/// Element types multiplied by the `gemm` family's kernels. The per-type crates are
+/// called directly: the umbrella `gemm::gemm<T>` picks its kernel by `TypeId`, and
+/// unoptimized builds kept all five kernels (complex ones included, ~17 MB of code)
+/// in every test binary.
+pub(crate) trait GemmFloat: num_traits::Float + Send + Sync + 'static {
+    /// The kernel for this type, chosen once for this CPU by its crate.
+    fn kernel() -> GemmKernel<Self>;
+}
+impl GemmFloat for f32 {
+    fn kernel() -> GemmKernel<f32> {
+        gemm_f32::gemm::f32::get_gemm_fn()
+    }
+}
+impl GemmFloat for f64 {
+    fn kernel() -> GemmKernel<f64> {
+        gemm_f64::gemm::f64::get_gemm_fn()
+    }
+}
 
 /// `dst = beta * dst + alpha * (a @ b)` for an `m x k` by `k x n` product.
 /// `beta == None` means dst is write-only (its old contents, NaN included, are ignored),
@@ -187,15 +227,16 @@ unsafe fn gemm_serial<T: GemmFloat>(
     alpha: T,
     beta: Option<T>,
 ) {
-    // The gemm crate computes dst := dst_scale * dst + prod_scale * lhs @ rhs.
     let (read_dst, dst_scale) = match beta {
         Some(b) => (true, b),
         None => (false, T::zero()),
     };
-    // SAFETY: forwarded from this function's contract; gemm reads/writes exactly the
-    // m x n, m x k and k x n elements addressed by the given strides.
+    let (m, n, Operands { dst, a, b }) = kernel_layout(m, n, k, Operands { dst, a, b });
+    // SAFETY: forwarded from this function's contract (`kernel_layout` only
+    // re-describes the same elements); the kernel reads/writes exactly the m x n,
+    // m x k and k x n elements addressed by the given non-negative strides.
     unsafe {
-        gemm::gemm(
+        T::kernel()(
             m,
             n,
             k,
@@ -214,9 +255,60 @@ unsafe fn gemm_serial<T: GemmFloat>(
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            gemm_common::Parallelism::None,
         )
     }
+}
+
+/// The same product described the way the kernels work best and are written for:
+/// a destination whose rows are closer together than its columns (otherwise
+/// `C = A B` is computed as `Cᵀ = Bᵀ Aᵀ`, which swaps each view's strides), and
+/// non-negative destination and inner strides (a negative one is walked from its
+/// other end). Returns the new `(m, n)` and operands; `k` is unchanged.
+fn kernel_layout<T>(m: usize, n: usize, k: usize, ops: Operands<T>) -> (usize, usize, Operands<T>) {
+    let Operands {
+        mut dst,
+        mut a,
+        mut b,
+    } = ops;
+    let (mut m, mut n) = (m, n);
+    if dst.cs.unsigned_abs() < dst.rs.unsigned_abs() {
+        (m, n) = (n, m);
+        (dst.rs, dst.cs) = (dst.cs, dst.rs);
+        (a, b) = (
+            MatRef {
+                ptr: b.ptr,
+                rs: b.cs,
+                cs: b.rs,
+            },
+            MatRef {
+                ptr: a.ptr,
+                rs: a.cs,
+                cs: a.rs,
+            },
+        );
+    }
+    // `wrapping_offset` stays inside the views (the last row, column or inner
+    // index), so the pointers remain valid for the kernel.
+    if dst.rs < 0 && m > 0 {
+        let last = (m - 1) as isize;
+        dst.ptr = dst.ptr.wrapping_offset(last * dst.rs);
+        a.ptr = a.ptr.wrapping_offset(last * a.rs);
+        (dst.rs, a.rs) = (-dst.rs, -a.rs);
+    }
+    if dst.cs < 0 && n > 0 {
+        let last = (n - 1) as isize;
+        dst.ptr = dst.ptr.wrapping_offset(last * dst.cs);
+        b.ptr = b.ptr.wrapping_offset(last * b.cs);
+        (dst.cs, b.cs) = (-dst.cs, -b.cs);
+    }
+    if a.cs < 0 && k > 0 {
+        let last = (k - 1) as isize;
+        a.ptr = a.ptr.wrapping_offset(last * a.cs);
+        b.ptr = b.ptr.wrapping_offset(last * b.rs);
+        (a.cs, b.rs) = (-a.cs, -b.rs);
+    }
+    (m, n, Operands { dst, a, b })
 }
 
 /// Integer (and any non-float) product with wrapping arithmetic, computed in i64 and
@@ -334,6 +426,99 @@ mod tests {
         scaled_product(m, n, k, &mut c, (&a, k as isize, 1), &b);
         for (x, y) in c.iter().zip(&want) {
             assert!((x - y).abs() < 1e-12, "{x} vs {y}");
+        }
+    }
+
+    /// (start, row stride, column stride) of an `rows x cols` matrix stored row- or
+    /// column-major; `flip` = (rows, columns) walks it from the other end (negative
+    /// strides, which the kernels only take after `kernel_layout` turns them around).
+    fn view(
+        rows: usize,
+        cols: usize,
+        col_major: bool,
+        flip: (bool, bool),
+    ) -> (isize, isize, isize) {
+        let (mut rs, mut cs) = if col_major {
+            (1, rows as isize)
+        } else {
+            (cols as isize, 1)
+        };
+        let mut start = 0;
+        if flip.0 {
+            start += (rows as isize - 1) * rs;
+            rs = -rs;
+        }
+        if flip.1 {
+            start += (cols as isize - 1) * cs;
+            cs = -cs;
+        }
+        (start, rs, cs)
+    }
+
+    #[test]
+    fn every_layout_and_stride_sign_gives_the_naive_product() {
+        let (m, n, k) = (6, 4, 5);
+        let a: Vec<f64> = (0..m * k).map(|i| (i as f64 * 0.37).sin()).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| (i as f64 * 0.11).cos()).collect();
+        let want = naive(m, n, k, &a, &b);
+        for case in 0..64u32 {
+            let bit = |i: u32| case & (1 << i) != 0;
+            let (dst_col_major, flip_dst) = (bit(0), (bit(1), bit(2)));
+            let (a_col_major, b_col_major, flip_inner) = (bit(3), bit(4), bit(5));
+            // Lay a and b out as their views read them, then compute.
+            let (a_at, a_rs, a_cs) = view(m, k, a_col_major, (false, flip_inner));
+            let (b_at, b_rs, b_cs) = view(k, n, b_col_major, (flip_inner, false));
+            let mut a_buf = vec![0.0; m * k];
+            let mut b_buf = vec![0.0; k * n];
+            for i in 0..m {
+                for p in 0..k {
+                    a_buf[(a_at + i as isize * a_rs + p as isize * a_cs) as usize] = a[i * k + p];
+                }
+            }
+            for p in 0..k {
+                for j in 0..n {
+                    b_buf[(b_at + p as isize * b_rs + j as isize * b_cs) as usize] = b[p * n + j];
+                }
+            }
+            let (c_at, c_rs, c_cs) = view(m, n, dst_col_major, flip_dst);
+            let mut c = vec![f64::NAN; m * n];
+            // SAFETY: every view addresses exactly its buffer's elements (checked by
+            // the index arithmetic above, which panics out of bounds).
+            unsafe {
+                gemm_float(
+                    m,
+                    n,
+                    k,
+                    MatMut {
+                        ptr: c.as_mut_ptr().offset(c_at),
+                        rs: c_rs,
+                        cs: c_cs,
+                    },
+                    MatRef {
+                        ptr: a_buf.as_ptr().offset(a_at),
+                        rs: a_rs,
+                        cs: a_cs,
+                    },
+                    MatRef {
+                        ptr: b_buf.as_ptr().offset(b_at),
+                        rs: b_rs,
+                        cs: b_cs,
+                    },
+                    1.0,
+                    None,
+                    false,
+                )
+            };
+            for i in 0..m {
+                for j in 0..n {
+                    let got = c[(c_at + i as isize * c_rs + j as isize * c_cs) as usize];
+                    let w = want[i * n + j];
+                    assert!(
+                        (got - w).abs() < 1e-12,
+                        "case {case:06b} ({i}, {j}): {got} vs {w}"
+                    );
+                }
+            }
         }
     }
 
