@@ -5,8 +5,8 @@
 //! cargo run --release -p opal --example resave -- IN OUT
 //! ```
 //!
-//! (The workspace package `opal`, in `examples/`, builds this same file; from this
-//! package it is `-p opal-runtime --example resave`.)
+//! (The workspace package `opal`, in `examples/`, builds this file; `opal-runtime`
+//! does not list it as an example, so the two never build one output twice.)
 //!
 //! Exits with status 1 and a message naming the problem on bad arguments or a file
 //! it cannot read or write. `tests/resave.rs` runs [`run`] on a temporary file.
