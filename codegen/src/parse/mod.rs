@@ -4,6 +4,7 @@
 //! Owns: text -> model. Must not: apply torchgen's implicit rules or cross-entry
 //! checks (that is `crate::validate`), or know about Rust naming/emission.
 
+mod block;
 mod entry;
 pub mod lexer;
 pub mod node;

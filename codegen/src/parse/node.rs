@@ -148,3 +148,73 @@ impl<'de> Visitor<'de> for NodeVisitor {
         ))
     }
 }
+
+/// The items of a block list of entries as the general reader (`Node` through
+/// yaml_serde) reads them: what the quicker readers' tests compare with.
+#[cfg(test)]
+pub(crate) fn items_read_generally(text: &str) -> Option<Vec<Node<'_>>> {
+    match serde_yaml::from_str::<Node<'_>>(text) {
+        Ok(Node::Seq(items)) => Some(items),
+        _ => None,
+    }
+}
+
+/// Entry texts that readers quicker than the general one must read exactly as it
+/// does or not at all: first the shapes native_functions.yaml is written in (the
+/// first [`USUAL_ENTRY_TEXTS`]), then near misses and invalid YAML.
+#[cfg(test)]
+pub(crate) const ENTRY_TEXTS: &[&str] = &[
+    "- func: abs(Tensor self) -> Tensor\n  variants: function, method\n  dispatch:\n    CPU, CUDA: abs\n",
+    "- func: 'f(Tensor self) -> Tensor'\n  structured: True\n  tags: [core, pointwise]\n",
+    "- func: \"f(Tensor self) -> Tensor\"\n  autogen: \"1\"\n",
+    "# preamble\n\n- func: f(Tensor(a!) self) -> Tensor(a!)  # a comment\n  device_check: NoCheck   # why\n  cpp_no_default_args: ['dim']\n",
+    "- func: f() -> Tensor\n  precomputed:\n  - kernel_size -> int kH, int kW\n  - dim -> int dim\n  tags: []\n",
+    "- func: f() -> Tensor\n  dispatch:\n    CPU: a\n    CUDA: b\n- func: g() -> Tensor\n",
+    "- func: f(Tensor self) -> Tensor\n  autogen: 1\n",
+    "- func: f(Tensor self) -> Tensor\n  variants: ~\n",
+    "- func: f(Tensor self) -> Tensor\n  variants:\n",
+    "- func: f(Tensor self) -> Tensor\n  variants: null\n",
+    "- func: f(Tensor self) -> Tensor\n  variants: nullable\n",
+    "- func: f(Tensor self) -> Tensor\n  structured: yes\n  a: on\n  b: No\n  c: OFF\n",
+    "- func: f(Tensor self) -> Tensor\n  structured: .inf\n",
+    "- func: f(Tensor self) -> Tensor\n  structured: 0x1F\n",
+    "- func: f(Tensor self) -> Tensor\n  dispatch: CPU\n",
+    "- func: f(Tensor self) -> Tensor\n  dispatch:\n    1: k\n",
+    "- func: f(Tensor self) -> Tensor\n  dispatch:\n    CPU: k\n      CUDA: j\n",
+    "- func: f(Tensor self) -> Tensor\n  dispatch:\n    CPU:\n      CUDA: j\n",
+    "- func: f(Tensor self) -> Tensor\n  func: |\n    1\n",
+    "- func: f(Tensor self,\n    Tensor other) -> Tensor\n",
+    "- func: \"f(str s=\\\"a\\\") -> Tensor\"\n",
+    "- func: 'it''s'\n",
+    "- func: !tag f() -> Tensor\n",
+    "- func: &a f() -> Tensor\n- func: *a\n",
+    "- func: f() -> Tensor\n  tags: [a, [b]]\n",
+    "- func: f() -> Tensor\n  dispatch: {}\n",
+    "- func: f() -> Tensor\n  dispatch: {a: b}\n",
+    "- func: f() -> Tensor\n  tags: [a, ]\n",
+    "- func: f() -> Tensor\n  tags: [a, 'b']\n",
+    "- func: f() -> Tensor\n  tags: [a: b]\n",
+    "- func: f() -> Tensor\n tags: x\n",
+    "- func: f() -> Tensor\n  tags: x: y\n",
+    "- func: f() -> Tensor\n  - x\n",
+    "- func: f#x() -> Tensor\n",
+    "- func: f() -> 'Tensor' # c\n",
+    "- 1: x\n",
+    "- true: x\n",
+    "- []\n- x\n",
+    "-\n  func: f\n",
+    "- - a\n",
+    "{a: b}\n",
+    "a: b\n",
+    "---\n- func: f\n",
+    "- func: f\r\n",
+    "- func:\tf\n",
+    "- func: f(Tensor self) -> Tensor\n  variants: True\n",
+    "- func: f(Tensor self) -> Tensor\n  variants: [function]\n",
+    "",
+    "# only a comment\n",
+];
+
+/// How many of [`ENTRY_TEXTS`], from the first, are in the usual shapes.
+#[cfg(test)]
+pub(crate) const USUAL_ENTRY_TEXTS: usize = 6;

@@ -202,47 +202,21 @@ impl<'de> Visitor<'de> for Str<'de> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn general(text: &str) -> Option<Vec<Node<'_>>> {
-        match serde_yaml::from_str::<Node<'_>>(text) {
-            Ok(Node::Seq(items)) => Some(items),
-            _ => None,
-        }
-    }
+    use crate::parse::node::{items_read_generally as general, ENTRY_TEXTS, USUAL_ENTRY_TEXTS};
 
     #[test]
     fn reads_like_node_or_not_at_all() {
-        let cases = [
-            "- func: abs(Tensor self) -> Tensor\n  variants: function, method\n  dispatch:\n    CPU, CUDA: abs\n",
-            "- func: 'f(Tensor self) -> Tensor'\n  structured: True\n  tags: [core, pointwise]\n",
-            "- func: \"f(Tensor self) -> Tensor\"\n  autogen: \"1\"\n",
-            "- func: f(Tensor self) -> Tensor\n  autogen: 1\n",
-            "- func: f(Tensor self) -> Tensor\n  variants: True\n",
-            "- func: f(Tensor self) -> Tensor\n  variants: ~\n",
-            "- func: f(Tensor self) -> Tensor\n  variants:\n",
-            "- func: f(Tensor self) -> Tensor\n  variants: [function]\n",
-            "- func: f(Tensor self) -> Tensor\n  dispatch: CPU\n",
-            "- func: f(Tensor self) -> Tensor\n  dispatch:\n    1: k\n",
-            "- func: f(Tensor self) -> Tensor\n  func: |\n    1\n",
-            "- func: f(Tensor self,\n    Tensor other) -> Tensor\n",
-            "- func: \"f(str s=\\\"a\\\") -> Tensor\"\n",
-            "- func: !tag f() -> Tensor\n",
-            "- func: &a f() -> Tensor\n- func: *a\n",
-            "- 1: x\n",
-            "- true: x\n",
-            "- []\n- x\n",
-            "{a: b}\n",
-            "",
-        ];
+        let cases = ENTRY_TEXTS;
         for text in cases {
             if let Some(fast) = read_entries(text) {
                 assert_eq!(Some(fast), general(text), "{text:?}");
             }
         }
-        // The usual shapes do take the fast path.
-        assert!(read_entries(cases[0]).is_some());
-        assert!(read_entries(cases[1]).is_some());
-        assert!(read_entries(cases[2]).is_some());
-        assert!(read_entries(cases[3]).is_none());
+        // The usual shapes do take the fast path; a number where a string is
+        // expected does not.
+        for text in &cases[..USUAL_ENTRY_TEXTS] {
+            assert!(read_entries(text).is_some(), "{text:?}");
+        }
+        assert!(read_entries("- func: f(Tensor self) -> Tensor\n  autogen: 1\n").is_none());
     }
 }

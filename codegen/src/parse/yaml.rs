@@ -380,7 +380,9 @@ fn parse_in_pieces<T: Send>(
             let (from, first_line) = if k == 0 { (0, 1) } else { starts[first] };
             let to = starts.get(last).map_or(src.len(), |s| s.0);
             let text = &src[from..to];
-            let items = match super::typed::read_entries(text) {
+            let items = match super::block::read_entries(text)
+                .or_else(|| super::typed::read_entries(text))
+            {
                 Some(items) => items,
                 None => match serde_yaml::from_str::<Node<'_>>(text) {
                     Ok(Node::Seq(items)) => items,
