@@ -52,5 +52,6 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    opal_codegen::use_small_pages();
     Cli::parse().command.run()
 }
