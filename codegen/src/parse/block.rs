@@ -60,7 +60,11 @@ fn lines(text: &str) -> Option<Vec<Line<'_>>> {
         return None;
     }
     let mut out = Vec::with_capacity(b.len() / 32);
-    for raw in text.split('\n') {
+    let mut from = 0;
+    let ends = memchr::memchr_iter(b'\n', b).chain(std::iter::once(b.len()));
+    for to in ends {
+        let raw = &text[from..to];
+        from = to + 1;
         let indent = raw.len() - raw.trim_start_matches(' ').len();
         let mut body = &raw[indent..];
         if body.is_empty() || body.starts_with('#') {
@@ -68,7 +72,7 @@ fn lines(text: &str) -> Option<Vec<Line<'_>>> {
         }
         // A `#` after a space starts a comment; any other is text. Inside quotes it
         // would be text too: such lines are left to yaml_serde.
-        if let Some(i) = body.find(" #") {
+        if let Some(i) = comment_start(body.as_bytes()) {
             if body.contains(['\'', '"']) {
                 return None;
             }
@@ -78,6 +82,13 @@ fn lines(text: &str) -> Option<Vec<Line<'_>>> {
         out.push(Line { indent, body });
     }
     Some(out)
+}
+
+/// Where a comment starts in a line's text: a `#` after a space (any other `#` is
+/// text). Byte scans: `str::find` with a two-byte pattern costs more than the
+/// rest of the reader on these short lines.
+fn comment_start(b: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'#', b).find(|&i| i > 0 && b[i - 1] == b' ')
 }
 
 /// The column and text of an item's first key: `- key: value` at column 0.
@@ -160,7 +171,7 @@ fn block_list<'t>(lines: &[Line<'t>]) -> Option<Node<'t>> {
 
 /// `key: value` (value possibly empty) with a plain key that reads as a string.
 fn pair(body: &str) -> Option<(Node<'_>, &str)> {
-    let colon = body.find(':')?;
+    let colon = memchr::memchr(b':', body.as_bytes())?;
     let (key, after) = (&body[..colon], &body[colon + 1..]);
     if !(after.is_empty() || after.starts_with(' ')) {
         return None;
@@ -199,7 +210,7 @@ fn flow_list(inner: &str) -> Option<Node<'_>> {
         .split(',')
         .map(|item| {
             let item = item.trim_matches(' ');
-            if item.is_empty() || item.contains(": ") || item.ends_with(':') {
+            if item.is_empty() {
                 return None;
             }
             scalar(item)
@@ -245,7 +256,9 @@ fn plain(v: &str) -> Option<Node<'_>> {
             | b'`'
     ) || (matches!(first, b'-' | b'?' | b':')
         && matches!(b.get(1), None | Some(b' ')));
-    if starts_with_indicator || v.contains(": ") || v.ends_with(':') || v.contains(" #") {
+    // `: ` or a final `:` would make it a key; ` #` a comment.
+    let key_like = memchr::memchr_iter(b':', b).any(|i| matches!(b.get(i + 1), None | Some(b' ')));
+    if starts_with_indicator || key_like || comment_start(b).is_some() {
         return None;
     }
     match v {
