@@ -315,14 +315,21 @@ impl Tensor {
     /// True when row-major contiguous.
     #[inline]
     pub fn is_contiguous(&self) -> bool {
-        let mut expect = 1i64;
-        for (s, st) in self.sizes().iter().zip(self.strides()).rev() {
-            if *s != 1 && *st != expect {
-                return false;
+        self.contiguous_numel().is_some()
+    }
+
+    /// The number of elements when the tensor is row-major contiguous, from one
+    /// pass over its dimensions (a kernel's argument checks run on every call).
+    #[inline]
+    fn contiguous_numel(&self) -> Option<i64> {
+        let mut n = 1i64;
+        for (&size, &stride) in self.sizes().iter().zip(self.strides()).rev() {
+            if size != 1 && stride != n {
+                return None;
             }
-            expect *= *s;
+            n = n.wrapping_mul(size);
         }
-        true
+        Some(n)
     }
 
     /// The address of the first element (after the storage offset) in the device's
@@ -344,12 +351,15 @@ impl Tensor {
     /// during the kernel).
     #[inline]
     pub unsafe fn as_slice<T>(&self) -> Result<&[T]> {
-        if !self.is_contiguous() || self.info.element_size != std::mem::size_of::<T>() {
+        let Some(n) = self
+            .contiguous_numel()
+            .filter(|_| self.info.element_size == std::mem::size_of::<T>())
+        else {
             return Err(Error::msg(
                 "as_slice needs a contiguous tensor of a matching element size",
             ));
-        }
-        let n = self.numel() as usize;
+        };
+        let n = n as usize;
         if n == 0 {
             return Ok(&[]);
         }
