@@ -203,6 +203,26 @@ pub unsafe fn __write_return(rets: *mut OpalTensor, t: crate::Tensor) -> Result<
     Ok(())
 }
 
+/// `$entry` (an `unsafe extern "C" fn(user, each class's `Abi`, $last) -> status`)
+/// as the ABI's type-erased [`abi::OpalTypedFn`]: the shared last step of
+/// [`typed_entry!`] and [`out_entry!`], whose constructors say which signature the
+/// host calls it through.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __erase_entry {
+    ($entry:expr; $($t:ident),*; $last:ty) => {{
+        type Entry = unsafe extern "C" fn(
+            *mut ::std::ffi::c_void,
+            $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
+            $last,
+        ) -> $crate::abi::OpalStatus;
+        let f: Entry = $entry;
+        // SAFETY: a fn pointer's type is erased by a plain copy; calling it is the
+        // business of whoever knows its signature (the kernel constructors' rule).
+        unsafe { ::std::mem::transmute::<Entry, $crate::abi::OpalTypedFn>(f) }
+    }};
+}
+
 /// Unpacks a typed or out entry's C arguments into locals of the same names (the
 /// shared first step of [`typed_entry!`] and [`out_entry!`]); returns the error of
 /// the first argument that does not unpack.
@@ -251,26 +271,16 @@ macro_rules! typed_entry {
                     unsafe { $crate::typed::__write_return(rets, r) }
                 })
             }
-            let f: unsafe extern "C" fn(
-                *mut ::std::ffi::c_void,
-                $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
-                *mut $crate::abi::OpalTensor,
-            ) -> $crate::abi::OpalStatus = entry $(::<$g>)?;
-            // SAFETY: `entry` has exactly the C signature the classes' codes name
-            // (each class's `Abi` is the C type of its code), catches panics, and
-            // writes one owned handle on success; erasing a fn pointer's type is a
-            // plain copy, and the host calls it only through that signature.
+            let erased = $crate::__erase_entry!(
+                entry $(::<$g>)?; $($t),*; *mut $crate::abi::OpalTensor
+            );
+            // SAFETY: `erased` is `entry`, which has exactly the C signature the
+            // classes' codes name (each class's `Abi` is the C type of its code),
+            // catches panics, and writes one owned handle on success.
             unsafe {
                 $crate::typed::TypedKernel::new(
                     &[$(<$crate::typed::$t as $crate::typed::TypedArg>::CODE),*],
-                    ::std::mem::transmute::<
-                        unsafe extern "C" fn(
-                            *mut ::std::ffi::c_void,
-                            $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
-                            *mut $crate::abi::OpalTensor,
-                        ) -> $crate::abi::OpalStatus,
-                        $crate::abi::OpalTypedFn,
-                    >(f),
+                    erased,
                 )
             }
         }
@@ -361,27 +371,17 @@ macro_rules! out_entry {
                     ($f)($(<$crate::typed::$t as $crate::typed::TypedArg>::param(&$a),)* &out)
                 })
             }
-            let f: unsafe extern "C" fn(
-                *mut ::std::ffi::c_void,
-                $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
-                *const $crate::abi::OpalTensorArg,
-            ) -> $crate::abi::OpalStatus = entry $(::<$g>)?;
-            // SAFETY: `entry` has exactly the out-entry C signature of the classes'
-            // codes (each `Abi` the C type of its code, then the result's `const
-            // OpalTensorArg*`) and catches panics; erasing a fn pointer's type is a
-            // plain copy, and the host calls it only through that signature.
+            let erased = $crate::__erase_entry!(
+                entry $(::<$g>)?; $($t),*; *const $crate::abi::OpalTensorArg
+            );
+            // SAFETY: `erased` is `entry`, which has exactly the out-entry C
+            // signature of the classes' codes (each `Abi` the C type of its code,
+            // then the result's `const OpalTensorArg*`) and catches panics.
             unsafe {
                 $crate::typed::OutKernel::new(
                     &[$(<$crate::typed::$t as $crate::typed::TypedArg>::CODE),*],
                     $crate::abi::result_rule::$rule,
-                    ::std::mem::transmute::<
-                        unsafe extern "C" fn(
-                            *mut ::std::ffi::c_void,
-                            $(<$crate::typed::$t as $crate::typed::TypedArg>::Abi,)*
-                            *const $crate::abi::OpalTensorArg,
-                        ) -> $crate::abi::OpalStatus,
-                        $crate::abi::OpalTypedFn,
-                    >(f),
+                    erased,
                 )
             }
         }
