@@ -202,6 +202,36 @@ pub fn install_test_plugin(
     (dir.join(format!("lib{}.so", spec.name)), info)
 }
 
+/// Registers the CPU backend, then installs and loads the test plugin (from
+/// `built`, a build for manifest ABI `abi`) under `tmp` as plugin `name` on
+/// `device`/`key` with the config words `config`; returns the library copy's path
+/// and what loaded.
+pub fn load_test_plugin(
+    tmp: &Path,
+    built: &Path,
+    (name, device, key): (&str, &str, &str),
+    abi: &str,
+    config: &str,
+) -> (PathBuf, opal::plugin::PluginInfo) {
+    init_cpu();
+    let mut spec = Spec::test_plugin(name, device, key);
+    spec.abi = abi;
+    spec.config = config;
+    install_test_plugin(tmp, built, &spec)
+}
+
+/// The status `info` gives `op` (which must be among its ops).
+pub fn op_status(info: &opal::plugin::PluginInfo, op: &str) -> opal::plugin::OpStatus {
+    info.ops.iter().find(|o| o.0 == op).unwrap().1.clone()
+}
+
+/// Asserts that the message `e` names every one of `parts`.
+pub fn assert_mentions(e: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(e.contains(part), "{part} missing in: {e}");
+    }
+}
+
 /// `t`'s elements as f32, read on the CPU.
 pub fn cpu_f32(t: &Tensor) -> Vec<f32> {
     t.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap()

@@ -9,23 +9,17 @@
 use opal::plugin::{self, OpStatus};
 use opal::{ops, DType, Device, Scalar, Tensor};
 use opal_plugin_tests::{
-    built_plugins, built_test_plugin_abi_1_1, cpu_f32, f32_tensor, init_cpu, install_test_plugin,
-    test_plugin_calls, test_plugin_out_calls, Spec,
+    assert_mentions, built_plugins, built_test_plugin_abi_1_1, cpu_f32, f32_tensor,
+    load_test_plugin, op_status, test_plugin_calls, test_plugin_out_calls,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
 }
 
-/// Installs and loads the test plugin (from `built`) under `spec`; returns the
-/// library copy's path.
-fn load(built: &Path, spec: &Spec) -> (PathBuf, plugin::PluginInfo) {
-    install_test_plugin(tmp(), built, spec)
-}
-
 fn typed_active(info: &plugin::PluginInfo, op: &str) -> bool {
-    info.ops.iter().find(|o| o.0 == op).unwrap().1
+    op_status(info, op)
         == OpStatus::Active {
             adapted: false,
             typed: true,
@@ -34,10 +28,13 @@ fn typed_active(info: &plugin::PluginInfo, op: &str) -> bool {
 
 #[test]
 fn calls_that_fit_the_rule_take_the_out_entry_the_others_the_typed_entry() {
-    init_cpu();
-    let mut s = Spec::test_plugin("outcount", "outc", "PrivateUse1");
-    s.config = "count";
-    let (lib, info) = load(&built_plugins(tmp()), &s);
+    let (lib, info) = load_test_plugin(
+        tmp(),
+        &built_plugins(tmp()),
+        ("outcount", "outc", "PrivateUse1"),
+        "1.2",
+        "count",
+    );
     assert_eq!(info.abi, Some((1, 2)));
     assert!(typed_active(&info, "aten::add.Tensor"));
     assert!(typed_active(&info, "aten::relu"));
@@ -114,11 +111,13 @@ fn calls_that_fit_the_rule_take_the_out_entry_the_others_the_typed_entry() {
 
 #[test]
 fn a_plugin_built_for_abi_1_1_keeps_its_typed_entries() {
-    init_cpu();
-    let mut s = Spec::test_plugin("abi11", "abi11", "PrivateUse2");
-    s.abi = "1.1";
-    s.config = "count";
-    let (lib, info) = load(&built_test_plugin_abi_1_1(tmp()), &s);
+    let (lib, info) = load_test_plugin(
+        tmp(),
+        &built_test_plugin_abi_1_1(tmp()),
+        ("abi11", "abi11", "PrivateUse2"),
+        "1.1",
+        "count",
+    );
     assert_eq!(info.abi, Some((1, 1)));
     assert!(typed_active(&info, "aten::add.Tensor"));
     let dev = Device::parse("abi11").unwrap();
@@ -132,17 +131,21 @@ fn a_plugin_built_for_abi_1_1_keeps_its_typed_entries() {
 
 #[test]
 fn a_panicking_out_entry_is_an_error() {
-    init_cpu();
-    let mut s = Spec::test_plugin("outpanic", "opanic", "PrivateUse3");
-    s.config = "typed-panic,no-fallback,count";
-    let (lib, info) = load(&built_plugins(tmp()), &s);
+    let (lib, info) = load_test_plugin(
+        tmp(),
+        &built_plugins(tmp()),
+        ("outpanic", "opanic", "PrivateUse3"),
+        "1.2",
+        "typed-panic,no-fallback,count",
+    );
     assert!(typed_active(&info, "aten::relu"));
     let dev = Device::parse("opanic").unwrap();
     let x = Tensor::empty(&[2], DType::F32, dev).unwrap();
     let e = ops::relu(&x).unwrap_err().to_string();
-    for part in ["aten::relu", "'outpanic'", "panicked", "told to panic"] {
-        assert!(e.contains(part), "{part} missing in: {e}");
-    }
+    assert_mentions(
+        &e,
+        &["aten::relu", "'outpanic'", "panicked", "told to panic"],
+    );
     assert_eq!(test_plugin_calls(&lib), (0, 1));
     // The process and the plugin still work: the boxed pinned sum runs.
     assert_eq!(ops::sum(&x).unwrap().device(), dev);

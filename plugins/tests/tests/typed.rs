@@ -5,34 +5,27 @@
 //! non-default value; a declined typed call runs the fallback; a panic in a typed
 //! entry is an `Err`. One key per test: PrivateUse1..3.
 
-use opal::plugin::{self, OpStatus};
+use opal::plugin::OpStatus;
 use opal::{ops, DType, Device, IntoIValue, Tensor};
 use opal_plugin_tests::{
-    built_plugins, built_test_plugin_abi_1_0, cpu_f32, f32_tensor, init_cpu, install_test_plugin,
-    test_plugin_calls, Spec,
+    assert_mentions, built_plugins, built_test_plugin_abi_1_0, cpu_f32, f32_tensor,
+    load_test_plugin, op_status as status, test_plugin_calls,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
 }
 
-/// Installs and loads the test plugin (from `built`) under `spec`; returns the
-/// library copy's path.
-fn load(built: &Path, spec: &Spec) -> (PathBuf, plugin::PluginInfo) {
-    install_test_plugin(tmp(), built, spec)
-}
-
-fn status(info: &plugin::PluginInfo, op: &str) -> OpStatus {
-    info.ops.iter().find(|o| o.0 == op).unwrap().1.clone()
-}
-
 #[test]
 fn typed_calls_take_the_typed_entry_and_keep_every_argument() {
-    init_cpu();
-    let mut s = Spec::test_plugin("typedcount", "ty", "PrivateUse1");
-    s.config = "count";
-    let (lib, info) = load(&built_plugins(tmp()), &s);
+    let (lib, info) = load_test_plugin(
+        tmp(),
+        &built_plugins(tmp()),
+        ("typedcount", "ty", "PrivateUse1"),
+        "1.2",
+        "count",
+    );
     let active = |typed| OpStatus::Active {
         adapted: false,
         typed,
@@ -113,11 +106,13 @@ fn typed_calls_take_the_typed_entry_and_keep_every_argument() {
 
 #[test]
 fn a_plugin_built_for_abi_1_0_keeps_its_boxed_kernels() {
-    init_cpu();
-    let mut s = Spec::test_plugin("oldabi", "oldabi", "PrivateUse2");
-    s.abi = "1.0";
-    s.config = "count";
-    let (lib, info) = load(&built_test_plugin_abi_1_0(tmp()), &s);
+    let (lib, info) = load_test_plugin(
+        tmp(),
+        &built_test_plugin_abi_1_0(tmp()),
+        ("oldabi", "oldabi", "PrivateUse2"),
+        "1.0",
+        "count",
+    );
     assert_eq!(info.abi, Some((1, 0)));
     assert_eq!(
         status(&info, "aten::add.Tensor"),
@@ -136,10 +131,13 @@ fn a_plugin_built_for_abi_1_0_keeps_its_boxed_kernels() {
 
 #[test]
 fn a_panicking_typed_entry_is_an_error_and_missing_arguments_still_err() {
-    init_cpu();
-    let mut s = Spec::test_plugin("typedpanic", "tpanic", "PrivateUse3");
-    s.config = "typed-panic,no-fallback,count";
-    let (lib, info) = load(&built_plugins(tmp()), &s);
+    let (lib, info) = load_test_plugin(
+        tmp(),
+        &built_plugins(tmp()),
+        ("typedpanic", "tpanic", "PrivateUse3"),
+        "1.2",
+        "typed-panic,no-fallback,count",
+    );
     assert!(matches!(
         status(&info, "aten::add.Tensor"),
         OpStatus::Active { typed: true, .. }
@@ -147,14 +145,15 @@ fn a_panicking_typed_entry_is_an_error_and_missing_arguments_still_err() {
     let dev = Device::parse("tpanic").unwrap();
     let x = Tensor::empty(&[2], DType::F32, dev).unwrap();
     let e = ops::add_tensor(&x, &x).unwrap_err().to_string();
-    for part in [
-        "aten::add.Tensor",
-        "'typedpanic'",
-        "panicked",
-        "told to panic",
-    ] {
-        assert!(e.contains(part), "{part} missing in: {e}");
-    }
+    assert_mentions(
+        &e,
+        &[
+            "aten::add.Tensor",
+            "'typedpanic'",
+            "panicked",
+            "told to panic",
+        ],
+    );
     assert_eq!(test_plugin_calls(&lib), (0, 1));
     // The process and the plugin still work: the boxed pinned sum runs.
     let total = ops::sum(&x).unwrap();
@@ -164,8 +163,6 @@ fn a_panicking_typed_entry_is_an_error_and_missing_arguments_still_err() {
     let e = ops::sum::with(&x, ops::sum::Options::default().dtype(DType::F64))
         .unwrap_err()
         .to_string();
-    for part in ["aten::sum", "'dtype'", "F64", "'typedpanic'"] {
-        assert!(e.contains(part), "{part} missing in: {e}");
-    }
+    assert_mentions(&e, &["aten::sum", "'dtype'", "F64", "'typedpanic'"]);
     assert_eq!(test_plugin_calls(&lib), (1, 1));
 }
