@@ -68,7 +68,7 @@ fn bands(m: usize, n: usize, k: usize, allow: bool) -> Option<Bands> {
 
 /// The three operands of one GEMM, shared by the threads that compute its bands.
 #[derive(Clone, Copy)]
-struct Operands<T> {
+pub(crate) struct Operands<T> {
     dst: MatMut<T>,
     a: MatRef<T>,
     b: MatRef<T>,
@@ -111,10 +111,39 @@ type GemmKernel<T> = unsafe fn(
 pub(crate) trait GemmFloat: num_traits::Float + Send + Sync + 'static {
     /// The kernel for this type, chosen once for this CPU by its crate.
     fn kernel() -> GemmKernel<Self>;
+
+    /// Computes a product too small for [`Self::kernel`] to pay off and returns
+    /// true, or returns false having touched nothing.
+    ///
+    /// # Safety
+    /// As for [`gemm_float`], with `k >= 1`.
+    #[allow(clippy::too_many_arguments)] // a GEMM's shape, three operands and two scales
+    unsafe fn small(
+        _m: usize,
+        _n: usize,
+        _k: usize,
+        _ops: Operands<Self>,
+        _alpha: Self,
+        _beta: Option<Self>,
+    ) -> bool {
+        false
+    }
 }
 impl GemmFloat for f32 {
     fn kernel() -> GemmKernel<f32> {
         gemm_f32::gemm::f32::get_gemm_fn()
+    }
+
+    unsafe fn small(
+        m: usize,
+        n: usize,
+        k: usize,
+        Operands { dst, a, b }: Operands<f32>,
+        alpha: f32,
+        beta: Option<f32>,
+    ) -> bool {
+        // SAFETY: forwarded contract.
+        unsafe { super::small_gemm::gemm_f32(m, n, k, dst, a, b, alpha, beta) }
     }
 }
 impl GemmFloat for f64 {
@@ -160,6 +189,10 @@ pub(crate) unsafe fn gemm_float<T: GemmFloat>(
         return;
     }
     let ops = Operands { dst, a, b };
+    // SAFETY: forwarded from this function's contract; k >= 1 here.
+    if unsafe { T::small(m, n, k, ops, alpha, beta) } {
+        return;
+    }
     let Some(plan) = bands(m, n, k, parallel) else {
         // SAFETY: forwarded from this function's contract.
         unsafe { gemm_serial(m, n, k, ops, alpha, beta) };

@@ -7,6 +7,7 @@
 //! Must not: touch other part's kernels or the runtime's internals.
 
 pub(crate) mod gemm_core;
+mod small_gemm;
 
 use crate::copy::{copy_into, to_dtype};
 use crate::nn::io::{err, shape_err, write_out};
