@@ -261,5 +261,6 @@ fn tensor_info(h: OpalTensor) -> Result<OpalTensorInfo> {
     let st = unsafe { (api.tensor_info)(h, &mut info) };
     // SAFETY: a host status, consumed once.
     unsafe { check(st) }?;
+    tensor::complete(&mut info);
     Ok(info)
 }

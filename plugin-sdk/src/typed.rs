@@ -72,15 +72,15 @@ class!(
     /// `Tensor`, `Tensor(a!)`: a borrowed handle with its metadata; the kernel gets
     /// `&Tensor`.
     Tensor, *const OpalTensorArg, crate::Tensor, &'a crate::Tensor, tc::TENSOR,
-    // SAFETY: the host passes a pointer valid for the call (`local`'s contract).
-    |a| crate::Tensor::from_arg(unsafe { a.as_ref() }), |l| l
+    // SAFETY: the host passes an argument valid for the call (`local`'s contract).
+    |a| unsafe { crate::Tensor::from_arg(a) }, |l| l
 );
 class!(
     /// `Tensor?`: as [`Tensor`], null for `None`; the kernel gets `Option<&Tensor>`.
     OptTensor, *const OpalTensorArg, Option<crate::Tensor>, Option<&'a crate::Tensor>,
     tc::OPT_TENSOR,
-    // SAFETY: the host passes a pointer valid for the call (`local`'s contract).
-    |a| if a.is_null() { Ok(None) } else { crate::Tensor::from_arg(unsafe { a.as_ref() }).map(Some) },
+    // SAFETY: the host passes an argument valid for the call (`local`'s contract).
+    |a| if a.is_null() { Ok(None) } else { unsafe { crate::Tensor::from_arg(a) }.map(Some) },
     |l| l.as_ref()
 );
 class!(
@@ -330,7 +330,7 @@ impl OutKernel {
 #[inline(always)]
 pub unsafe fn __out(out: *const OpalTensorArg) -> Result<crate::Tensor> {
     // SAFETY: per the contract.
-    crate::Tensor::from_arg(unsafe { out.as_ref() })
+    unsafe { crate::Tensor::from_arg(out) }
 }
 
 /// Defines a function returning the [`OutKernel`] of an out entry (ABI 1.2) that

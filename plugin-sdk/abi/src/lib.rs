@@ -29,8 +29,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// higher minor version loads, and each side checks `size` before using new fields.
 /// 1.1 added typed entries ([`OpalRegistrar::register_typed_kernel`], [`typed`])
 /// and [`OpalHostApi::tensor_empty_info`]; 1.2 added out entries
-/// ([`OpalRegistrar::register_out_kernel`], [`result_rule`]).
-pub const ABI_MINOR: u32 = 2;
+/// ([`OpalRegistrar::register_out_kernel`], [`result_rule`]); 1.3 added the
+/// element count and contiguity to [`OpalTensorInfo`] ([`OpalTensorInfo::numel`],
+/// [`OpalTensorInfo::contiguous`]).
+pub const ABI_MINOR: u32 = 3;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
 /// it (reading runs no plugin code) before calling anything.
@@ -379,6 +381,10 @@ pub unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> Option<&'a [T]> {
 /// What the host tells about a tensor ([`OpalHostApi::tensor_info`]). The arrays
 /// and the data pointer are valid while the handle they came from is alive and its
 /// geometry unchanged (inside a kernel call: until the kernel returns).
+///
+/// The fields after `element_size` are 1.3's: a host of an older minor version
+/// fills a shorter struct (`size` [`TENSOR_INFO_SIZE_1_0`]), so a reader uses them
+/// only when `size` covers them.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct OpalTensorInfo {
@@ -406,7 +412,23 @@ pub struct OpalTensorInfo {
     pub data: *mut c_void,
     /// Bytes per element.
     pub element_size: usize,
+    /// (1.3) Number of elements (the product of `sizes`; 0 for an undefined
+    /// tensor).
+    pub numel: i64,
+    /// (1.3) 1 when the tensor is row-major contiguous, 0 otherwise: every
+    /// dimension of size other than 1 has the stride of the product of the sizes
+    /// after it (dimensions of size 1 may have any stride); a tensor without
+    /// elements is contiguous, an undefined one is not.
+    pub contiguous: i32,
+    /// (1.3) Zero: pads the struct to a multiple of 8 bytes explicitly.
+    pub reserved: i32,
 }
+
+/// The size of the 1.0 layout of [`OpalTensorInfo`], unchanged until 1.2 (the
+/// host refuses a shorter info, and a 1.3 reader of an info this short computes
+/// [`OpalTensorInfo::numel`] and [`OpalTensorInfo::contiguous`] from the sizes and
+/// strides).
+pub const TENSOR_INFO_SIZE_1_0: usize = core::mem::offset_of!(OpalTensorInfo, numel);
 
 impl OpalTensorInfo {
     /// An info of this ABI's size with nothing filled in (undefined tensor, codes
@@ -424,6 +446,9 @@ impl OpalTensorInfo {
             defined: 0,
             data: core::ptr::null_mut(),
             element_size: 0,
+            numel: 0,
+            contiguous: 0,
+            reserved: 0,
         }
     }
 }

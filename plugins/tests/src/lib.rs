@@ -156,7 +156,7 @@ pub struct Spec<'a> {
     pub device: &'a str,
     /// `PrivateUse1`..3.
     pub key: &'a str,
-    /// `"1.2"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
+    /// `"1.3"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
     /// for [`built_test_plugin_abi_1_1`]'s).
     pub abi: &'a str,
     /// The entry symbol, when not the default.
@@ -174,7 +174,7 @@ impl<'a> Spec<'a> {
             name,
             device,
             key,
-            abi: "1.2",
+            abi: "1.3",
             entry: None,
             config: "",
             ops: vec![

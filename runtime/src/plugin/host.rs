@@ -59,36 +59,72 @@ unsafe extern "C" fn tensor_info(t: OpalTensor, out: *mut OpalTensorInfo) -> Opa
     guarded("tensor_info", || {
         // SAFETY: the ABI requires a live handle.
         let t = unsafe { value::deref(t) }?;
-        // SAFETY: `out` is null or points to a writable info whose `size` is set.
-        fill_info(t, unsafe { out.as_mut() }, "tensor_info")
+        // SAFETY: `out` is null or points to a writable info of `size` bytes whose
+        // `size` is set, as the ABI requires.
+        let out = unsafe { InfoOut::checked(out, "tensor_info") }?;
+        out.write(info_of(t)?);
+        Ok(())
     })
 }
 
-/// Writes `t`'s metadata to `out` (`what` names the calling function in errors).
-#[inline]
-pub(super) fn fill_info(t: &Tensor, out: Option<&mut OpalTensorInfo>, what: &str) -> Result<()> {
-    *checked_info(out, what)? = info_of(t)?;
-    Ok(())
+/// A plugin's info struct to fill, checked: it holds at least the 1.0 layout, and
+/// `size` (what the plugin compiled) says how much of this ABI's layout fits in it.
+/// A plugin of an older minor version passes a shorter struct than the host's, so
+/// it is written through a raw pointer, never past `size`.
+struct InfoOut {
+    ptr: NonNull<OpalTensorInfo>,
+    size: usize,
 }
 
-/// `out` when it is a plugin's info struct of at least this ABI's size.
-#[inline]
-fn checked_info<'a>(
-    out: Option<&'a mut OpalTensorInfo>,
-    what: &str,
-) -> Result<&'a mut OpalTensorInfo> {
-    let out = out.ok_or_else(|| OpalError::msg(format!("{what}: null info pointer")))?;
-    if out.size < std::mem::size_of::<OpalTensorInfo>() {
-        return Err(OpalError::msg(format!(
-            "{what}: the plugin's info struct has {} bytes, ABI 1.0 needs {}",
-            out.size,
-            std::mem::size_of::<OpalTensorInfo>()
-        )));
+impl InfoOut {
+    /// `out` when it is a plugin's info struct of at least the 1.0 layout's size
+    /// (`what` names the calling function in errors).
+    ///
+    /// # Safety
+    /// `out` is null or points to a writable info whose `size` field is set and
+    /// whose first `size` bytes are writable.
+    #[inline]
+    unsafe fn checked(out: *mut OpalTensorInfo, what: &str) -> Result<InfoOut> {
+        let ptr = NonNull::new(out)
+            .ok_or_else(|| OpalError::msg(format!("{what}: null info pointer")))?;
+        // SAFETY: per the contract `size` is readable: every layout starts with it.
+        let size = unsafe { std::ptr::addr_of!((*out).size).read() };
+        if size < opal_plugin_abi::TENSOR_INFO_SIZE_1_0 {
+            return Err(OpalError::msg(format!(
+                "{what}: the plugin's info struct has {size} bytes, ABI 1.0 needs {}",
+                opal_plugin_abi::TENSOR_INFO_SIZE_1_0
+            )));
+        }
+        Ok(InfoOut { ptr, size })
     }
-    Ok(out)
+
+    /// Writes `info`: whole into a struct of at least this ABI's size, otherwise
+    /// its first `size` bytes (the fields of the plugin's older layout: fields are
+    /// only appended), with `size` saying so.
+    #[inline]
+    fn write(self, info: OpalTensorInfo) {
+        if self.size >= std::mem::size_of::<OpalTensorInfo>() {
+            // SAFETY: the plugin's struct holds this ABI's whole layout (`checked`).
+            unsafe { self.ptr.as_ptr().write(info) };
+            return;
+        }
+        let info = OpalTensorInfo {
+            size: self.size,
+            ..info
+        };
+        // SAFETY: `size` bytes of the plugin's struct are writable (`checked`), and
+        // fewer than `info` has.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&info as *const OpalTensorInfo).cast::<u8>(),
+                self.ptr.as_ptr().cast::<u8>(),
+                self.size,
+            )
+        };
+    }
 }
 
-/// The metadata [`fill_info`] writes: what the typed bridge makes per tensor
+/// The metadata `tensor_info` writes: what the typed bridge makes per tensor
 /// argument on every call, so the geometry is read once and the undefined tensor is
 /// the only branch.
 #[inline(always)]
@@ -97,7 +133,7 @@ pub(super) fn info_of(t: &Tensor) -> Result<OpalTensorInfo> {
         return Ok(OpalTensorInfo::blank());
     }
     let (sizes, strides, offset, numel) = t.geometry();
-    let (dtype, dev) = (t.dtype(), t.device());
+    let (dtype, dev, contiguous) = (t.dtype(), t.device(), t.is_contiguous());
     let element_size = dtype.size();
     // The element's address in its device's memory (host memory only when the
     // device's allocator says so); none for meta tensors, which have no data.
@@ -120,6 +156,9 @@ pub(super) fn info_of(t: &Tensor) -> Result<OpalTensorInfo> {
         defined: 1,
         data: data.cast(),
         element_size,
+        numel,
+        contiguous: i32::from(contiguous),
+        reserved: 0,
     })
 }
 
@@ -238,15 +277,16 @@ unsafe extern "C" fn tensor_empty_info(
     guarded("tensor_empty_info", || {
         // Both destinations are checked before allocating, so that a kernel's
         // result costs one metadata fill (inlined) and no second validation.
-        // SAFETY: `info` is null or points to a writable info whose `size` is set.
-        let info = checked_info(unsafe { info.as_mut() }, "tensor_empty_info")?;
+        // SAFETY: `info` is null or points to a writable info of `size` bytes whose
+        // `size` is set, as the ABI requires.
+        let info = unsafe { InfoOut::checked(info, "tensor_empty_info") }?;
         // SAFETY: `out` is null or writable, as the ABI requires.
         let out =
             unsafe { out.as_mut() }.ok_or_else(|| OpalError::msg("tensor_empty_info: null out"))?;
         // SAFETY: the ABI requires `ndim` readable sizes.
         let t = unsafe { empty_of(sizes, ndim, dtype, device_type, device_index) }?;
         // The info's arrays point into the tensor's impl, which the handle keeps.
-        *info = info_of(&t)?;
+        info.write(info_of(&t)?);
         *out = value::own(t);
         Ok(())
     })
@@ -856,5 +896,114 @@ fn qualified(name: &str) -> String {
         name.to_string()
     } else {
         format!("aten::{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opal_plugin_abi::TENSOR_INFO_SIZE_1_0;
+
+    /// An info buffer of this ABI's size, every byte `0xAB`, whose `size` says
+    /// `size`.
+    fn canary_info(size: usize) -> OpalTensorInfo {
+        let mut info = OpalTensorInfo::blank();
+        // SAFETY: `info` is a plain `repr(C)` struct of integers and raw pointers,
+        // for which any bit pattern is valid.
+        unsafe {
+            std::ptr::write_bytes(
+                (&mut info as *mut OpalTensorInfo).cast::<u8>(),
+                0xAB,
+                std::mem::size_of::<OpalTensorInfo>(),
+            )
+        };
+        info.size = size;
+        info
+    }
+
+    /// The bytes of `info` from `from` on.
+    fn tail(info: &OpalTensorInfo, from: usize) -> Vec<u8> {
+        // SAFETY: `info` is initialised (see `canary_info`) and this size.
+        let all = unsafe {
+            std::slice::from_raw_parts(
+                (info as *const OpalTensorInfo).cast::<u8>(),
+                std::mem::size_of::<OpalTensorInfo>(),
+            )
+        };
+        all[from..].to_vec()
+    }
+
+    fn info_of_handle(t: &Tensor, size: usize) -> (OpalStatus, OpalTensorInfo) {
+        let mut info = canary_info(size);
+        // SAFETY: a live borrowed handle and a writable info of its `size`.
+        let st = unsafe { tensor_info(value::borrow(t), &mut info) };
+        (st, info)
+    }
+
+    /// ABI 1.3: the host fills the element count and contiguity; for the
+    /// shorter info of a plugin built for 1.2 or older it writes that plugin's
+    /// fields only, saying so in `size`; shorter than 1.0 is refused.
+    #[test]
+    fn tensor_info_fills_1_3_fields_and_never_writes_past_the_plugins_size() {
+        let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+        let (st, full) = info_of_handle(&t, std::mem::size_of::<OpalTensorInfo>());
+        assert_eq!(st.code, code::OK);
+        assert_eq!(full.size, std::mem::size_of::<OpalTensorInfo>());
+        assert_eq!(
+            (full.ndim, full.numel, full.contiguous, full.reserved),
+            (2, 6, 1, 0)
+        );
+
+        let tr = t.as_strided(&[3, 2], &[1, 3], 0).unwrap();
+        let (st, info) = info_of_handle(&tr, std::mem::size_of::<OpalTensorInfo>());
+        assert_eq!(st.code, code::OK);
+        assert_eq!((info.numel, info.contiguous), (6, 0), "a transposed view");
+
+        let (st, short) = info_of_handle(&t, TENSOR_INFO_SIZE_1_0);
+        assert_eq!(st.code, code::OK);
+        assert_eq!(short.size, TENSOR_INFO_SIZE_1_0);
+        assert_eq!(
+            (short.ndim, short.dtype, short.data),
+            (2, full.dtype, full.data)
+        );
+        assert!(
+            tail(&short, TENSOR_INFO_SIZE_1_0)
+                .iter()
+                .all(|&b| b == 0xAB),
+            "nothing written past the 1.0 layout"
+        );
+
+        let (st, _) = info_of_handle(&t, TENSOR_INFO_SIZE_1_0 - 8);
+        // SAFETY: a host status, consumed once.
+        let (c, e) = unsafe { st.into_result() }.unwrap_err();
+        assert!(c != code::OK && e.contains("ABI 1.0 needs"), "{c}: {e}");
+    }
+
+    /// `tensor_empty_info` honours a plugin's shorter info the same way.
+    #[test]
+    fn tensor_empty_info_honours_a_shorter_info() {
+        let mut info = canary_info(TENSOR_INFO_SIZE_1_0);
+        let mut h = OpalTensor(std::ptr::null_mut());
+        let sizes = [2i64, 2];
+        // SAFETY: readable sizes, writable handle and info of its `size`.
+        let st = unsafe {
+            tensor_empty_info(
+                sizes.as_ptr(),
+                2,
+                opal_plugin_abi::dtype::F32,
+                opal_plugin_abi::device_type::CPU,
+                -1,
+                &mut h,
+                &mut info,
+            )
+        };
+        assert_eq!(st.code, code::OK);
+        assert_eq!(
+            (info.size, info.ndim, info.element_size),
+            (TENSOR_INFO_SIZE_1_0, 2, 4)
+        );
+        assert!(tail(&info, TENSOR_INFO_SIZE_1_0).iter().all(|&b| b == 0xAB));
+        // SAFETY: the new owned handle, released once.
+        unsafe { tensor_release(h) };
     }
 }

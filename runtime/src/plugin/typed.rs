@@ -217,10 +217,11 @@ fn like(ti: &OpalTensorInfo, fi: &OpalTensorInfo) -> bool {
 }
 
 /// The metadata of `out`, a tensor just made contiguous with the sizes, dtype and
-/// device of the argument whose metadata is `like`: only what differs is read.
+/// device of the argument whose metadata is `like`: only what differs is read
+/// (its element count is `like`'s).
 #[inline(always)]
 fn out_arg(out: &Tensor, like: &OpalTensorInfo) -> OpalTensorArg {
-    let (sizes, strides) = (out.sizes(), out.strides());
+    let (sizes, strides, _, _) = out.geometry();
     OpalTensorArg {
         handle: value::borrow(out),
         info: OpalTensorInfo {
@@ -234,6 +235,7 @@ fn out_arg(out: &Tensor, like: &OpalTensorInfo) -> OpalTensorArg {
             } else {
                 out.storage().data_ptr().cast()
             },
+            contiguous: 1,
             ..*like
         },
     }
@@ -446,8 +448,12 @@ macro_rules! shapes {
                         // signature code was this shape's, which names exactly this C
                         // type (the typed entry's, the result last).
                         let g = unsafe { std::mem::transmute::<OpalTypedFn, OutFn>(g) };
-                        // The `ELEMENTWISE` rule: a new contiguous tensor like `$a0`.
-                        let out = Tensor::empty($a0.0.sizes(), $a0.0.dtype(), $a0.0.device())?;
+                        // The `ELEMENTWISE` rule: a new contiguous tensor like `$a0`,
+                        // whose sizes its metadata already holds.
+                        // SAFETY: `fi` was made this call from `$a0`, defined, so
+                        // `sizes` is its sizes slice, alive while the caller holds it.
+                        let sizes = unsafe { std::slice::from_raw_parts(fi.sizes, fi.ndim) };
+                        let out = Tensor::empty(sizes, $a0.0.dtype(), $a0.0.device())?;
                         let o = out_arg(&out, fi);
                         // SAFETY: borrowed handles of tensors the caller keeps alive
                         // (and held) for the call, with their metadata (alive until
