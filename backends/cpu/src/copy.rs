@@ -61,10 +61,8 @@ pub fn to_vec_as<T: Elem>(t: &Tensor) -> Result<Vec<T>> {
             n.saturating_mul(std::mem::size_of::<T>())
         ))
     })?;
-    for i in 0..n {
-        // SAFETY: `c` is contiguous with `n` elements of type T starting at `p`, and
-        // `acc` holds a shared borrow of its storage while we read.
-        v.push(unsafe { *p.add(i) });
-    }
+    // SAFETY: `c` is contiguous with `n` elements of type T starting at `p`, and
+    // `acc` holds a shared borrow of its storage while we read.
+    v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, n) });
     Ok(v)
 }

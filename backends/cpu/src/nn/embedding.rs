@@ -4,7 +4,8 @@
 //! Must not: touch other ops' numerics.
 
 use super::io::{
-    check_nbytes, compute_dtype, err, in_op, make_output, shape_err, try_vec_of, Compute,
+    check_nbytes, compute_dtype, err, in_op, make_output, shape_err, try_vec_of, with_slice,
+    Compute,
 };
 use crate::copy::to_vec_as;
 use opal::{DType, Result, Tensor};
@@ -94,22 +95,22 @@ pub fn embedding_dense_backward(
     }
     // num_weights sizes the result: refuse one no allocation can hold up front.
     check_nbytes(&[num_weights, dim as i64], grad_output.dtype(), OP)?;
-    fn run<C: Compute>(
-        g: &Tensor,
+    fn scatter_rows<C: Compute>(
+        gv: &[C],
+        dtype: DType,
         iv: &[i64],
         nw: usize,
         dim: usize,
         pad: i64,
         freq: bool,
     ) -> Result<Tensor> {
-        let gv = to_vec_as::<C>(g)?;
         let mut counts = try_vec_of(if freq { nw } else { 0 }, 0usize, OP)?;
         if freq {
             for &i in iv {
                 counts[i as usize] += 1;
             }
         }
-        make_output::<C>(&[nw as i64, dim as i64], g.dtype(), |o| {
+        make_output::<C>(&[nw as i64, dim as i64], dtype, |o| {
             o.iter_mut().for_each(|v| *v = num_traits::zero());
             for (k, &i) in iv.iter().enumerate() {
                 if i == pad {
@@ -128,25 +129,14 @@ pub fn embedding_dense_backward(
             Ok(())
         })
     }
+    let (g, nw) = (grad_output, num_weights as usize);
+    let (pad, freq) = (padding_idx, scale_grad_by_freq);
     match cd {
-        DType::F64 => run::<f64>(
-            grad_output,
-            &iv,
-            num_weights as usize,
-            dim,
-            padding_idx,
-            scale_grad_by_freq,
-        ),
-        _ => run::<f32>(
-            grad_output,
-            &iv,
-            num_weights as usize,
-            dim,
-            padding_idx,
-            scale_grad_by_freq,
-        ),
+        DType::F64 => {
+            with_slice::<f64, _>(g, |gv| scatter_rows(gv, g.dtype(), &iv, nw, dim, pad, freq))
+        }
+        _ => with_slice::<f32, _>(g, |gv| scatter_rows(gv, g.dtype(), &iv, nw, dim, pad, freq)),
     }
-    .map_err(in_op(OP))
 }
 
 /// One-hot encoding of an int64 tensor: shape `self.shape + [num_classes]`

@@ -5,7 +5,9 @@
 //! Owns: each loss's formula, target / weight checks and reduction handling.
 //! Must not: touch other ops' numerics.
 
-use super::io::{compute_dtype, err, make_output, numel, shape_err, write_out, Compute};
+use super::io::{
+    compute_dtype, err, make_output, numel, shape_err, with_slice, write_out, Compute,
+};
 use crate::copy::to_vec_as;
 use opal::{DType, Result, Tensor};
 
@@ -192,6 +194,25 @@ fn nll_dims(
     Ok((n, c, batched))
 }
 
+/// A sample's target class and its weight, or `None` for `ignore_index`; an error
+/// when the class is outside `0..classes`.
+fn target_class<C: Compute>(
+    cls: i64,
+    ignore_index: i64,
+    classes: usize,
+    weights: Option<&[C]>,
+    op: &str,
+) -> Result<Option<(usize, C)>> {
+    if cls == ignore_index {
+        return Ok(None);
+    }
+    if cls < 0 || cls as usize >= classes {
+        return Err(err(op, format!("Target {cls} is out of bounds.")));
+    }
+    let c = cls as usize;
+    Ok(Some((c, weights.map_or(C::one(), |w| w[c]))))
+}
+
 /// Negative log-likelihood: `-weight[t] * self[n, t]` per sample, ignoring
 /// `ignore_index`; returns `(output, total_weight)` where `total_weight` sums the
 /// weights of the counted samples (0 for `reduction = none`).
@@ -216,22 +237,21 @@ pub fn nll_loss_forward(
         dims: (usize, usize, bool),
     ) -> Result<(Tensor, Tensor)> {
         let (n, c, batched) = dims;
-        let (xv, tv) = (to_vec_as::<C>(x)?, to_vec_as::<i64>(t)?);
+        let tv = to_vec_as::<i64>(t)?;
         let wv = w.map(to_vec_as::<C>).transpose()?;
         let mut per = vec![num_traits::zero::<C>(); n];
         let mut total = num_traits::zero::<C>();
-        for i in 0..n {
-            let cls = tv[i];
-            if cls == ii {
-                continue;
+        // Only n of the n x c inputs are read: borrow them in place when possible.
+        with_slice::<C, _>(x, |xv| {
+            for i in 0..n {
+                let Some((cls, wt)) = target_class(tv[i], ii, c, wv.as_deref(), OP)? else {
+                    continue;
+                };
+                per[i] = -(xv[i * c + cls] * wt);
+                total = total + wt;
             }
-            if cls < 0 || cls as usize >= c {
-                return Err(err(OP, format!("Target {cls} is out of bounds.")));
-            }
-            let wt = wv.as_ref().map_or(C::one(), |w| w[cls as usize]);
-            per[i] = -(xv[i * c + cls as usize] * wt);
-            total = total + wt;
-        }
+            Ok(())
+        })?;
         let dt = x.dtype();
         let scalar = |v: C| {
             make_output::<C>(&[], dt, |o| {
@@ -330,14 +350,9 @@ pub fn nll_loss_backward(
         make_output::<C>(x.sizes(), x.dtype(), |o| {
             o.iter_mut().for_each(|v| *v = num_traits::zero());
             for i in 0..n {
-                let cls = tv[i];
-                if cls == ii {
+                let Some((cls, wt)) = target_class(tv[i], ii, c, wv.as_deref(), OP)? else {
                     continue;
-                }
-                if cls < 0 || cls as usize >= c {
-                    return Err(err(OP, format!("Target {cls} is out of bounds.")));
-                }
-                let wt = wv.as_ref().map_or(C::one(), |w| w[cls as usize]);
+                };
                 let gi = if red == Reduction::None {
                     gv[i.min(gv.len() - 1)]
                 } else {
@@ -347,7 +362,7 @@ pub fn nll_loss_backward(
                 if red == Reduction::Mean {
                     v = v / total;
                 }
-                o[i * c + cls as usize] = v;
+                o[i * c + cls] = v;
             }
             Ok(())
         })
