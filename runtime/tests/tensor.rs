@@ -545,6 +545,40 @@ fn tiny_and_large_storages() {
     assert_eq!(c.data_ptr::<opal::Complex<f64>>().unwrap() as usize % 8, 0);
 }
 
+/// The CPU allocator's promise (zeroed bytes; 64-aligned from 64 bytes up, below
+/// that aligned to `min(16, largest power of two <= n)`) at every size around its
+/// padded blocks (64..=960 bytes) and the plain layouts on either side, with blocks
+/// freed out of order.
+#[test]
+fn cpu_blocks_are_zeroed_and_aligned_at_every_size() {
+    let dev = Device::cpu();
+    let sizes: Vec<usize> = (1..80)
+        .chain(950..980)
+        .chain([1024, 4095, 4096, 5000])
+        .collect();
+    let mut blocks = Vec::new();
+    for &n in &sizes {
+        let p = CpuAllocator.allocate(dev, n).unwrap();
+        let pow2 = 1usize << (usize::BITS - 1 - n.leading_zeros());
+        let want = if n >= 64 { 64 } else { pow2.min(16) };
+        assert_eq!(p.as_ptr() as usize % want, 0, "{n} bytes: {:p}", p.as_ptr());
+        // SAFETY: the allocator promises n initialized, writable bytes at p.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), n) };
+        assert!(bytes.iter().all(|&b| b == 0), "{n} bytes not zeroed");
+        bytes.fill(0xA5);
+        blocks.push((p, n));
+    }
+    // Free every other block first, then the rest.
+    for &(p, n) in blocks.iter().step_by(2) {
+        // SAFETY: allocated above with this size, freed once.
+        unsafe { CpuAllocator.deallocate(dev, p, n) };
+    }
+    for &(p, n) in blocks.iter().skip(1).step_by(2) {
+        // SAFETY: allocated above with this size, freed once.
+        unsafe { CpuAllocator.deallocate(dev, p, n) };
+    }
+}
+
 #[test]
 fn bad_sizes_name_the_first_problem() {
     let e = Tensor::empty(&[2, -3], DType::F32, Device::cpu()).unwrap_err();
