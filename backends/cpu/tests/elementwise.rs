@@ -295,3 +295,38 @@ fn ternary_ops() {
     let i = Tensor::from_slice(&[1i64], &[1]).unwrap();
     assert!(ternary::addcdiv(&i, &i, &i, &Scalar::Int(1)).is_err());
 }
+
+/// A one-element operand on either side of a contiguous one (the flat-loop path of
+/// the strided element-wise loop), against the same product with the operand
+/// expanded, for a scalar, a 0-d and a [1, 1] tensor, in place too.
+#[test]
+fn one_element_operands_on_either_side_match_the_expanded_operand() {
+    let n = 37;
+    let x = t32(
+        &(0..n).map(|i| i as f32 * 0.25 - 3.0).collect::<Vec<_>>(),
+        &[n as i64],
+    );
+    let want_mul: Vec<f32> = v32(&x).iter().map(|v| v * -1.5).collect();
+    let want_rsub: Vec<f32> = v32(&x).iter().map(|v| -1.5 - v).collect();
+    close(
+        &v32(&binary::mul_scalar(&x, &Scalar::Float(-1.5)).unwrap()),
+        &want_mul,
+    );
+    for shape in [&[][..], &[1][..]] {
+        let s = t32(&[-1.5], shape);
+        close(&v32(&binary::mul_tensor(&x, &s).unwrap()), &want_mul);
+        close(&v32(&binary::mul_tensor(&s, &x).unwrap()), &want_mul);
+        let r = binary::sub_tensor(&s, &x, &Scalar::Int(1)).unwrap();
+        assert_eq!(r.sizes(), &[n as i64]);
+        close(&v32(&r), &want_rsub);
+    }
+    // A [1, 1] operand broadcasts x to [1, n]: the result is not x's shape.
+    let s = t32(&[-1.5], &[1, 1]);
+    let r = binary::mul_tensor(&x, &s).unwrap();
+    assert_eq!(r.sizes(), &[1, n as i64]);
+    close(&v32(&r), &want_mul);
+    // In place: out is x itself.
+    let y = t32(&v32(&x), &[n as i64]);
+    binary::mul_(&y, &t32(&[-1.5], &[])).unwrap();
+    close(&v32(&y), &want_mul);
+}

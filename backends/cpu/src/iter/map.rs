@@ -185,6 +185,28 @@ unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
     op: &str,
     f: &(impl Fn(A, B) -> O + Sync),
 ) -> Result<()> {
+    // A contiguous tensor with a one-element operand (a wrapped scalar: `x * 0.5`,
+    // an SGD update's `lr * grad`) is one flat loop, with no stride vectors built.
+    if out.is_contiguous() {
+        let [po, pa, pb] = p;
+        let n = out.numel() as usize;
+        if same_contig(a, out) && b.numel() == 1 {
+            // SAFETY: `b` has one element, at `pb`; `a` is contiguous like `out`.
+            unsafe {
+                let bv = *(pb as *const B);
+                flat(po as *mut O, pa as *const A, n, &|x| f(x, bv));
+            }
+            return Ok(());
+        }
+        if same_contig(b, out) && a.numel() == 1 {
+            // SAFETY: as above, with the roles of `a` and `b` swapped.
+            unsafe {
+                let av = *(pa as *const A);
+                flat(po as *mut O, pb as *const B, n, &|x| f(av, x));
+            }
+            return Ok(());
+        }
+    }
     let shape = out.sizes();
     let so = broadcast_byte_strides(out.sizes(), out.strides(), size_of::<O>(), shape, op)?;
     let sa = broadcast_byte_strides(a.sizes(), a.strides(), size_of::<A>(), shape, op)?;
@@ -227,6 +249,26 @@ unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
         });
     }
     Ok(())
+}
+
+/// `o[i] = g(x[i])` for `i < n`, split across threads like the contiguous loops.
+///
+/// # Safety
+/// `o` and `x` address `n` elements each (`o` writable, and only by this call;
+/// `x` may be `o` itself).
+#[inline(always)]
+unsafe fn flat<O: Elem, X: Elem>(o: *mut O, x: *const X, n: usize, g: &(impl Fn(X) -> O + Sync)) {
+    let (po, px) = (SharedPtr(o), SharedPtr(x.cast_mut()));
+    par_ranges(n, |s, e| {
+        // SAFETY: `s..e` is inside both ranges (caller's contract), and chunks write
+        // disjoint ranges of `o`.
+        unsafe {
+            let (o, x) = (po.at(s), px.at(s) as *const X);
+            for i in 0..e - s {
+                *o.add(i) = g(*x.add(i));
+            }
+        }
+    });
 }
 
 /// `out[i] = f(a[i], b[i], c[i])` with broadcasting; `out` may alias an input.
