@@ -50,6 +50,11 @@ struct StreamQ {
     items: VecDeque<Item>,
     busy: bool,
     error: Option<String>,
+    /// Jobs queued and jobs retired (run and bookkept) so far: a synchronous call
+    /// returns only once its own job is retired, so the stream is idle to a query
+    /// right after it unless more work was queued.
+    jobs_queued: u64,
+    jobs_retired: u64,
 }
 
 struct DevQ {
@@ -146,12 +151,19 @@ pub fn new_stream(device: Device) -> i64 {
 
 /// Queues `job` on `stream`, starting the device's worker if needed.
 pub fn enqueue(stream: Stream, job: Job) -> Result<()> {
-    push(stream, Item::Run(job))
+    push(stream, Item::Run(job)).map(|_| ())
 }
 
-fn push(stream: Stream, item: Item) -> Result<()> {
+/// Queues `item`; returns the stream's count of queued jobs after it (the ticket
+/// of a job, which is retired when `jobs_retired` reaches it).
+fn push(stream: Stream, item: Item) -> Result<u64> {
     let mut st = lock();
-    st.stream(stream)?.items.push_back(item);
+    let q = st.stream(stream)?;
+    if matches!(item, Item::Run(_)) {
+        q.jobs_queued += 1;
+    }
+    let ticket = q.jobs_queued;
+    q.items.push_back(item);
     let key = key_of(stream.device);
     let dev = st.dev(key);
     if !dev.worker {
@@ -168,14 +180,14 @@ fn push(stream: Stream, item: Item) -> Result<()> {
     }
     drop(st);
     CV.notify_all();
-    Ok(())
+    Ok(ticket)
 }
 
 /// Holds `stream` for `d`: work queued on it after this call starts no earlier
 /// (an emulated slow kernel, for tests of ordering and timing). The worker keeps
 /// running other streams meanwhile.
 pub fn hold(stream: Stream, d: Duration) -> Result<()> {
-    push(stream, Item::Hold(Instant::now() + d))
+    push(stream, Item::Hold(Instant::now() + d)).map(|_| ())
 }
 
 /// Runs `f` on `stream` after the work queued before it and returns its result:
@@ -185,13 +197,13 @@ pub fn run_sync<T: Send + 'static>(
     f: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    enqueue(
+    let ticket = push(
         stream,
-        Box::new(move || {
+        Item::Run(Box::new(move || {
             // The receiver waits below; if it is gone there is nobody to tell.
             let _ = tx.send(f());
             Ok(())
-        }),
+        })),
     )?;
     let r = rx.recv().map_err(|_| {
         OpalError::device(format!(
@@ -199,6 +211,12 @@ pub fn run_sync<T: Send + 'static>(
             stream.device
         ))
     })?;
+    // The value arrives while the worker still counts the job as running.
+    let mut st = lock();
+    while st.stream(stream)?.jobs_retired < ticket {
+        st = CV.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    drop(st);
     take_error(stream)?;
     r
 }
@@ -285,7 +303,7 @@ pub fn record(event: u64, stream: Stream) -> Result<()> {
         e.recorded += 1;
         e.recorded
     };
-    push(stream, Item::Record { event, gen })
+    push(stream, Item::Record { event, gen }).map(|_| ())
 }
 
 /// Makes `stream` wait for `event`'s latest recording.
@@ -297,7 +315,7 @@ pub fn block(event: u64, stream: Stream) -> Result<()> {
             _ => return Ok(()),
         }
     };
-    push(stream, Item::Wait { event, gen })
+    push(stream, Item::Wait { event, gen }).map(|_| ())
 }
 
 /// Whether `event`'s latest recording completed.
@@ -437,6 +455,7 @@ fn worker(key: (DeviceType, i16)) {
                 st = lock();
                 let q = &mut st.dev(key).streams[i];
                 q.busy = false;
+                q.jobs_retired += 1;
                 if let Err(e) = r {
                     q.error.get_or_insert(e.to_string());
                 }
