@@ -330,3 +330,73 @@ fn one_element_operands_on_either_side_match_the_expanded_operand() {
     binary::mul_(&y, &t32(&[-1.5], &[])).unwrap();
     close(&v32(&y), &want_mul);
 }
+
+/// Same-dtype copies between strided layouts move bytes (whole short rows at a
+/// time): every element size, rows of 1 to 20 elements, transposed, permuted and
+/// broadcast sources, a strided destination, and a tensor copied onto itself all
+/// give what walking the indices gives.
+#[test]
+fn strided_copies_of_every_element_size_match_the_index_walk() {
+    let flat: Vec<i64> = (0..4000).map(|i| (i * 37 + 11) % 251).collect();
+    let base = Tensor::from_slice(&flat, &[4000]).unwrap();
+    // The element at `index` of the view (sizes, strides, offset) of `flat`.
+    let walk = |sizes: &[i64], strides: &[i64], offset: i64| -> Vec<i64> {
+        let n: i64 = sizes.iter().product();
+        (0..n)
+            .map(|mut lin| {
+                let mut at = offset;
+                for (s, st) in sizes.iter().zip(strides).rev() {
+                    at += (lin % s) * st;
+                    lin /= s;
+                }
+                flat[at as usize]
+            })
+            .collect()
+    };
+    let mut views: Vec<(Vec<i64>, Vec<i64>, i64)> = vec![
+        (vec![3, 4], vec![1, 3], 0),                  // transposed
+        (vec![2, 4, 3, 5], vec![60, 5, 20, 1], 0),    // permuted, rows of 5
+        (vec![2, 16, 4, 8], vec![512, 8, 128, 1], 0), // an attention head's transpose
+        (vec![3, 4, 5], vec![0, 5, 1], 2),            // broadcast outer dim
+        (vec![6, 7], vec![7, 0], 1),                  // broadcast inner dim
+        (vec![4, 8, 16], vec![1, 64, 4], 0),          // inner dim strided
+    ];
+    for len in 1..=20 {
+        views.push((vec![5, len], vec![len + 3, 1], 1)); // rows of `len` elements
+        views.push((vec![3, 2, len], vec![2 * len + 9, len + 4, 1], 3));
+    }
+    for dtype in [DType::U8, DType::I16, DType::F32, DType::F64] {
+        let src_all = copy::to_dtype(&base, dtype).unwrap();
+        for (sizes, strides, offset) in &views {
+            let view = src_all.as_strided(sizes, strides, *offset).unwrap();
+            let want = walk(sizes, strides, *offset);
+            let got = copy::to_vec_as::<i64>(&copy::contiguous(&view).unwrap()).unwrap();
+            assert_eq!(got, want, "{dtype:?} {sizes:?} {strides:?}");
+            // Into a strided destination: the transpose of a contiguous buffer.
+            let numel: i64 = sizes.iter().product();
+            let dst_buf = copy::to_dtype(
+                &Tensor::from_slice(&vec![0i64; numel as usize], &[numel]).unwrap(),
+                dtype,
+            )
+            .unwrap();
+            // Column-major: dim d's stride is the product of the sizes before it.
+            let col_major: Vec<i64> = (0..sizes.len())
+                .map(|d| sizes[..d].iter().product())
+                .collect();
+            let dst = dst_buf.as_strided(sizes, &col_major, 0).unwrap();
+            copy::copy_into(&dst, &view, "test").unwrap();
+            assert_eq!(
+                copy::to_vec_as::<i64>(&dst).unwrap(),
+                want,
+                "{dtype:?} {sizes:?} into a transposed destination"
+            );
+            // A non-contiguous tensor copied onto itself is unchanged.
+            copy::copy_into(&dst, &dst, "test").unwrap();
+            assert_eq!(
+                copy::to_vec_as::<i64>(&dst).unwrap(),
+                want,
+                "{dtype:?} {sizes:?} onto itself"
+            );
+        }
+    }
+}

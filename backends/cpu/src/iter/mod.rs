@@ -201,7 +201,7 @@ pub unsafe fn run_geometry<const N: usize, F>(
 ///
 /// # Safety
 /// As [`for_each_raw`].
-unsafe fn run_geometry_blocks<const N: usize, F>(
+pub(crate) unsafe fn run_geometry_blocks<const N: usize, F>(
     g: &Geometry<N>,
     ptrs: [*mut u8; N],
     numel: usize,
