@@ -400,3 +400,26 @@ fn strided_copies_of_every_element_size_match_the_index_walk() {
         }
     }
 }
+
+/// GELU and its gradient on a contiguous f32 tensor large enough to be split
+/// across threads (with a short last piece) agree with the element-by-element
+/// path that a strided view of the same values takes.
+#[test]
+fn split_gelu_matches_the_strided_path() {
+    let n = 3 * opal_cpu::iter::COSTLY_GRAIN + 123;
+    let vals: Vec<f32> = (0..2 * n).map(|i| (i as f32 * 0.37).sin() * 6.0).collect();
+    let spread = t32(&vals, &[2 * n as i64]);
+    // Every other value: strided, so the generic element loop runs.
+    let strided = spread.as_strided(&[n as i64], &[2], 0).unwrap();
+    let dense = t32(&v32(&strided), &[n as i64]);
+    let grads: Vec<f32> = (0..n).map(|i| 1.0 + (i % 7) as f32 * 0.25).collect();
+    let g = t32(&grads, &[n as i64]);
+    close(
+        &v32(&activation::gelu(&dense, "none").unwrap()),
+        &v32(&activation::gelu(&strided, "none").unwrap()),
+    );
+    close(
+        &v32(&backward::gelu_backward(&g, &dense, "none").unwrap()),
+        &v32(&backward::gelu_backward(&g, &strided, "none").unwrap()),
+    );
+}

@@ -83,9 +83,9 @@ fn check_approximate(approximate: &str, op: &str) -> Result<bool> {
 }
 
 /// `f(input, output)` over matching pieces of contiguous f32 slices, in parallel
-/// above [`crate::iter::GRAIN`] elements.
+/// above [`crate::iter::COSTLY_GRAIN`] elements (`f` is a costly function).
 pub(super) fn par_f32_pieces(x: &[f32], y: &mut [f32], f: impl Fn(&[f32], &mut [f32]) + Sync) {
-    let grain = crate::iter::GRAIN;
+    let grain = crate::iter::COSTLY_GRAIN;
     crate::parallel::fork_chunks_mut(y, grain, |c, piece| {
         f(&x[c * grain..c * grain + piece.len()], piece)
     });

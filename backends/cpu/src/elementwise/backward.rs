@@ -90,7 +90,7 @@ fn gelu_backward_impl(
         return with_slice::<f32, _>(grad, |g| {
             with_slice::<f32, _>(self_, |x| {
                 make_output::<f32>(self_.sizes(), DType::F32, |y| {
-                    let grain = crate::iter::GRAIN;
+                    let grain = crate::iter::COSTLY_GRAIN;
                     crate::parallel::fork_chunks_mut(y, grain, |c, piece| {
                         let r = c * grain..c * grain + piece.len();
                         gelu_backward_f32(&g[r.clone()], &x[r], piece)

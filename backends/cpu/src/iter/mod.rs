@@ -32,6 +32,11 @@ use opal::{OpalError, Result};
 /// handing chunks to helper threads exceeds the gain.
 pub const GRAIN: usize = 32 * 1024;
 
+/// [`GRAIN`] for loops whose per-element math costs about as much as ten adds or
+/// more (GELU's erf and exp: some 15 instructions an element): a 16K-element
+/// activation of a small model is then worth two threads.
+pub const COSTLY_GRAIN: usize = 4 * 1024;
+
 /// Whether two shapes are equal. Shapes are short: an element loop beats the
 /// `memcmp` call that slice equality makes.
 #[inline]
