@@ -8,7 +8,7 @@
 use super::vecmath::{softmax_shift, RowMath};
 
 /// Below this many elements the work stays on the calling thread.
-const PARALLEL_MIN: usize = 1 << 14;
+const PARALLEL_MIN: usize = 1 << 13;
 
 /// Elements per task: about four tasks per thread (load balance on a shared
 /// machine) but never below 4K elements, so the per-task cost stays small against
