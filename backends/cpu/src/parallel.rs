@@ -334,6 +334,16 @@ impl<T> SharedPtr<T> {
         // SAFETY: forwarded.
         unsafe { self.0.add(i) }
     }
+
+    /// [`Self::at`] for a signed element offset.
+    ///
+    /// # Safety
+    /// `i` must be within the allocation.
+    #[inline(always)]
+    pub(crate) unsafe fn offset(self, i: isize) -> *mut T {
+        // SAFETY: forwarded.
+        unsafe { self.0.offset(i) }
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub(crate) struct MatMut<T> {
 
 /// Below this many multiply-adds a GEMM runs on the calling thread: handing a band
 /// to a helper thread costs more than it saves for small products.
-const PARALLEL_MIN_WORK: usize = 128 * 32 * 32;
+pub(crate) const PARALLEL_MIN_WORK: usize = 128 * 32 * 32;
 
 /// Narrowest block of output rows or columns given to one thread: thinner blocks
 /// leave the `gemm` crate's register tiles partly empty.

@@ -11,7 +11,8 @@ mod small_gemm;
 
 use crate::copy::{copy_into, to_dtype};
 use crate::nn::io::{err, shape_err, write_out};
-use gemm_core::{gemm_float, gemm_int, GemmFloat, MatMut, MatRef};
+use crate::parallel::SharedPtr;
+use gemm_core::{gemm_float, gemm_int, GemmFloat, MatMut, MatRef, PARALLEL_MIN_WORK};
 use opal::tensor::KernelAccess;
 use opal::{DType, Scalar, Tensor};
 
@@ -80,6 +81,11 @@ fn int_scalar(s: &Scalar, name: &str, op: &str) -> Result<i64> {
 
 /// `out[b] = beta * c[b] + alpha * a[b] @ b[b]` into a new contiguous tensor of shape
 /// `out_shape`; `c` (broadcastable to it) is skipped when absent or `beta == 0`.
+/// Multiply-adds of a whole batch of products, each too small to split itself,
+/// from which the products are shared among threads (32 attention heads of
+/// 16x16x8 are 64K).
+const BATCH_PARALLEL_MIN_WORK: usize = 32 * 1024;
+
 fn batched_product(
     op: &str,
     a: &Tensor,
@@ -172,11 +178,18 @@ fn float_product<C: GemmFloat + opal::Element>(
     );
     let alpha = C::from(alpha.to_f64()).unwrap_or_else(C::nan);
     let beta = beta.map(|bv| C::from(bv).unwrap_or_else(C::nan));
-    for i in 0..lo.bsz as isize {
-        // SAFETY: the three tensors are borrowed by `acc`; shapes were checked by the
-        // caller so every (batch, row, col) addressed through the tensors' own strides
-        // is an element of that tensor; `out` is a fresh contiguous tensor that
-        // shares no storage with `a` or `b`.
+    let (pa, pb, po) = (
+        SharedPtr(pa.cast_mut()),
+        SharedPtr(pb.cast_mut()),
+        SharedPtr(po),
+    );
+    // Product `i` of the batch; `parallel` lets it split its own rows or columns.
+    let product = |i: isize, parallel: bool| {
+        // SAFETY: the three tensors are borrowed by `acc` until every product has
+        // run; shapes were checked by the caller so every (batch, row, col)
+        // addressed through the tensors' own strides is an element of that tensor;
+        // `out` is a fresh contiguous tensor that shares no storage with `a` or
+        // `b`, and product `i` writes only its own batch of it.
         unsafe {
             gemm_float(
                 lo.rows,
@@ -199,9 +212,24 @@ fn float_product<C: GemmFloat + opal::Element>(
                 },
                 alpha,
                 beta,
-                true,
+                parallel,
             )
-        };
+        }
+    };
+    let each = lo.rows * lo.cols * la.cols;
+    if lo.bsz > 1 && each < PARALLEL_MIN_WORK && lo.bsz * each >= BATCH_PARALLEL_MIN_WORK {
+        // Products too small to split themselves (an attention head's): whole
+        // products go to the threads instead.
+        let per = lo.bsz.div_ceil(4 * rayon::current_num_threads());
+        crate::parallel::fork_chunks(lo.bsz.div_ceil(per), |c| {
+            for i in c * per..((c + 1) * per).min(lo.bsz) {
+                product(i as isize, false);
+            }
+        });
+    } else {
+        for i in 0..lo.bsz as isize {
+            product(i, true);
+        }
     }
     drop(acc);
     Ok(out)
@@ -587,6 +615,58 @@ mod tests {
         let c = t(&[1.], &[1]);
         let r = baddbmm(&c, &a, &a, &Scalar::Int(1), &Scalar::Int(1)).unwrap();
         assert_eq!(r.to_vec::<f32>().unwrap()[7], 107.);
+    }
+
+    /// A batch of small products (each below the split limit, together above the
+    /// batch limit) shared among threads, with a transposed second operand and a
+    /// broadcast (stride-0 batch) first operand, and baddbmm's scaled `self`,
+    /// against a plain f64 reference.
+    #[test]
+    fn batches_of_small_products_shared_among_threads_match_a_naive_reference() {
+        let (bsz, m, k, n) = (37usize, 16usize, 8usize, 16usize);
+        assert!(m * k * n < PARALLEL_MIN_WORK && bsz * m * k * n >= BATCH_PARALLEL_MIN_WORK);
+        let av: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        // b[i] is stored as its transpose ([n, k]) and read through strides.
+        let bt: Vec<f32> = (0..bsz * n * k)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 20.0)
+            .collect();
+        let a = t(&av, &[m as i64, k as i64])
+            .as_strided(&[bsz as i64, m as i64, k as i64], &[0, k as i64, 1], 0)
+            .unwrap();
+        let b = t(&bt, &[(bsz * n * k) as i64])
+            .as_strided(
+                &[bsz as i64, k as i64, n as i64],
+                &[(n * k) as i64, 1, k as i64],
+                0,
+            )
+            .unwrap();
+        let c = t(&[0.25], &[1]);
+        let r = bmm(&a, &b).unwrap().to_vec::<f32>().unwrap();
+        let r2 = baddbmm(&c, &a, &b, &Scalar::Float(2.0), &Scalar::Float(0.5))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        for bi in 0..bsz {
+            for i in 0..m {
+                for j in 0..n {
+                    let w: f64 = (0..k)
+                        .map(|p| av[i * k + p] as f64 * bt[bi * n * k + j * k + p] as f64)
+                        .sum();
+                    let at = (bi * m + i) * n + j;
+                    assert!(
+                        (r[at] as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "bmm {bi} ({i},{j})"
+                    );
+                    let w2 = 0.5 + 0.5 * w;
+                    assert!(
+                        (r2[at] as f64 - w2).abs() <= 1e-4 * (1.0 + w2.abs()),
+                        "baddbmm {bi} ({i},{j})"
+                    );
+                }
+            }
+        }
     }
 
     /// Products large enough to be cut into bands for threads (through the global
