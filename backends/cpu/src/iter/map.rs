@@ -194,7 +194,7 @@ unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
             // SAFETY: `b` has one element, at `pb`; `a` is contiguous like `out`.
             unsafe {
                 let bv = *(pb as *const B);
-                flat(po as *mut O, pa as *const A, n, &|x| f(x, bv));
+                flat(po as *mut O, pa as *const A, n, &move |x| f(x, bv));
             }
             return Ok(());
         }
@@ -202,7 +202,7 @@ unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
             // SAFETY: as above, with the roles of `a` and `b` swapped.
             unsafe {
                 let av = *(pa as *const A);
-                flat(po as *mut O, pb as *const B, n, &|x| f(av, x));
+                flat(po as *mut O, pb as *const B, n, &move |x| f(av, x));
             }
             return Ok(());
         }
@@ -257,9 +257,18 @@ unsafe fn map2_strided<O: Elem, A: Elem, B: Elem>(
 /// `o` and `x` address `n` elements each (`o` writable, and only by this call;
 /// `x` may be `o` itself).
 #[inline(always)]
-unsafe fn flat<O: Elem, X: Elem>(o: *mut O, x: *const X, n: usize, g: &(impl Fn(X) -> O + Sync)) {
+unsafe fn flat<O: Elem, X: Elem>(
+    o: *mut O,
+    x: *const X,
+    n: usize,
+    g: &(impl Fn(X) -> O + Sync + Copy),
+) {
     let (po, px) = (SharedPtr(o), SharedPtr(x.cast_mut()));
     par_ranges(n, |s, e| {
+        // A local copy: `g`'s captures (the scalar operand) then live in registers,
+        // not behind a pointer that the stores to `o` might alias, so the scalar is
+        // not reloaded per element and the loop vectorizes.
+        let g = *g;
         // SAFETY: `s..e` is inside both ranges (caller's contract), and chunks write
         // disjoint ranges of `o`.
         unsafe {
