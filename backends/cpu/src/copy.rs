@@ -64,11 +64,9 @@ fn copy_bytes_strided<const S: usize>(dst: &Tensor, src: &Tensor, op: &str) -> R
             g.strides.swap(1, longest);
         }
         let elem = S as isize;
-        // SAFETY: the strides come from the tensors' own layouts broadcast to
-        // `shape` (collapsing and reordering dims keeps the same set of offsets),
-        // so every visited offset is inside its storage; each index of `dst` is
-        // written once, and a read overlaps a write only when `src` is `dst` itself
-        // at the same index (every block is read before it is written).
+        // SAFETY: strides are the tensors' own, broadcast to `shape` (collapsing and
+        // reordering keep the offsets), so each is in its storage; each `dst` index is
+        // written once; a read meets a write only in a self-copy, at the same index.
         unsafe {
             run_geometry_blocks(&g, [pd, ps.cast_mut()], numel as usize, &|b: Block<2>| {
                 if b.inner != [elem, elem] {
