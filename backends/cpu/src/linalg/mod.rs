@@ -216,8 +216,12 @@ fn float_product<C: GemmFloat + opal::Element>(
             )
         }
     };
-    let each = lo.rows * lo.cols * la.cols;
-    if lo.bsz > 1 && each < PARALLEL_MIN_WORK && lo.bsz * each >= BATCH_PARALLEL_MIN_WORK {
+    // Saturating: the counts only choose the threading and must not overflow.
+    let each = lo.rows.saturating_mul(lo.cols).saturating_mul(la.cols);
+    if lo.bsz > 1
+        && each < PARALLEL_MIN_WORK
+        && lo.bsz.saturating_mul(each) >= BATCH_PARALLEL_MIN_WORK
+    {
         // Products too small to split themselves (an attention head's): whole
         // products go to the threads instead.
         let per = lo.bsz.div_ceil(4 * rayon::current_num_threads());
