@@ -64,12 +64,15 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 impl Job {
-    /// Claims and runs chunks until none is left.
-    fn run_claimed(&self) {
+    /// Claims and runs chunks until none is left. `drained` runs once, as soon as
+    /// this thread sees that no chunk is left to claim: before it reports its last
+    /// chunk done when it can tell then, else when its next claim fails.
+    fn run_claimed(&self, drained: impl FnOnce()) {
+        let mut drained = Some(drained);
         loop {
             let chunk = self.next.fetch_add(1, Ordering::Relaxed);
             if chunk >= self.chunks {
-                return;
+                break;
             }
             // SAFETY: `chunk < chunks` was claimed by this thread, so the caller of
             // `fork_chunks` is still waiting for it and the closure is alive.
@@ -79,8 +82,16 @@ impl Job {
                     slot.get_or_insert(payload);
                 }
             }
+            if self.next.load(Ordering::Relaxed) >= self.chunks {
+                if let Some(f) = drained.take() {
+                    f();
+                }
+            }
             // Release: the chunk's writes happen before the caller sees it done.
             self.done.fetch_add(1, Ordering::Release);
+        }
+        if let Some(f) = drained {
+            f();
         }
     }
 }
@@ -117,9 +128,9 @@ impl Helper {
                     Ordering::Acquire,
                 ) {
                     Ok(_) => PARKED,
-                    Err(_) => return false,
+                    Err(_) => return self.take_over_stale(job),
                 },
-                Err(_) => return false,
+                Err(_) => return self.take_over_stale(job),
             };
         match self.job.lock() {
             Ok(mut slot) => *slot = Some(Arc::clone(job)),
@@ -139,16 +150,38 @@ impl Helper {
         true
     }
 
+    /// Hands `job` to this hired helper in place of a job it has not picked up yet
+    /// and that has no chunk left to claim (its caller ran them all while this
+    /// helper was on its way): the helper would find nothing to do there, and a
+    /// caller that forks again at once should not have to wake a rayon worker.
+    fn take_over_stale(&self, job: &Arc<Job>) -> bool {
+        let Ok(mut slot) = self.job.lock() else {
+            return false;
+        };
+        match slot.as_ref() {
+            Some(old) if old.next.load(Ordering::Relaxed) >= old.chunks => {
+                *slot = Some(Arc::clone(job));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The helper thread's loop: wait for a job, run its chunks, repeat.
     fn serve(&self) {
         loop {
             self.wait_for_job();
             self.ready.store(false, Ordering::Relaxed);
             let job = self.job.lock().ok().and_then(|mut slot| slot.take());
-            if let Some(job) = job {
-                job.run_claimed();
+            // Free for hire again before the caller can see the job finished:
+            // otherwise a caller that forks again at once finds this helper still
+            // hired and wakes a rayon worker instead (two threads then compete for
+            // the CPUs that this one would have used while watching).
+            let release = || self.state.store(WATCHING, Ordering::Release);
+            match job {
+                Some(job) => job.run_claimed(release),
+                None => release(),
             }
-            self.state.store(WATCHING, Ordering::Release);
         }
     }
 
@@ -249,9 +282,9 @@ pub(crate) fn fork_chunks(chunks: usize, f: impl Fn(usize) + Sync) {
     }
     for _ in hired..helpers {
         let job = Arc::clone(&job);
-        rayon::spawn(move || job.run_claimed());
+        rayon::spawn(move || job.run_claimed(|| ()));
     }
-    job.run_claimed();
+    job.run_claimed(|| ());
     let mut rounds = 0u32;
     // Acquire: pairs with the Release in `run_claimed`, so every chunk's writes
     // are visible here.
@@ -348,8 +381,12 @@ impl<T> SharedPtr<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fork_chunks, fork_chunks_mut, fork_each_mut, team, PARKED, WARM_WINDOW};
+    use super::{
+        fork_chunks, fork_chunks_mut, fork_each_mut, team, Helper, Job, HIRED, PARKED, WARM_WINDOW,
+    };
+    use std::sync::atomic::{AtomicBool, AtomicU8};
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, OnceLock};
     use std::time::Duration;
 
     /// Chunks slow enough (about 1 ms each) that a helper can take some of them.
@@ -414,6 +451,52 @@ mod tests {
             hits[c].fetch_add(1, Ordering::Relaxed);
         });
         hits.iter().all(|h| h.load(Ordering::Relaxed) == 1)
+    }
+
+    /// A job of `chunks` chunks whose closure does nothing, `claimed` of them taken.
+    fn idle_job(chunks: usize, claimed: usize) -> Arc<Job> {
+        static NOTHING: fn(usize) = |_| {};
+        let work: &(dyn Fn(usize) + Sync) = &NOTHING;
+        Arc::new(Job {
+            next: AtomicUsize::new(claimed),
+            done: AtomicUsize::new(claimed),
+            chunks,
+            work,
+            panic: Mutex::new(None),
+        })
+    }
+
+    #[test]
+    fn a_hired_helper_is_handed_a_new_job_only_in_place_of_a_drained_one() {
+        let helper = Helper {
+            state: AtomicU8::new(HIRED),
+            ready: AtomicBool::new(true),
+            job: Mutex::new(Some(idle_job(4, 2))),
+            thread: OnceLock::new(),
+        };
+        let next = idle_job(3, 0);
+        assert!(
+            !helper.try_hire(&next),
+            "the old job still has chunks to run"
+        );
+        *helper.job.lock().unwrap() = Some(idle_job(4, 5));
+        assert!(helper.try_hire(&next), "the old job had nothing left");
+        let held = helper.job.lock().unwrap().take().expect("a job");
+        assert!(Arc::ptr_eq(&held, &next));
+        // Picked up already (empty mailbox): the helper is busy, not stale.
+        assert!(!helper.try_hire(&idle_job(2, 0)));
+        assert_eq!(helper.state.load(Ordering::Acquire), HIRED);
+    }
+
+    #[test]
+    fn a_helper_is_released_before_its_last_chunk_is_reported_done() {
+        let job = idle_job(3, 0);
+        let done_at_release = AtomicUsize::new(usize::MAX);
+        job.run_claimed(|| {
+            done_at_release.store(job.done.load(Ordering::Acquire), Ordering::Relaxed)
+        });
+        assert_eq!(done_at_release.load(Ordering::Relaxed), 2);
+        assert_eq!(job.done.load(Ordering::Acquire), 3);
     }
 
     #[test]
