@@ -1,7 +1,8 @@
 //! The f32 products of one step of the small GPT training fixture (each linear
 //! layer's forward, input-gradient and weight-gradient product), timed one by one:
 //! median of batches of 200 calls per shape, with the multiply-adds per ns, for
-//! tuning the CPU backend's GEMM paths.
+//! tuning the CPU backend's GEMM paths. `OPAL_GEMM_MODEL=mlp` times the MLP
+//! fixture's layers instead.
 //!
 //! `cargo build --release -p opal-bench --example gemm_shapes`
 
@@ -10,13 +11,16 @@ use std::hint::black_box;
 use std::time::Instant;
 
 /// `(m, n, k)` of `x @ Wᵀ`-shaped linear layers of the fixture (`m` rows of input).
-const LINEARS: [(usize, usize, usize); 5] = [
+const GPT_LINEARS: [(usize, usize, usize); 5] = [
     (128, 96, 32),
     (128, 32, 32),
     (128, 128, 32),
     (128, 32, 128),
     (128, 64, 32),
 ];
+
+/// The MLP fixture's two layers (batch 64: 256 -> 128 -> 10).
+const MLP_LINEARS: [(usize, usize, usize); 2] = [(64, 128, 256), (64, 10, 128)];
 
 fn operand(rows: usize, cols: usize, transposed: bool, seed: u64) -> opal::Result<Tensor> {
     if transposed {
@@ -33,8 +37,12 @@ fn operand(rows: usize, cols: usize, transposed: bool, seed: u64) -> opal::Resul
 fn main() -> opal::Result<()> {
     let n_batches = opal_bench::calls_from_args("gemm_shapes", 15);
     opal_cpu::init()?; // rayon sizes its pool from RAYON_NUM_THREADS (default: every CPU)
+    let linears: &[(usize, usize, usize)] = match std::env::var("OPAL_GEMM_MODEL").as_deref() {
+        Ok("mlp") => &MLP_LINEARS,
+        _ => &GPT_LINEARS,
+    };
     let mut total = 0.0;
-    for &(m, n, k) in &LINEARS {
+    for &(m, n, k) in linears {
         // forward x @ Wᵀ, input gradient dY @ W, weight gradient dYᵀ @ X
         for (name, (pm, pn, pk, at, bt)) in [
             ("fwd", (m, n, k, false, true)),

@@ -1,6 +1,9 @@
 //! Runs training steps of one fixture model on the CPU in f32 (for profilers):
 //! `cargo run --release -p opal-bench --example train_steps -- gpt 200`.
 
+// Linked for its global allocator (mimalloc), like every opal-bench binary.
+extern crate opal_bench;
+
 use opal::{DType, Device};
 use opal_demo::training::{init_params, step, Fixture};
 

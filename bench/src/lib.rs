@@ -5,6 +5,13 @@
 pub mod harness;
 pub mod measures;
 
+/// Every binary linking the harness (`opal-bench`, its examples) allocates with
+/// mimalloc, as an application that cares about allocation speed chooses to: the
+/// training steps ran 7–13% slower on glibc's malloc. Opal's libraries set no
+/// allocator; README's speed table says which one its figures used.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use harness::{Config, Results};
 
 /// Threads of the anchors (`at::set_num_threads(2)`); the CPU backend runs its
