@@ -345,8 +345,14 @@ pub fn step(
         let g = p
             .grad()
             .ok_or_else(|| format!("step {batch}: parameter `{name}` got no gradient"))?;
-        let delta = ops::mul_scalar(&g, &Scalar::Float(lr)).map_err(e)?;
-        let upd = ops::sub_tensor(&p.detach().map_err(e)?, &delta).map_err(e)?;
+        // `p - lr * g` in one op (as torch.optim.SGD's `add_(g, alpha=-lr)`): the
+        // kernel rounds `lr * g` before subtracting, like the anchor's two ops.
+        let upd = ops::sub_tensor::with(
+            &p.detach().map_err(e)?,
+            &g,
+            ops::sub_tensor::Options::default().alpha(Scalar::Float(lr)),
+        )
+        .map_err(e)?;
         upd.set_requires_grad(true).map_err(e)?;
         next.insert(name.clone(), upd);
     }
