@@ -615,9 +615,42 @@ multiversion!(softmax_rows_f32(x: &[f32], y: &mut [f32], n: usize, log: bool) ->
         16 => softmax_rows_fixed_f32::<16>(x, y, log),
         32 => softmax_rows_fixed_f32::<32>(x, y, log),
         64 => softmax_rows_fixed_f32::<64>(x, y, log),
+        1..LANES => softmax_rows_short_f32(x, y, n, log),
         _ => softmax_rows_f32_general(x, y, n, log),
     }
 });
+
+/// [`softmax_rows_f32_general`] for rows shorter than a vector (the MLP's 10
+/// classes), with the same results: those rows never reach the general loop's
+/// vector body, so each `exp` ran alone. Here a group of rows is first shifted
+/// into `y`, then exponentiated in one vectorized pass, then summed and finished
+/// row by row in the general loop's order.
+#[inline(always)]
+fn softmax_rows_short_f32(x: &[f32], y: &mut [f32], n: usize, log: bool) {
+    const GROUP: usize = 64;
+    let mut shifts = [0.0f32; GROUP];
+    for (xg, yg) in x.chunks(GROUP * n).zip(y.chunks_mut(GROUP * n)) {
+        for ((xr, yr), shift) in xg
+            .chunks_exact(n)
+            .zip(yg.chunks_exact_mut(n))
+            .zip(&mut shifts)
+        {
+            *shift = softmax_shift(max_lanes(xr));
+            sub_into_generic(xr, yr, *shift);
+        }
+        for v in yg.iter_mut() {
+            *v = exp_f32(*v);
+        }
+        for ((xr, yr), &shift) in xg.chunks_exact(n).zip(yg.chunks_exact_mut(n)).zip(&shifts) {
+            let total = yr.iter().fold(0.0f32, |s, &e| s + e);
+            if log {
+                sub_into_generic(xr, yr, total.ln() + shift);
+            } else {
+                scale_generic(yr, total.recip());
+            }
+        }
+    }
+}
 
 /// [`softmax_rows_f32`] for rows of a length known at compile time: the same
 /// primitives (so the same results), but each sees a constant length, so its
@@ -786,13 +819,13 @@ mod tests {
         (got as f64 - want).abs() / ulp
     }
 
-    /// Rows of the lengths with a fixed-length path give exactly what the
+    /// Rows of the lengths with a fixed-length or short-row path give exactly what the
     /// general row loop gives, for softmax and log-softmax, with rows of `-inf`
     /// (fully masked), a NaN and a `+inf` among ordinary ones.
     #[test]
     fn fixed_length_softmax_rows_match_the_general_loop() {
-        for n in [8usize, 16, 32, 64] {
-            let rows = 6;
+        for n in [1usize, 3, 8, 10, 15, 16, 32, 64] {
+            let rows = 70; // more than one group of the short-row path
             let mut x: Vec<f32> = (0..rows * n)
                 .map(|i| ((i * 37 % 23) as f32 - 11.0) / 3.0)
                 .collect();
