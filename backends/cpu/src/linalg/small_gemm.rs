@@ -1,9 +1,11 @@
 //! Register-blocked f32 products for matrices too small for the `gemm` crate's
-//! packing and dispatch to pay off: an output at most 16 columns wide and an inner
-//! dimension of at most 64 (an attention head's `q @ kᵀ`, `a @ v` and their
-//! gradients, one per batch element).
+//! packing and dispatch to pay off: an output at most 16 columns wide, an inner
+//! dimension of at most 256 and at most `MAX_ROWS_BY_K` rows times inner length
+//! (an attention head's `q @ kᵀ`, `a @ v` and their gradients, one per batch
+//! element; a 10-class output layer's forward and weight gradient).
 //!
-//! Owns: the choice of orientation for such a product and its AVX2+FMA loop.
+//! Owns: the choice of orientation for such a product and its AVX2+FMA and
+//! AVX-512 loops.
 //! Must not: know about tensors or dtypes, or take products it was not asked
 //! about ([`gemm_f32`] says whether it took one; the caller runs the `gemm` crate
 //! otherwise).
@@ -19,15 +21,24 @@ use std::mem::MaybeUninit;
 
 /// Widest output (columns, after choosing the orientation) taken here.
 const MAX_N: usize = 16;
-/// Longest inner dimension taken here (the packed right operand lives on the
-/// stack: `MAX_K x 16` f32s, 4 KiB).
-const MAX_K: usize = 64;
+/// Longest inner dimension taken here with AVX-512 (the packed right operand lives
+/// on the stack: `MAX_K x 16` f32s, 16 KiB).
+const MAX_K: usize = 256;
+/// The same with AVX2 only: past 64 the `gemm` crate's AVX2 kernels did as well
+/// (a 64x10x128 product took as many instructions either way).
+const MAX_K_AVX2: usize = 64;
 /// Tallest output taken here: beyond it the `gemm` crate's larger tiles (and its
 /// threads) win.
 const MAX_M: usize = 256;
-/// Output rows whose sums are kept in registers at once (`ROWS x 16` f32 is eight
-/// AVX registers, plus two for the operand rows).
-const ROWS: usize = 4;
+/// Most output rows times inner length taken here (256 x 64, or 64 x 256): past
+/// this much work (with at most 16 columns) the `gemm` crate's two threads win.
+const MAX_ROWS_BY_K: usize = 256 * 64;
+/// Output rows whose sums are kept in registers at once with AVX2 (`4 x 16` f32 is
+/// eight AVX registers, plus two for the operand rows).
+const ROWS_AVX2: usize = 4;
+/// The same with AVX-512: eight rows of sums, one register each at width 16
+/// (enough independent multiply-adds to keep both FMA units busy).
+const ROWS_AVX512: usize = 8;
 
 /// One orientation of the product: `dst (m x n) = a (m x k) @ b (k x n)`.
 #[derive(Clone, Copy)]
@@ -40,8 +51,12 @@ struct Problem {
 }
 
 impl Problem {
-    fn fits(&self, k: usize) -> bool {
-        self.n <= MAX_N && self.m <= MAX_M && (1..=MAX_K).contains(&k)
+    fn fits(&self, k: usize, avx512: bool) -> bool {
+        let max_k = if avx512 { MAX_K } else { MAX_K_AVX2 };
+        self.n <= MAX_N
+            && self.m <= MAX_M
+            && (1..=max_k).contains(&k)
+            && self.m * k <= MAX_ROWS_BY_K
     }
 
     /// The register width this orientation computes with (8 or 16 columns).
@@ -81,8 +96,8 @@ impl Problem {
 }
 
 /// `dst = beta * dst + alpha * (a @ b)` for an `m x k` by `k x n` f32 product when it
-/// is small enough and the CPU has AVX2 and FMA; returns false (touching nothing)
-/// otherwise. `beta == None` never reads `dst`.
+/// is small enough and the CPU has AVX2 and FMA (AVX-512 is used when present);
+/// returns false (touching nothing) otherwise. `beta == None` never reads `dst`.
 ///
 /// # Safety
 /// As for [`super::gemm_core::gemm_float`]: every pointer addresses a valid matrix of
@@ -98,26 +113,50 @@ pub(crate) unsafe fn gemm_f32(
     alpha: f32,
     beta: Option<f32>,
 ) -> bool {
+    let avx512 = crate::nn::vecmath::has_avx512();
+    // SAFETY: forwarded contract; AVX-512 only where the CPU has it.
+    unsafe { gemm_f32_on(m, n, k, dst, a, b, alpha, beta, avx512) }
+}
+
+/// [`gemm_f32`] with the AVX-512 loops when `avx512` (the tests run both builds on
+/// a CPU that has both).
+///
+/// # Safety
+/// As for [`gemm_f32`]; `avx512` only when the CPU has AVX-512F.
+#[allow(clippy::too_many_arguments)] // as gemm_f32, and the instruction set
+unsafe fn gemm_f32_on(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: MatMut<f32>,
+    a: MatRef<f32>,
+    b: MatRef<f32>,
+    alpha: f32,
+    beta: Option<f32>,
+    avx512: bool,
+) -> bool {
     if !crate::nn::vecmath::has_avx2() || m == 0 || n == 0 {
         return false;
     }
     let given = Problem { m, n, dst, a, b };
     let flipped = given.transposed();
     // Prefer an orientation whose right operand needs no packing.
-    let p = match (given.fits(k), flipped.fits(k)) {
+    let p = match (given.fits(k, avx512), flipped.fits(k, avx512)) {
         (true, true) if !given.reads_b_in_place() && flipped.reads_b_in_place() => flipped,
         (true, _) => given,
         (false, true) => flipped,
         (false, false) => return false,
     };
-    // SAFETY: the CPU has AVX2 and FMA (checked above); the problem is the caller's
-    // product (possibly transposed, which addresses the same elements), within the
-    // limits `fits` checked.
+    // SAFETY: the CPU has AVX2 and FMA (checked above), and AVX-512F when `avx512`
+    // (caller's contract); the problem is the caller's product (possibly
+    // transposed, which addresses the same elements), within the limits `fits`
+    // checked.
     unsafe {
-        if p.width() == 8 {
-            product_avx2_w8(p, k, alpha, beta)
-        } else {
-            product_avx2_w16(p, k, alpha, beta)
+        match (p.width() == 8, avx512) {
+            (true, false) => product_avx2_w8(p, k, alpha, beta),
+            (false, false) => product_avx2_w16(p, k, alpha, beta),
+            (true, true) => product_avx512_w8(p, k, alpha, beta),
+            (false, true) => product_avx512_w16(p, k, alpha, beta),
         }
     }
     true
@@ -131,7 +170,7 @@ pub(crate) unsafe fn gemm_f32(
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
 unsafe fn product_avx2_w8(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
     // SAFETY: forwarded contract.
-    unsafe { product::<8>(p, k, alpha, beta) }
+    unsafe { product::<8, ROWS_AVX2>(p, k, alpha, beta) }
 }
 
 /// [`product`] at width 16, compiled for AVX2+FMA.
@@ -141,43 +180,80 @@ unsafe fn product_avx2_w8(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
 #[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
 unsafe fn product_avx2_w16(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
     // SAFETY: forwarded contract.
-    unsafe { product::<16>(p, k, alpha, beta) }
+    unsafe { product::<16, ROWS_AVX2>(p, k, alpha, beta) }
 }
 
-/// The product with `W`-wide rows of sums.
+/// [`product`] at width 8, compiled for AVX-512 (the AVX2 loop with twice the rows
+/// in flight and 32 vector registers).
+///
+/// # Safety
+/// The CPU supports AVX-512F, AVX2 and FMA; otherwise as for [`product_avx2_w8`].
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx2,fma"))]
+unsafe fn product_avx512_w8(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
+    // SAFETY: forwarded contract.
+    unsafe { product::<8, ROWS_AVX512>(p, k, alpha, beta) }
+}
+
+/// [`product`] at width 16, compiled for AVX-512 (one register per row of sums).
+///
+/// # Safety
+/// The CPU supports AVX-512F, AVX2 and FMA; otherwise as for [`product_avx2_w16`].
+#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx2,fma"))]
+unsafe fn product_avx512_w16(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
+    // SAFETY: forwarded contract.
+    unsafe { product::<16, ROWS_AVX512>(p, k, alpha, beta) }
+}
+
+/// The product with `W`-wide rows of sums, `R` rows at a time.
 ///
 /// # Safety
 /// `p` is a valid problem (see [`gemm_f32`]) with `p.n <= W` and `1 <= k <= MAX_K`.
 #[inline(always)]
-unsafe fn product<const W: usize>(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
+unsafe fn product<const W: usize, const R: usize>(
+    p: Problem,
+    k: usize,
+    alpha: f32,
+    beta: Option<f32>,
+) {
     // Only the k rows of W written below are ever read: no zero-fill of the rest.
     let mut packed = [MaybeUninit::<f32>::uninit(); MAX_K * MAX_N];
     let (b_ptr, b_rs) = if p.b.cs == 1 && p.n == W {
         (p.b.ptr, p.b.rs)
     } else {
-        for (r, row) in packed.chunks_exact_mut(W).take(k).enumerate() {
-            for (c, slot) in row.iter_mut().enumerate() {
-                // Columns n..W are zero, so their sums are zero and never stored.
-                let v = if c < p.n {
-                    // SAFETY: (r, c) is an element of the k x n operand b.
-                    unsafe { *p.b.ptr.offset(r as isize * p.b.rs + c as isize * p.b.cs) }
-                } else {
-                    0.0
-                };
-                *slot = MaybeUninit::new(v);
+        let rows = &mut packed[..k * W];
+        // Columns n..W are zero, so their sums are zero and never stored.
+        if p.n < W {
+            for row in rows.chunks_exact_mut(W) {
+                row[p.n..].fill(MaybeUninit::new(0.0));
+            }
+        }
+        // Read b along its closer-spaced index (a transposed weight is read down
+        // its contiguous columns).
+        let (outer, inner, outer_s, inner_s, outer_w, inner_w) = if p.b.rs.abs() < p.b.cs.abs() {
+            (p.n, k, p.b.cs, p.b.rs, 1, W)
+        } else {
+            (k, p.n, p.b.rs, p.b.cs, W, 1)
+        };
+        for o in 0..outer {
+            let line = p.b.ptr.wrapping_offset(o as isize * outer_s);
+            for q in 0..inner {
+                // SAFETY: (o, q) is an element of the k x n operand b, read along
+                // the chosen index order.
+                let v = unsafe { *line.offset(q as isize * inner_s) };
+                rows[o * outer_w + q * inner_w] = MaybeUninit::new(v);
             }
         }
         (packed.as_ptr().cast::<f32>(), W as isize)
     };
     let mut i = 0;
-    while i + ROWS <= p.m {
-        // SAFETY: rows i..i+ROWS are rows of the problem; b_ptr/b_rs address k rows
+    while i + R <= p.m {
+        // SAFETY: rows i..i+R are rows of the problem; b_ptr/b_rs address k rows
         // of W readable f32 each (in place: n == W elements of b; else `packed`).
         unsafe {
-            let sums = row_sums::<ROWS, W>(p.a, i, k, b_ptr, b_rs);
+            let sums = row_sums::<R, W>(p.a, i, k, b_ptr, b_rs);
             store(&p, i, &sums, alpha, beta);
         }
-        i += ROWS;
+        i += R;
     }
     while i < p.m {
         // SAFETY: as above, for the single row i.
@@ -292,6 +368,12 @@ mod tests {
             (13, 9, 2),
             (256, 16, 64),
             (3, 200, 5),
+            (64, 10, 128),
+            (10, 128, 64),
+            (64, 16, 256),
+            (65, 16, 256),
+            (11, 7, 300),
+            (9, 3, 255),
         ];
         for &(m, n, k) in &shapes {
             let a: Vec<f32> = (0..m * k)
@@ -324,11 +406,19 @@ mod tests {
                 } else {
                     (n as isize, 1)
                 };
-                for beta in [None, Some(0.5f32)] {
+                let builds = [
+                    Some(false),
+                    Some(true).filter(|_| crate::nn::vecmath::has_avx512()),
+                ];
+                for (beta, avx512) in [None, Some(0.5f32)]
+                    .into_iter()
+                    .flat_map(|bt| builds.into_iter().flatten().map(move |v| (bt, v)))
+                {
                     let mut d = vec![1.0f32; m * n];
-                    // SAFETY: the buffers hold these shapes under these strides.
+                    // SAFETY: the buffers hold these shapes under these strides, and
+                    // AVX-512 is asked for only where the CPU has it.
                     let took = unsafe {
-                        gemm_f32(
+                        gemm_f32_on(
                             m,
                             n,
                             k,
@@ -349,10 +439,15 @@ mod tests {
                             },
                             2.0,
                             beta,
+                            avx512,
                         )
                     };
-                    let fits_either = (n <= MAX_N && m <= MAX_M) || (m <= MAX_N && n <= MAX_M);
-                    assert_eq!(took, fits_either && k <= MAX_K, "{m}x{n}x{k}");
+                    let fits = |rows: usize, cols: usize| {
+                        cols <= MAX_N && rows <= MAX_M && rows * k <= MAX_ROWS_BY_K
+                    };
+                    let fits_either = fits(m, n) || fits(n, m);
+                    let max_k = if avx512 { MAX_K } else { MAX_K_AVX2 };
+                    assert_eq!(took, fits_either && k <= max_k, "{m}x{n}x{k}");
                     if !took {
                         continue;
                     }
@@ -362,7 +457,7 @@ mod tests {
                             let w = 2.0 * want[i * n + j] + beta.map_or(0.0, |bt| bt as f64);
                             assert!(
                                 (got - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                                "{m}x{n}x{k} layout {layout} beta {beta:?} ({i},{j}): {got} vs {w}"
+                                "{m}x{n}x{k} layout {layout} beta {beta:?} avx512 {avx512} ({i},{j}): {got} vs {w}"
                             );
                         }
                     }
