@@ -24,9 +24,13 @@ pub(crate) struct MatMut<T> {
     pub cs: isize,
 }
 
-/// Below this many multiply-adds a GEMM runs on the calling thread: handing a band
-/// to a helper thread costs more than it saves for small products.
-pub(crate) const PARALLEL_MIN_WORK: usize = 128 * 32 * 32;
+/// Below this many multiply-adds (about 128x128x64) a GEMM runs on the calling
+/// thread: a helper's band must first pull the operands from the caller's cache,
+/// which for smaller products cost what the second thread saved. The small GPT
+/// fixture's products (128-row, 131K-524K multiply-adds) took as long on one thread
+/// as on two, and its step got 5% faster with them on one (alternating runs, 8 of
+/// 8); the MLP fixture's 2M-multiply-add products still gain 1.8x from two.
+pub(crate) const PARALLEL_MIN_WORK: usize = 1 << 20;
 
 /// Narrowest block of output rows or columns given to one thread: thinner blocks
 /// leave the `gemm` crate's register tiles partly empty.

@@ -84,7 +84,7 @@ fn int_scalar(s: &Scalar, name: &str, op: &str) -> Result<i64> {
 /// Multiply-adds of a whole batch of products, each too small to split itself,
 /// from which the products are shared among threads (32 attention heads of
 /// 16x16x8 are 64K).
-const BATCH_PARALLEL_MIN_WORK: usize = 32 * 1024;
+const BATCH_PARALLEL_MIN_WORK: usize = 1 << 20;
 
 fn batched_product(
     op: &str,
