@@ -148,6 +148,44 @@ fn no_grad_records_nothing() {
     assert!(!y.requires_grad() && y.grad_fn().is_none());
 }
 
+/// `_to_copy`'s gradient is the incoming one itself when the input already had its
+/// dtype and device (a reshape that had to copy), and converted back otherwise.
+#[test]
+fn to_copy_passes_a_matching_gradient_through_and_converts_others() {
+    use opal::DType;
+    let x = leaf(&[1.0, 2.0, 3.0, 4.0], &[2, 2]);
+    let copied =
+        ops::_to_copy::call(&ops::t(&x).unwrap(), None, None, None, None, false, None).unwrap();
+    let g = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    let gs = autograd::grad(
+        std::slice::from_ref(&copied),
+        std::slice::from_ref(&x),
+        std::slice::from_ref(&g),
+        GradOptions::default(),
+    )
+    .unwrap();
+    let gx = gs[0].as_ref().unwrap();
+    // The transpose's backward transposes the passed-through gradient back.
+    assert_eq!(vals(gx), vec![1.0, 3.0, 2.0, 4.0]);
+    assert!(
+        gx.shares_storage(&g),
+        "no copy of a gradient already in f64"
+    );
+
+    let x32 = ops::_to_copy::call(&x, Some(DType::F32), None, None, None, false, None).unwrap();
+    let g32 = Tensor::from_slice(&[0.5f32, 1.5, 2.5, 3.5], &[2, 2]).unwrap();
+    let gs = autograd::grad(
+        &[x32],
+        std::slice::from_ref(&x),
+        &[g32],
+        GradOptions::default(),
+    )
+    .unwrap();
+    let gx = gs[0].as_ref().unwrap();
+    assert_eq!(gx.dtype(), DType::F64);
+    assert_eq!(vals(gx), vec![0.5, 1.5, 2.5, 3.5]);
+}
+
 #[test]
 fn retain_graph_and_grad() {
     let x = leaf(&[2.0], &[1]);

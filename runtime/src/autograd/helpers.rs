@@ -730,7 +730,14 @@ pub fn constant_pad_nd_backward(grad: &Tensor, pad: &[i64]) -> Result<Tensor> {
     ops::constant_pad_nd(grad, &neg)
 }
 
+/// The gradient in the input's dtype and on its device: itself when it already is
+/// (as PyTorch's `to(..., copy=False)`; gradients are never written in place, so
+/// sharing it is safe), else one `_to_copy`. A reshape that had to copy records a
+/// `_to_copy` whose gradient would otherwise be copied once more.
 pub fn _to_copy_backward(grad: &Tensor, options: &TensorOptions) -> Result<Tensor> {
+    if grad.dtype() == options.dtype && grad.device() == options.device {
+        return Ok(grad.clone());
+    }
     ops::_to_copy::call(
         grad,
         Some(options.dtype),
