@@ -162,47 +162,38 @@ unsafe fn gemm_f32_on(
     true
 }
 
-/// [`product`] at width 8, compiled for AVX2+FMA.
+/// Defines `unsafe fn $name(p, k, alpha, beta)`: [`product`] at width `$w` with `$r`
+/// rows in flight, compiled with the target features `$features`.
 ///
-/// # Safety
-/// The CPU supports AVX2 and FMA; `p` is a valid problem with `p.n <= 8` and
-/// `1 <= k <= MAX_K`.
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn product_avx2_w8(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
-    // SAFETY: forwarded contract.
-    unsafe { product::<8, ROWS_AVX2>(p, k, alpha, beta) }
+/// Each generated function's safety contract: the CPU supports `$features`; `p` is
+/// a valid problem (see [`gemm_f32`]) with `p.n <= $w` and `1 <= k <= MAX_K`.
+macro_rules! product_build {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $w:literal, $r:expr) => {
+        $(#[$doc])*
+        #[cfg_attr(target_arch = "x86_64", target_feature(enable = $features))]
+        unsafe fn $name(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
+            // SAFETY: forwarded contract (see the macro).
+            unsafe { product::<$w, $r>(p, k, alpha, beta) }
+        }
+    };
 }
 
-/// [`product`] at width 16, compiled for AVX2+FMA.
-///
-/// # Safety
-/// As for [`product_avx2_w8`], with `p.n <= 16`.
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx2,fma"))]
-unsafe fn product_avx2_w16(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
-    // SAFETY: forwarded contract.
-    unsafe { product::<16, ROWS_AVX2>(p, k, alpha, beta) }
-}
-
-/// [`product`] at width 8, compiled for AVX-512 (the AVX2 loop with twice the rows
-/// in flight and 32 vector registers).
-///
-/// # Safety
-/// The CPU supports AVX-512F, AVX2 and FMA; otherwise as for [`product_avx2_w8`].
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx2,fma"))]
-unsafe fn product_avx512_w8(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
-    // SAFETY: forwarded contract.
-    unsafe { product::<8, ROWS_AVX512>(p, k, alpha, beta) }
-}
-
-/// [`product`] at width 16, compiled for AVX-512 (one register per row of sums).
-///
-/// # Safety
-/// The CPU supports AVX-512F, AVX2 and FMA; otherwise as for [`product_avx2_w16`].
-#[cfg_attr(target_arch = "x86_64", target_feature(enable = "avx512f,avx2,fma"))]
-unsafe fn product_avx512_w16(p: Problem, k: usize, alpha: f32, beta: Option<f32>) {
-    // SAFETY: forwarded contract.
-    unsafe { product::<16, ROWS_AVX512>(p, k, alpha, beta) }
-}
+product_build!(
+    /// Width 8 with AVX2+FMA.
+    product_avx2_w8, "avx2,fma", 8, ROWS_AVX2
+);
+product_build!(
+    /// Width 16 with AVX2+FMA (two registers per row of sums).
+    product_avx2_w16, "avx2,fma", 16, ROWS_AVX2
+);
+product_build!(
+    /// Width 8 with AVX-512: twice the rows in flight, 32 vector registers.
+    product_avx512_w8, "avx512f,avx2,fma", 8, ROWS_AVX512
+);
+product_build!(
+    /// Width 16 with AVX-512: one register per row of sums.
+    product_avx512_w16, "avx512f,avx2,fma", 16, ROWS_AVX512
+);
 
 /// The product with `W`-wide rows of sums, `R` rows at a time.
 ///
