@@ -146,8 +146,11 @@ impl GemmFloat for f32 {
         alpha: f32,
         beta: Option<f32>,
     ) -> bool {
-        // SAFETY: forwarded contract.
-        unsafe { super::small_gemm::gemm_f32(m, n, k, dst, a, b, alpha, beta) }
+        let Some(isa) = super::small_gemm::Isa::detected() else {
+            return false;
+        };
+        // SAFETY: forwarded contract; `isa` is what this CPU supports.
+        unsafe { super::small_gemm::gemm_f32(m, n, k, dst, a, b, alpha, beta, isa) }
     }
 }
 impl GemmFloat for f64 {

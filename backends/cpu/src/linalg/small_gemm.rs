@@ -95,14 +95,37 @@ impl Problem {
     }
 }
 
+/// The instruction sets the loops here are built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX2 and FMA.
+    Avx2,
+    /// AVX-512F (with AVX2 and FMA).
+    Avx512,
+}
+
+impl Isa {
+    /// The best build this CPU runs, or `None` without AVX2 and FMA.
+    pub(crate) fn detected() -> Option<Isa> {
+        if crate::nn::vecmath::has_avx512() {
+            Some(Isa::Avx512)
+        } else if crate::nn::vecmath::has_avx2() {
+            Some(Isa::Avx2)
+        } else {
+            None
+        }
+    }
+}
+
 /// `dst = beta * dst + alpha * (a @ b)` for an `m x k` by `k x n` f32 product when it
-/// is small enough and the CPU has AVX2 and FMA (AVX-512 is used when present);
-/// returns false (touching nothing) otherwise. `beta == None` never reads `dst`.
+/// is small enough, with the loops built for `isa`; returns false (touching
+/// nothing) otherwise. `beta == None` never reads `dst`.
 ///
 /// # Safety
 /// As for [`super::gemm_core::gemm_float`]: every pointer addresses a valid matrix of
-/// the given shape and strides, and `dst` overlaps neither operand nor itself.
-#[allow(clippy::too_many_arguments)] // a GEMM's shape, three operands and two scales
+/// the given shape and strides, and `dst` overlaps neither operand nor itself. The
+/// CPU supports `isa` ([`Isa::detected`] or a lesser one).
+#[allow(clippy::too_many_arguments)] // a GEMM's shape, three operands, two scales, the ISA
 pub(crate) unsafe fn gemm_f32(
     m: usize,
     n: usize,
@@ -112,32 +135,12 @@ pub(crate) unsafe fn gemm_f32(
     b: MatRef<f32>,
     alpha: f32,
     beta: Option<f32>,
+    isa: Isa,
 ) -> bool {
-    let avx512 = crate::nn::vecmath::has_avx512();
-    // SAFETY: forwarded contract; AVX-512 only where the CPU has it.
-    unsafe { gemm_f32_on(m, n, k, dst, a, b, alpha, beta, avx512) }
-}
-
-/// [`gemm_f32`] with the AVX-512 loops when `avx512` (the tests run both builds on
-/// a CPU that has both).
-///
-/// # Safety
-/// As for [`gemm_f32`]; `avx512` only when the CPU has AVX-512F.
-#[allow(clippy::too_many_arguments)] // as gemm_f32, and the instruction set
-unsafe fn gemm_f32_on(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: MatMut<f32>,
-    a: MatRef<f32>,
-    b: MatRef<f32>,
-    alpha: f32,
-    beta: Option<f32>,
-    avx512: bool,
-) -> bool {
-    if !crate::nn::vecmath::has_avx2() || m == 0 || n == 0 {
+    if m == 0 || n == 0 {
         return false;
     }
+    let avx512 = isa == Isa::Avx512;
     let given = Problem { m, n, dst, a, b };
     let flipped = given.transposed();
     // Prefer an orientation whose right operand needs no packing.
@@ -147,8 +150,8 @@ unsafe fn gemm_f32_on(
         (false, true) => flipped,
         (false, false) => return false,
     };
-    // SAFETY: the CPU has AVX2 and FMA (checked above), and AVX-512F when `avx512`
-    // (caller's contract); the problem is the caller's product (possibly
+    // SAFETY: the CPU has AVX2 and FMA, and AVX-512F when `avx512` (caller's
+    // contract); the problem is the caller's product (possibly
     // transposed, which addresses the same elements), within the limits `fits`
     // checked.
     unsafe {
@@ -398,18 +401,19 @@ mod tests {
                     (n as isize, 1)
                 };
                 let builds = [
-                    Some(false),
-                    Some(true).filter(|_| crate::nn::vecmath::has_avx512()),
+                    Some(Isa::Avx2),
+                    Some(Isa::Avx512).filter(|_| crate::nn::vecmath::has_avx512()),
                 ];
-                for (beta, avx512) in [None, Some(0.5f32)]
+                for (beta, isa) in [None, Some(0.5f32)]
                     .into_iter()
                     .flat_map(|bt| builds.into_iter().flatten().map(move |v| (bt, v)))
                 {
+                    let avx512 = isa == Isa::Avx512;
                     let mut d = vec![1.0f32; m * n];
                     // SAFETY: the buffers hold these shapes under these strides, and
                     // AVX-512 is asked for only where the CPU has it.
                     let took = unsafe {
-                        gemm_f32_on(
+                        gemm_f32(
                             m,
                             n,
                             k,
@@ -430,7 +434,7 @@ mod tests {
                             },
                             2.0,
                             beta,
-                            avx512,
+                            isa,
                         )
                     };
                     let fits = |rows: usize, cols: usize| {
