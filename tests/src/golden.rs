@@ -36,6 +36,29 @@ pub fn fixture_dir(var: &str, default: &str) -> PathBuf {
     }
 }
 
+/// The case directories a golden-style test runs: the one named by `var` when it is
+/// set; else the shipped set `default` followed by every subdirectory of
+/// `tests/fixtures/<ours>` that holds `cases_file` (the core-opset cases generated
+/// from PyTorch by the scripts beside them), in name order. The flag is true for
+/// the shipped default set, whose skip lists the tests assert exactly.
+pub fn case_dirs(var: &str, default: &str, ours: &str, cases_file: &str) -> Vec<(PathBuf, bool)> {
+    if std::env::var_os(var).is_some() {
+        return vec![(fixture_dir(var, default), false)];
+    }
+    let mut dirs = vec![(repo_root().join(default), true)];
+    let root = repo_root().join("tests/fixtures").join(ours);
+    let mut extra: Vec<PathBuf> = std::fs::read_dir(&root)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join(cases_file).is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    extra.sort();
+    dirs.extend(extra.into_iter().map(|p| (p, false)));
+    dirs
+}
+
 pub fn st_dtype(d: safetensors::Dtype) -> Result<DType, String> {
     use safetensors::Dtype as S;
     Ok(match d {

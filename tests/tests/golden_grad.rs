@@ -18,9 +18,7 @@
 use opal::autograd::{self, GradOptions};
 use opal::dispatch::Dispatcher;
 use opal::{Device, IValue, Stack, Tensor};
-use opal_tests::golden::{
-    compare_tensor, fixture_dir, load, to_ivalue, values_f64, Golden, Target,
-};
+use opal_tests::golden::{case_dirs, compare_tensor, load, to_ivalue, values_f64, Golden, Target};
 use serde_json::Value;
 
 /// Moves `t` to `dev` as a fresh leaf that requires grad when `rg`.
@@ -143,28 +141,38 @@ fn run_case(g: &Golden, case: &Value, dev: Device) -> Result<(), String> {
 }
 
 fn run_all(dev: Device, label: &str) {
-    let dir = fixture_dir("OPAL_GOLDEN_GRAD_DIR", "../shared/fixtures/golden-grad");
-    let g = load(&dir, "grad_cases.json");
-    let mut failures = Vec::new();
-    for case in &g.cases {
-        let id = case["id"].as_str().unwrap_or("?").to_string();
-        if let Err(e) = run_case(&g, case, dev) {
-            failures.push((id, e));
-        }
-    }
-    let n = g.cases.len();
-    println!(
-        "golden-grad ({label}): {} passed, {} failed",
-        n - failures.len(),
-        failures.len()
+    let dirs = case_dirs(
+        "OPAL_GOLDEN_GRAD_DIR",
+        "../shared/fixtures/golden-grad",
+        "golden-grad-core",
+        "grad_cases.json",
     );
-    for (id, why) in &failures {
-        println!("  FAIL {id}: {why}");
+    let (mut total, mut failed) = (0, 0);
+    for (dir, _) in dirs {
+        let g = load(&dir, "grad_cases.json");
+        let mut failures = Vec::new();
+        for case in &g.cases {
+            let id = case["id"].as_str().unwrap_or("?").to_string();
+            if let Err(e) = run_case(&g, case, dev) {
+                failures.push((id, e));
+            }
+        }
+        let n = g.cases.len();
+        println!(
+            "golden-grad ({label}) {}: {} passed, {} failed",
+            dir.display(),
+            n - failures.len(),
+            failures.len()
+        );
+        for (id, why) in &failures {
+            println!("  FAIL {id}: {why}");
+        }
+        total += n;
+        failed += failures.len();
     }
     assert!(
-        failures.is_empty(),
-        "golden-grad ({label}): {} of {n} cases failed",
-        failures.len()
+        failed == 0,
+        "golden-grad ({label}): {failed} of {total} cases failed"
     );
 }
 
