@@ -1,5 +1,5 @@
 //! PyTorch's memory-overlap rules, checked at the entry of every op that writes a
-//! tensor (issue 12): a written tensor whose elements share memory (an expanded
+//! tensor: a written tensor whose elements share memory (an expanded
 //! tensor) is refused, an output that partly overlaps an input is refused, and the
 //! same tensor as input and output works. Typed and boxed calls alike.
 
@@ -127,4 +127,47 @@ fn overlap_classification() {
     );
     assert_eq!(internal_overlap(&gaps), Overlap::TooHard);
     assert_eq!(internal_overlap(&v), Overlap::No);
+}
+
+/// `cat.out` refuses an `out` that is one of its inputs or overlaps one, fully or
+/// partly (PyTorch checks each input against `out`, not only partial overlap as
+/// element-wise ops do), on CPU and on Meta, typed and boxed.
+#[test]
+fn cat_out_refuses_an_out_aliasing_an_input() {
+    init();
+    opal_meta::init().expect("Meta backend registers");
+    for dev in [opal::Device::cpu(), opal::Device::meta()] {
+        let out = opal::Tensor::empty(&[4], opal::DType::F32, dev).unwrap();
+        let other = opal::Tensor::empty(&[4], opal::DType::F32, dev).unwrap();
+        // The very tensor, a view of the same elements, and a window of it.
+        let same_elements = out.as_strided(&[4], &[1], 0).unwrap();
+        let window = out.as_strided(&[2], &[1], 1).unwrap();
+        for (label, input) in [
+            ("out itself", out.clone()),
+            ("a view of out's elements", same_elements),
+            ("a window of out", window),
+        ] {
+            let r = ops::cat_out::call(&[input.clone(), other.clone()], 0, &out);
+            let msg = r.expect_err(label).to_string();
+            assert!(msg.contains("cat"), "{label}: {msg}");
+            assert!(
+                msg.contains("refer to a single memory location"),
+                "{label}: {msg}"
+            );
+        }
+        // Boxed calls apply the same rule.
+        let mut stack = vec![
+            IValue::TensorList(vec![out.clone(), other.clone()]),
+            IValue::Int(0),
+            IValue::Tensor(out.clone()),
+        ];
+        let r = opal::dispatch::Dispatcher::global().call_boxed("aten::cat.out", &mut stack);
+        assert!(
+            r.is_err(),
+            "boxed cat.out accepted an aliased out on {dev:?}"
+        );
+        // A disjoint out still works.
+        let fresh = opal::Tensor::empty(&[8], opal::DType::F32, dev).unwrap();
+        ops::cat_out::call(&[out.clone(), other.clone()], 0, &fresh).expect("disjoint out");
+    }
 }

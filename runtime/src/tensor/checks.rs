@@ -190,6 +190,31 @@ pub fn overlap(a: &Tensor, b: &Tensor) -> Overlap {
     }
 }
 
+/// The stricter rule of ops that read their inputs while writing `out` in another
+/// order than element by element (`cat`, gathers, scatters): `out` may share no
+/// element with any input, not even all of them (`x.add_(x)` is fine for an
+/// element-wise op, `cat([x, y], out=x)` is not). Layouts too irregular to compare
+/// pass, as in PyTorch.
+pub fn check_no_overlap<'t>(
+    op: &str,
+    out: &Tensor,
+    inputs: impl IntoIterator<Item = &'t Tensor>,
+) -> Result<()> {
+    for (i, t) in inputs.into_iter().enumerate() {
+        if t.is_defined()
+            && out.is_defined()
+            && matches!(overlap(out, t), Overlap::Full | Overlap::Partial)
+        {
+            return Err(OpalError::msg(format!(
+                "{op}: unsupported operation: some elements of the input tensor (at position \
+                 {i}) and the written-to tensor refer to a single memory location; clone() the \
+                 input or use another out"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The overlap rules for the written tensors of a call: none may have internal
 /// overlap, and none may partly overlap another argument (full overlap, e.g.
 /// `x.add_(x)`, is fine).

@@ -82,7 +82,8 @@ pub mod storage;
 
 pub use access::{KernelAccess, Pod, TensorRead, TensorWrite};
 pub use checks::{
-    internal_overlap, is_non_overlapping_and_dense, overlap, DeviceRule, OpChecks, Overlap,
+    check_no_overlap, internal_overlap, is_non_overlapping_and_dense, overlap, DeviceRule,
+    OpChecks, Overlap,
 };
 pub use hold::{with_op_holds, with_op_holds_dyn, with_stack_holds, OpArg};
 pub use storage::{
