@@ -8,7 +8,10 @@ use opal::{ops, Device, Scalar, Tensor};
 fn devices() -> (Device, Device) {
     opal_cpu::init().expect("cpu");
     opal_emu::init().expect("emu");
-    (Device::cpu(), Device::parse("emu").expect("emu registered"))
+    (
+        Device::cpu(),
+        Device::parse("emu:0").expect("emu registered"),
+    )
 }
 
 fn on(values: &[f32], device: Device) -> Tensor {

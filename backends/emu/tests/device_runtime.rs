@@ -159,6 +159,38 @@ fn nested_guards_restore_in_order() {
     assert_eq!(device::current_device(DeviceType::PrivateUse1), 0);
 }
 
+/// A tensor always carries a concrete device: one made or moved to `emu` (no index)
+/// lands on the current emu device, `emu:0` outside any guard, as PyTorch does.
+#[test]
+fn tensors_made_or_moved_without_an_index_get_the_current_device() {
+    setup();
+    // Allocates on emu: keeps out of the way of the tests counting pool bytes.
+    let _s = serial();
+    let any_emu = Device::new(DeviceType::PrivateUse1, None);
+    let host = Tensor::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let made = |dev| ops::zeros::call(&[2], Some(DType::F32), None, Some(dev), None).unwrap();
+    assert_eq!(made(any_emu).device(), emu(0));
+    assert_eq!(host.to(any_emu).unwrap().device(), emu(0));
+    assert_eq!(
+        Tensor::empty(&[2], DType::F32, any_emu).unwrap().device(),
+        emu(0)
+    );
+    {
+        let _g = DeviceGuard::new(emu(1)).unwrap();
+        assert_eq!(made(any_emu).device(), emu(1));
+        assert_eq!(host.to(any_emu).unwrap().device(), emu(1));
+        assert_eq!(
+            Tensor::empty(&[2], DType::F32, any_emu).unwrap().device(),
+            emu(1)
+        );
+        // An explicit index wins over the guard.
+        assert_eq!(made(emu(0)).device(), emu(0));
+        let y = (&made(any_emu) + &made(any_emu)).unwrap();
+        assert_eq!(y.device(), emu(1));
+    }
+    assert_eq!(made(any_emu).device(), emu(0));
+}
+
 #[test]
 fn guard_restores_the_device_when_a_panic_unwinds() {
     setup();

@@ -28,7 +28,7 @@ fn ramp(device: Device) -> Tensor {
 fn native_dropout_and_dropout_run_through_the_cpu_fallback() {
     opal_cpu::init().expect("cpu backend");
     opal_emu::init().expect("emu backend");
-    let emu = Device::parse("emu").expect("emu device");
+    let emu = Device::parse("emu:0").expect("emu device");
     let cpu_gen = Generator::default_for(DeviceType::Cpu);
     let emu_gen = Generator::default_for_device(emu);
     // This test binary is the only user of the default generators.

@@ -295,6 +295,7 @@ pub fn current_device(ty: DeviceType) -> i16 {
 
 /// `device` with its index filled in from this thread's current device when it has
 /// none (`emu` -> `emu:1` after `set_device(emu:1)`); CPU and meta stay as they are.
+#[inline]
 pub fn resolve(device: Device) -> Device {
     match device.device_type() {
         DeviceType::Cpu | DeviceType::Meta => device,

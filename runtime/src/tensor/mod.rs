@@ -299,6 +299,8 @@ impl Tensor {
     /// A new contiguous tensor of `sizes` (zero-filled on host devices).
     #[inline]
     pub fn empty(sizes: &[i64], dtype: DType, device: Device) -> Result<Tensor> {
+        // A tensor always carries a concrete device: `emu` means the current one.
+        let device = crate::device_runtime::resolve(device);
         let numel = Meta::numel_of(sizes)?;
         // Contiguous at offset 0: exactly numel elements (numel is non-negative).
         let nbytes = (numel as usize)

@@ -293,6 +293,8 @@ impl StorageBuf {
     /// for tiny buffers of the built-in CPU allocator).
     #[inline]
     pub(crate) fn alloc(nbytes: usize, device: Device) -> Result<StorageBuf> {
+        // A buffer always lives on a concrete device: `emu` means the current one.
+        let device = crate::device_runtime::resolve(device);
         let (data, allocator) = StorageBuf::alloc_data(nbytes, device)?;
         Ok(StorageBuf::with_ptr(data, nbytes, device, allocator))
     }
@@ -323,6 +325,7 @@ impl StorageBuf {
         device: Device,
         allocator: &'static dyn Allocator,
     ) -> Result<StorageBuf> {
+        let device = crate::device_runtime::resolve(device);
         crate::device_runtime::check_device(device)?;
         let p = allocator.allocate(device, nbytes)?;
         Ok(StorageBuf::with_ptr(p.as_ptr(), nbytes, device, allocator))
