@@ -595,6 +595,24 @@ pub fn unsqueeze_to(grad: &Tensor, dim: i64, sizes: &[i64]) -> Result<Tensor> {
     }
 }
 
+/// `unsqueeze_to` over a list of dims (`squeeze.dims`' backward): the squeezed size-1
+/// dims are put back, lowest first, so each lands where it was.
+pub fn unsqueeze_to_dims(grad: &Tensor, dims: &[i64], sizes: &[i64]) -> Result<Tensor> {
+    let mut ds: Vec<usize> = dims
+        .iter()
+        .map(|&d| wd(d, sizes.len().max(1)))
+        .collect::<Result<_>>()?;
+    ds.sort_unstable();
+    ds.dedup();
+    let mut g = grad.clone();
+    for d in ds {
+        if sizes.get(d) == Some(&1) {
+            g = ops::unsqueeze(&g, d as i64)?;
+        }
+    }
+    Ok(g)
+}
+
 pub fn slice_backward_wrapper(
     grad: &Tensor,
     sizes: &[i64],
@@ -646,6 +664,29 @@ pub fn split_backward(
             let start = i as i64 * split_size;
             let mut shape = sizes.to_vec();
             shape[d] = split_size.min(total - start).max(0);
+            parts.push(zeros_of(&shape, *options)?);
+        }
+    }
+    ops::cat::call(&parts, d as i64)
+}
+
+/// `split_with_sizes`' backward: the pieces' gradients joined along `dim`, zeros
+/// for a piece that got none.
+pub fn split_with_sizes_backward(
+    grads: &[Tensor],
+    split_sizes: &[i64],
+    dim: i64,
+    sizes: &[i64],
+    options: &TensorOptions,
+) -> Result<Tensor> {
+    let d = wd(dim, sizes.len())?;
+    let mut parts = Vec::with_capacity(grads.len());
+    for (g, &len) in grads.iter().zip(split_sizes) {
+        if g.is_defined() {
+            parts.push(g.clone());
+        } else {
+            let mut shape = sizes.to_vec();
+            shape[d] = len;
             parts.push(zeros_of(&shape, *options)?);
         }
     }

@@ -28,6 +28,8 @@ mod dropout;
 mod linalg;
 mod nn;
 mod shape;
+mod tensor;
+mod views;
 
 use crate::dispatch::Dispatcher;
 use crate::tensor::wrap_dim;

@@ -77,3 +77,33 @@ pub(super) fn one_hot(_ks: DispatchKeySet, self_: &Tensor, num_classes: i64) -> 
     let index = ops::unsqueeze(self_, -1)?;
     ops::scatter_src_(&out, -1, &index, &ops::ones_like(&index)?)
 }
+
+/// `_native_batch_norm_legit_no_training`: batch norm with the running statistics
+/// (evaluation mode), which `torch.export` leaves for `BatchNorm` in eval; the
+/// statistics are read, never updated. The same as `native_batch_norm` with
+/// `training=False`, whose kernels every backend has.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the operator's schema has seven arguments, plus the key set"
+)]
+pub(super) fn batch_norm_legit_no_training(
+    _ks: DispatchKeySet,
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    running_mean: &Tensor,
+    running_var: &Tensor,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    ops::native_batch_norm::call(
+        input,
+        weight,
+        bias,
+        Some(running_mean),
+        Some(running_var),
+        false,
+        momentum,
+        eps,
+    )
+}

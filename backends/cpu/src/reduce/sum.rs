@@ -234,15 +234,23 @@ pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     )
 }
 
-fn truth_impl(self_: &Tensor, all: bool, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+fn truth_impl(
+    self_: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    all: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     // PyTorch keeps uint8 for uint8 inputs; everything else gives bool.
     let rd = if self_.dtype() == DType::U8 {
         DType::U8
     } else {
         DType::Bool
     };
-    let mask = dim_mask(None, self_.dim(), op)?;
-    write_result(dest, &[], rd, op, |o| {
+    let mask = dim_mask(dims, self_.dim(), op)?;
+    let shape = reduced_shape(self_.sizes(), &mask, keepdim);
+    write_result(dest, &shape, rd, op, |o| {
         let rows = Rows::new(self_, &mask, DType::Bool)?;
         let v = map_rows::<bool, bool>(&rows, |r| {
             if all {
@@ -252,7 +260,8 @@ fn truth_impl(self_: &Tensor, all: bool, dest: Dest<'_>, op: &str) -> Result<Ten
             }
         })?;
         if rd == DType::U8 {
-            write_vec(o, &[v[0] as u8], op)
+            let v: Vec<u8> = v.iter().map(|&b| b as u8).collect();
+            write_vec(o, &v, op)
         } else {
             write_vec(o, &v, op)
         }
@@ -260,19 +269,34 @@ fn truth_impl(self_: &Tensor, all: bool, dest: Dest<'_>, op: &str) -> Result<Ten
 }
 /// `all`: true when every element is non-zero.
 pub fn all(self_: &Tensor) -> Result<Tensor> {
-    truth_impl(self_, true, Dest::New, "all")
+    truth_impl(self_, None, false, true, Dest::New, "all")
 }
 /// `all.all_out`.
 pub fn all_all_out(self_: &Tensor, out: &Tensor) -> Result<Tensor> {
-    truth_impl(self_, true, Dest::Out(out), "all.all_out")
+    truth_impl(self_, None, false, true, Dest::Out(out), "all.all_out")
 }
 /// `any`: true when some element is non-zero.
 pub fn any(self_: &Tensor) -> Result<Tensor> {
-    truth_impl(self_, false, Dest::New, "any")
+    truth_impl(self_, None, false, false, Dest::New, "any")
 }
 /// `any.all_out`.
 pub fn any_all_out(self_: &Tensor, out: &Tensor) -> Result<Tensor> {
-    truth_impl(self_, false, Dest::Out(out), "any.all_out")
+    truth_impl(self_, None, false, false, Dest::Out(out), "any.all_out")
+}
+/// `any.dim`: true where some element along `dim` is non-zero.
+pub fn any_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<Tensor> {
+    truth_impl(self_, Some(&[dim]), keepdim, false, Dest::New, "any.dim")
+}
+/// `any.out`.
+pub fn any_out(self_: &Tensor, dim: i64, keepdim: bool, out: &Tensor) -> Result<Tensor> {
+    truth_impl(
+        self_,
+        Some(&[dim]),
+        keepdim,
+        false,
+        Dest::Out(out),
+        "any.out",
+    )
 }
 
 fn var_impl(

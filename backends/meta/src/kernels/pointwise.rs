@@ -248,8 +248,23 @@ comparisons! {
 
 /// `eq.Scalar`.
 pub fn eq_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
+    compare_scalar("eq", self_, other)
+}
+
+/// `ne.Scalar`.
+pub fn ne_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
+    compare_scalar("ne", self_, other)
+}
+
+/// `ge.Scalar`.
+pub fn ge_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
+    compare_scalar("ge", self_, other)
+}
+
+/// A comparison with a scalar: `self`'s shape, bool, after the promotion check.
+fn compare_scalar(op: &str, self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     common_dtype(&[self_], &[other])?;
-    elementwise("eq", &[self_], DType::Bool)
+    elementwise(op, &[self_], DType::Bool)
 }
 
 /// `logical_not`.
@@ -484,6 +499,8 @@ out_variants! {
     gt_tensor_out = "gt.Tensor_out" from gt_tensor(self_: &Tensor, other: &Tensor);
     ge_tensor_out = "ge.Tensor_out" from ge_tensor(self_: &Tensor, other: &Tensor);
     eq_scalar_out = "eq.Scalar_out" from eq_scalar(self_: &Tensor, other: &Scalar);
+    ne_scalar_out = "ne.Scalar_out" from ne_scalar(self_: &Tensor, other: &Scalar);
+    ge_scalar_out = "ge.Scalar_out" from ge_scalar(self_: &Tensor, other: &Scalar);
     logical_and_out = "logical_and.out" from logical_and(self_: &Tensor, other: &Tensor);
     logical_or_out = "logical_or.out" from logical_or(self_: &Tensor, other: &Tensor);
     logical_not_out = "logical_not.out" from logical_not(self_: &Tensor);
@@ -545,6 +562,8 @@ inplace_variants! {
     gt_tensor_ = "gt_.Tensor" from gt_tensor(other: &Tensor);
     ge_tensor_ = "ge_.Tensor" from ge_tensor(other: &Tensor);
     eq_scalar_ = "eq_.Scalar" from eq_scalar(other: &Scalar);
+    ne_scalar_ = "ne_.Scalar" from ne_scalar(other: &Scalar);
+    ge_scalar_ = "ge_.Scalar" from ge_scalar(other: &Scalar);
     logical_and_ = "logical_and_" from logical_and(other: &Tensor);
     logical_or_ = "logical_or_" from logical_or(other: &Tensor);
     logical_not_ = "logical_not_" from logical_not();

@@ -269,24 +269,29 @@ pub fn logsumexp(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
     )
 }
 
-fn bool_reduction(op: &str, self_: &Tensor) -> Result<Tensor> {
+fn bool_reduction(op: &str, self_: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
     // uint8 input keeps uint8 (a legacy PyTorch rule); everything else gives bool.
     let d = if self_.dtype() == DType::U8 {
         DType::U8
     } else {
         DType::Bool
     };
-    reduction(op, self_, None, false, d, false)
+    reduction(op, self_, dims, keepdim, d, false)
 }
 
 /// `all`.
 pub fn all(self_: &Tensor) -> Result<Tensor> {
-    bool_reduction("all", self_)
+    bool_reduction("all", self_, None, false)
 }
 
 /// `any`.
 pub fn any(self_: &Tensor) -> Result<Tensor> {
-    bool_reduction("any", self_)
+    bool_reduction("any", self_, None, false)
+}
+
+/// `any.dim`.
+pub fn any_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<Tensor> {
+    bool_reduction("any.dim", self_, Some(&[dim]), keepdim)
 }
 
 /// `linalg_vector_norm`: a real floating result; norms without an identity
@@ -502,4 +507,5 @@ out_variants! {
     logsumexp_out = "logsumexp.out" from logsumexp(self_: &Tensor, dim: &[i64], keepdim: bool);
     all_all_out = "all.all_out" from all(self_: &Tensor);
     any_all_out = "any.all_out" from any(self_: &Tensor);
+    any_out = "any.out" from any_dim(self_: &Tensor, dim: i64, keepdim: bool);
 }
