@@ -8,13 +8,15 @@
 
 use crate::error::{bail, Error, Result};
 use crate::limits::LoadLimits;
-use std::fs::File;
-use std::io::{BufReader, Read};
-use std::path::Path;
+use std::io::{Read, Seek};
+
+/// What an archive is read from: a file or bytes in memory.
+pub(crate) trait Source: Read + Seek {}
+impl<T: Read + Seek> Source for T {}
 
 /// An opened archive.
 pub(crate) struct Archive {
-    zip: zip::ZipArchive<BufReader<File>>,
+    zip: zip::ZipArchive<Box<dyn Source>>,
     /// The top folder with its trailing slash (`gpt2_tiny/`).
     prefix: String,
     /// The model's name (`model` of `models/model.json`).
@@ -22,9 +24,8 @@ pub(crate) struct Archive {
 }
 
 impl Archive {
-    pub fn open(path: &Path, limits: &LoadLimits) -> Result<Archive> {
-        let f = File::open(path).map_err(|e| Error::new(format!("cannot open: {e}")))?;
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    /// Opens an archive of `len` bytes read from `src`.
+    pub fn open(src: Box<dyn Source>, len: u64, limits: &LoadLimits) -> Result<Archive> {
         if len > limits.max_archive_bytes {
             bail!(
                 "the file has {len} bytes, over LoadLimits::max_archive_bytes ({})",
@@ -37,7 +38,7 @@ impl Archive {
         let config = zip::read::Config {
             archive_offset: zip::read::ArchiveOffset::Known(0),
         };
-        let zip = zip::ZipArchive::with_config(config, BufReader::new(f))
+        let zip = zip::ZipArchive::with_config(config, src)
             .map_err(|e| Error::new(format!("not a readable zip archive: {e}")))?;
         let mut prefix = None;
         let mut models = Vec::new();

@@ -66,12 +66,31 @@ impl ExportedProgram {
     pub fn open(path: impl AsRef<Path>, limits: &LoadLimits) -> Result<ExportedProgram> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        init_backends().map_err(|e| e.context(&name))?;
-        ExportedProgram::read(path, limits).map_err(|e| e.context(&name))
+        let read = || -> Result<ExportedProgram> {
+            let f =
+                std::fs::File::open(path).map_err(|e| Error::new(format!("cannot open: {e}")))?;
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            ExportedProgram::read(Box::new(std::io::BufReader::new(f)), len, &name, limits)
+        };
+        read().map_err(|e| e.context(&name))
     }
 
-    fn read(path: &Path, limits: &LoadLimits) -> Result<ExportedProgram> {
-        let mut a = Archive::open(path, limits)?;
+    /// [`ExportedProgram::open`] from the bytes of an archive; `name` stands for
+    /// the archive in messages.
+    pub fn open_bytes(bytes: Vec<u8>, name: &str, limits: &LoadLimits) -> Result<ExportedProgram> {
+        let len = bytes.len() as u64;
+        ExportedProgram::read(Box::new(std::io::Cursor::new(bytes)), len, name, limits)
+            .map_err(|e| e.context(name))
+    }
+
+    fn read(
+        src: Box<dyn crate::archive::Source>,
+        len: u64,
+        name: &str,
+        limits: &LoadLimits,
+    ) -> Result<ExportedProgram> {
+        init_backends()?;
+        let mut a = Archive::open(src, len, limits)?;
         let rel = format!("models/{}.json", a.model);
         let text = a.read(&rel, limits.max_json_bytes).map_err(|e| {
             if e.message().contains("over the limit") {
@@ -84,7 +103,7 @@ impl ExportedProgram {
         drop(text);
         let stored = weights::load(&mut a, limits)?;
         let p = ExportedProgram {
-            name: path.display().to_string(),
+            name: name.to_string(),
             program,
             stored: stored.tensors,
             weight_bytes: stored.bytes,
