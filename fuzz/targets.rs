@@ -333,3 +333,38 @@ fn any_value(r: &mut Reader<'_>, device: Device) -> IValue {
     ]);
     value_of(ty, r, device)
 }
+
+/// `safetensors`: bytes as a safetensors file of tensors (what `opal run --inputs`
+/// and `opal::serialize::load_file` read). Any `Err` is fine; what loads has
+/// exactly the bytes its header declares, so it is bounded by the input's size.
+pub fn safetensors(data: &[u8]) {
+    if let Ok(loaded) = opal::serialize::load_from_bytes(data, None) {
+        let bytes: usize = loaded
+            .tensors
+            .values()
+            .map(|t| t.numel() as usize * t.element_size())
+            .sum();
+        assert!(
+            bytes <= data.len(),
+            "{bytes} bytes of tensors from a {}-byte file",
+            data.len()
+        );
+    }
+}
+
+/// `plugin_manifest`: bytes as a plugin manifest (`*.opal-plugin.json`). Parsing
+/// either fails with a message naming the manifest, or gives a manifest (which the
+/// loader then checks against the host: ABI, device name, library path).
+pub fn plugin_manifest(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let path = std::path::Path::new("fuzz.opal-plugin.json");
+    match opal::plugin::manifest::parse(path, text) {
+        Ok(_) => {}
+        Err(e) => assert!(
+            e.to_string().contains("fuzz.opal-plugin.json"),
+            "the error does not name the manifest: {e}"
+        ),
+    }
+}

@@ -40,22 +40,21 @@ fn shown(root: &Path, f: &Path) -> String {
     f.strip_prefix(root).unwrap_or(f).display().to_string()
 }
 
-#[test]
-fn schema_corpus_replays() {
-    assert!(replay("schema", targets::schema) > 0);
+/// One test per target: its corpus and regressions replay without a panic.
+macro_rules! replays {
+    ($($test:ident: $target:ident),* $(,)?) => {$(
+        #[test]
+        fn $test() {
+            assert!(replay(stringify!($target), targets::$target) > 0);
+        }
+    )*};
 }
 
-#[test]
-fn native_yaml_corpus_replays() {
-    assert!(replay("native_yaml", targets::native_yaml) > 0);
-}
-
-#[test]
-fn backend_yaml_corpus_replays() {
-    assert!(replay("backend_yaml", targets::backend_yaml) > 0);
-}
-
-#[test]
-fn boxed_call_corpus_replays() {
-    assert!(replay("boxed_call", targets::boxed_call) > 0);
+replays! {
+    schema_corpus_replays: schema,
+    native_yaml_corpus_replays: native_yaml,
+    backend_yaml_corpus_replays: backend_yaml,
+    boxed_call_corpus_replays: boxed_call,
+    safetensors_corpus_replays: safetensors,
+    plugin_manifest_corpus_replays: plugin_manifest,
 }

@@ -122,7 +122,17 @@ pub fn generate(
         use #rt::ops;
         use #rt::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
 
-        #(#kernels)*
+        /// The kernels, one per derivatives.yaml entry. Translated formulas take
+        /// shapes a person would not write (nested parentheses, clones of `Copy`
+        /// values, unused bindings of an unused gradient); the allowance covers the
+        /// whole module once instead of each kernel.
+        #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, reason = "generated from formulas")]
+        mod formulas {
+            use super::*;
+
+            #(#kernels)*
+        }
+        use formulas::*;
 
         /// The generated autograd kernels: (operator name, kernel), for registration
         /// at the `Autograd` alias key.
@@ -644,7 +654,6 @@ impl KernelCtx<'_, '_> {
             #[doc = #doc]
             #[doc = ""]
             #[doc = #schema]
-            #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, reason = "generated from formulas")]
             pub(crate) fn #id(ks: DispatchKeySet, #(#params),*) -> #ret {
                 #(#body)*
                 Ok(#ret_expr)
