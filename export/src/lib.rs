@@ -60,15 +60,17 @@ pub use runner::Runner;
 pub use schema::SCHEMA_MAJOR;
 
 /// The device named `name` (`cpu`, `meta`, `emu`, `emu:1`, or a plugin's device),
-/// with its backend registered: CPU and Meta always, the `emu` backend for
-/// `emu`, and plugins (autoloaded) for any other name.
+/// with its backend registered: CPU and Meta always; other names go through
+/// `opal::Device::parse`, which autoloads plugins (`OPAL_PLUGIN_PATH`) for a name
+/// it does not know; `emu` that no plugin provides is the linked `emu` backend.
 pub fn device(name: &str) -> Result<opal::Device> {
     program::init_backends()?;
-    let ty = name.split(':').next().unwrap_or(name);
-    if ty == "emu" {
-        opal_emu::init()?;
-    } else if !matches!(ty, "cpu" | "meta") {
-        opal::plugin::autoload()?;
+    match opal::Device::parse(name) {
+        Ok(d) => Ok(d),
+        Err(_) if name.split(':').next() == Some("emu") => {
+            opal_emu::init()?;
+            opal::Device::parse(name).map_err(|e| Error::new(format!("device '{name}': {e}")))
+        }
+        Err(e) => Err(Error::new(format!("device '{name}': {e}"))),
     }
-    opal::Device::parse(name).map_err(|e| Error::new(format!("device '{name}': {e}")))
 }
