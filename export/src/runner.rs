@@ -37,6 +37,9 @@ struct UserInput {
 impl Runner {
     pub(crate) fn new(p: &ExportedProgram, device: Device) -> Result<Runner> {
         crate::program::init_backends()?;
+        // `emu` means the current emu device (`emu:0`): resolved once, so inputs
+        // already there are not copied again on every run.
+        let device = Tensor::empty(&[0], opal::DType::F32, device)?.device();
         let plan = plan::compile(&p.program, device)?;
         let mut stored = Vec::new();
         let mut user = Vec::new();
