@@ -631,3 +631,31 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         max_stack,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_map_to_dispatcher_names() {
+        let name = |t| match classify(t) {
+            Target::Aten(n) => n,
+            Target::Builtin(b) => format!("builtin {b}"),
+            Target::Other => "other".into(),
+        };
+        assert_eq!(name("torch.ops.aten.addmm.default"), "aten::addmm");
+        assert_eq!(name("torch.ops.aten.add.Tensor"), "aten::add.Tensor");
+        assert_eq!(name("_operator.getitem"), "builtin getitem");
+        assert_eq!(name("<built-in function add>"), "builtin add");
+        assert_eq!(name("torch.ops.mylib.op.default"), "other");
+        assert_eq!(name("math.sqrt"), "other");
+    }
+
+    #[test]
+    fn schema_types_lose_their_annotations() {
+        assert_eq!(base_type("Tensor(a!)"), ("Tensor".into(), false));
+        assert_eq!(base_type("int[1]?"), ("int[1]".into(), true));
+        assert_eq!(base_type("Tensor(a)[]"), ("Tensor[]".into(), false));
+        assert_eq!(base_type("Tensor?[]"), ("Tensor?[]".into(), false));
+    }
+}

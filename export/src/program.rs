@@ -55,22 +55,24 @@ impl ExportedProgram {
 
     /// [`ExportedProgram::load`] with explicit limits.
     pub fn load_with(path: impl AsRef<Path>, limits: &LoadLimits) -> Result<ExportedProgram> {
-        let p = ExportedProgram::open(path, limits)?;
-        p.check()?;
-        Ok(p)
+        ExportedProgram::open_path(path.as_ref(), limits, true)
     }
 
     /// Reads and checks `path` like [`ExportedProgram::load`], except that nodes
     /// naming operators Opal lacks are accepted: for [`ExportedProgram::inspect`].
     /// [`ExportedProgram::to_device`] refuses such a program.
     pub fn open(path: impl AsRef<Path>, limits: &LoadLimits) -> Result<ExportedProgram> {
-        let path = path.as_ref();
+        ExportedProgram::open_path(path.as_ref(), limits, false)
+    }
+
+    fn open_path(path: &Path, limits: &LoadLimits, strict: bool) -> Result<ExportedProgram> {
         let name = path.display().to_string();
         let read = || -> Result<ExportedProgram> {
             let f =
                 std::fs::File::open(path).map_err(|e| Error::new(format!("cannot open: {e}")))?;
             let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-            ExportedProgram::read(Box::new(std::io::BufReader::new(f)), len, &name, limits)
+            let src = Box::new(std::io::BufReader::new(f));
+            ExportedProgram::read(src, len, &name, limits, strict)
         };
         read().map_err(|e| e.context(&name))
     }
@@ -79,8 +81,14 @@ impl ExportedProgram {
     /// the archive in messages.
     pub fn open_bytes(bytes: Vec<u8>, name: &str, limits: &LoadLimits) -> Result<ExportedProgram> {
         let len = bytes.len() as u64;
-        ExportedProgram::read(Box::new(std::io::Cursor::new(bytes)), len, name, limits)
-            .map_err(|e| e.context(name))
+        ExportedProgram::read(
+            Box::new(std::io::Cursor::new(bytes)),
+            len,
+            name,
+            limits,
+            false,
+        )
+        .map_err(|e| e.context(name))
     }
 
     fn read(
@@ -88,6 +96,7 @@ impl ExportedProgram {
         len: u64,
         name: &str,
         limits: &LoadLimits,
+        strict: bool,
     ) -> Result<ExportedProgram> {
         init_backends()?;
         let mut a = Archive::open(src, len, limits)?;
@@ -101,6 +110,10 @@ impl ExportedProgram {
         })?;
         let program = schema::parse(&text, limits.max_nodes)?;
         drop(text);
+        // Strict: every node runnable, checked before any weight is read.
+        if strict {
+            plan::compile(&program, Device::cpu())?;
+        }
         let stored = weights::load(&mut a, limits)?;
         let p = ExportedProgram {
             name: name.to_string(),

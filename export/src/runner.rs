@@ -300,7 +300,7 @@ impl Runner {
                         let d = || -> Result<usize> {
                             let n = t.dim() as i64;
                             let d = if *dim < 0 { dim + n } else { *dim };
-                            if d < 0 || d >= n.max(1) || (n == 0) {
+                            if d < 0 || d >= n {
                                 bail!("dimension {dim} is out of range for {n} dimensions");
                             }
                             Ok(d as usize)
@@ -379,4 +379,29 @@ fn int_op(op: IntOp, a: i64, b: i64) -> Result<i64> {
             .map(|r| if b < 0 && r != 0 { r + b } else { r }),
     };
     r.ok_or_else(|| Error::new(format!("integer overflow in {op:?}({a}, {b})")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_ops_follow_python() {
+        assert_eq!(int_op(IntOp::FloorDiv, 7, 2).unwrap(), 3);
+        assert_eq!(int_op(IntOp::FloorDiv, -7, 2).unwrap(), -4);
+        assert_eq!(int_op(IntOp::FloorDiv, 7, -2).unwrap(), -4);
+        assert_eq!(int_op(IntOp::FloorDiv, -7, -2).unwrap(), 3);
+        assert_eq!(int_op(IntOp::Mod, -7, 2).unwrap(), 1);
+        assert_eq!(int_op(IntOp::Mod, 7, -2).unwrap(), -1);
+        assert_eq!(int_op(IntOp::Mod, -7, -2).unwrap(), -1);
+        assert_eq!(int_op(IntOp::Sub, 0, 5).unwrap(), -5);
+        assert!(int_op(IntOp::FloorDiv, 1, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("zero"));
+        assert!(int_op(IntOp::Mul, i64::MAX, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("overflow"));
+    }
 }

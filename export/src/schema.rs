@@ -526,3 +526,52 @@ pub(crate) fn numel_bytes(sizes: &[i64], dtype: DType) -> Option<u64> {
         u64::try_from(s).ok().and_then(|s| acc.checked_mul(s))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_symbol_is_recognized() {
+        let d = |e: &str| Dim::Expr {
+            expr: e.into(),
+            hint: Some(4),
+        };
+        assert_eq!(
+            d("Symbol('s70', positive=True, integer=True)").symbol(),
+            Some("s70")
+        );
+        assert_eq!(d("Symbol('s1')").symbol(), Some("s1"));
+        assert_eq!(
+            d("Add(Symbol('s70', positive=True), Integer(1))").symbol(),
+            None
+        );
+        assert_eq!(Dim::Int(3).symbol(), None);
+    }
+
+    #[test]
+    fn geometry_bytes_are_checked() {
+        assert_eq!(static_bytes(&[2, 3], &[3, 1], 0, DType::F32).unwrap(), 24);
+        assert_eq!(static_bytes(&[2, 3], &[1, 2], 1, DType::F32).unwrap(), 28);
+        assert_eq!(static_bytes(&[0, 3], &[3, 1], 5, DType::F32).unwrap(), 0);
+        assert!(static_bytes(&[i64::MAX, 2], &[2, 1], 0, DType::F32).is_err());
+        assert!(static_bytes(&[-1], &[1], 0, DType::F32).is_err());
+        assert!(static_bytes(&[2], &[1, 1], 0, DType::F32).is_err());
+    }
+
+    #[test]
+    fn every_opal_dtype_code_maps() {
+        for (code, d) in [
+            (1, DType::U8),
+            (5, DType::I64),
+            (7, DType::F32),
+            (12, DType::Bool),
+            (13, DType::BF16),
+            (11, DType::C128),
+        ] {
+            assert_eq!(dtype_of(code).unwrap(), d);
+        }
+        assert!(dtype_of(29).unwrap_err().to_string().contains("float8"));
+        assert!(dtype_of(99).is_err());
+    }
+}
