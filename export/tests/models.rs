@@ -176,3 +176,25 @@ fn inspect_lists_native_fallback_and_missing_ops() {
         "{text}"
     );
 }
+
+#[test]
+fn a_runner_runs_from_several_threads() {
+    fn shareable<T: Send + Sync>(_: &T) {}
+    let dir = dir_from_env("OPAL_EXPORT_MODELS_DIR", "export/tests/fixtures/models");
+    let m = &models(&dir)[0];
+    let p = ExportedProgram::load(&m.path).unwrap();
+    let r = p.to_device(device("cpu").unwrap()).unwrap();
+    shareable(&r);
+    let inputs = io::read_indexed(&m.io, "input").unwrap();
+    let expected = io::read_indexed(&m.io, "output").unwrap();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| r.run(&inputs).unwrap()))
+            .collect();
+        for h in hs {
+            for (o, e) in h.join().unwrap().iter().zip(&expected) {
+                compare(o, e, m.atol, m.rtol).unwrap();
+            }
+        }
+    });
+}
