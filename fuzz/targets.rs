@@ -368,3 +368,41 @@ pub fn plugin_manifest(data: &[u8]) {
         ),
     }
 }
+
+/// `pt2`: bytes as a `.pt2` archive (what `opal-pt2` and
+/// `opal_export::ExportedProgram` read), under small limits. Any `Err` is fine;
+/// what opens holds no more stored bytes than the input has, inspects, and when
+/// every node is runnable runs on meta with the traced input sizes.
+pub fn pt2(data: &[u8]) {
+    use opal_export::{ExportedProgram, LoadLimits, RunLimits};
+    let limits = LoadLimits {
+        max_archive_bytes: 1 << 22,
+        max_json_bytes: 1 << 22,
+        max_weight_bytes: 1 << 22,
+        max_nodes: 10_000,
+    };
+    let Ok(p) = ExportedProgram::open_bytes(data.to_vec(), "fuzz.pt2", &limits) else {
+        return;
+    };
+    assert!(
+        p.weight_bytes() <= data.len() as u64,
+        "{} stored bytes from a {}-byte archive",
+        p.weight_bytes(),
+        data.len()
+    );
+    let _ = p.inspect(Device::meta()).to_string();
+    let Ok(runner) = p.to_device(Device::meta()) else {
+        return;
+    };
+    let inputs: Option<Vec<Tensor>> = p
+        .inputs()
+        .iter()
+        .map(|s| Tensor::empty(&s.traced, s.dtype, Device::meta()).ok())
+        .collect();
+    if let Some(inputs) = inputs {
+        let run = RunLimits {
+            max_peak_intermediate_bytes: 1 << 26,
+        };
+        let _ = runner.run_with(&inputs, &run);
+    }
+}

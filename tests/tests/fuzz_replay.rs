@@ -57,4 +57,5 @@ replays! {
     boxed_call_corpus_replays: boxed_call,
     safetensors_corpus_replays: safetensors,
     plugin_manifest_corpus_replays: plugin_manifest,
+    pt2_corpus_replays: pt2,
 }

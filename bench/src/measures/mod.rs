@@ -16,6 +16,7 @@ pub mod data;
 pub mod dispatch;
 pub mod empty;
 pub mod mm;
+pub mod models;
 pub mod nn;
 pub mod plugin;
 pub mod train;
@@ -54,6 +55,10 @@ pub fn all() -> Vec<Measurement> {
         Measurement {
             name: "train",
             run: train::run,
+        },
+        Measurement {
+            name: "models",
+            run: models::run,
         },
     ]
 }

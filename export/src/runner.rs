@@ -1,0 +1,407 @@
+//! [`Runner`]: a program compiled for one device, its stored tensors already
+//! there; [`Runner::run`] checks the inputs against the export's metadata (dtypes,
+//! static sizes, dynamic dimensions against their range constraints) and
+//! interprets the plan, one boxed dispatch per node, freeing each value after its
+//! last use.
+//!
+//! Owns: execution and input checking. Must not: parse or resolve anything per
+//! run (the plan has it all).
+
+use crate::error::{bail, Error, Result};
+use crate::limits::RunLimits;
+use crate::plan::{self, Bind, Fill, IntOp, Kind, Plan, SizeOf, SymOut, SymVal};
+use crate::program::{move_stored, move_to, ExportedProgram};
+use crate::schema::{Dim, InputKind, Range, TensorMeta};
+use opal::{Device, IValue, Tensor};
+use std::collections::HashMap;
+
+/// A program ready to run on one device. Cheap to share across threads by
+/// reference; each [`Runner::run`] has its own values.
+pub struct Runner {
+    name: String,
+    device: Device,
+    plan: Plan,
+    stored: Vec<(usize, Tensor)>,
+    user: Vec<UserInput>,
+    ranges: Vec<Range>,
+    /// Node names and targets by node index (error messages).
+    nodes: Vec<(String, String)>,
+}
+
+struct UserInput {
+    slot: usize,
+    name: String,
+    meta: Option<TensorMeta>,
+}
+
+impl Runner {
+    pub(crate) fn new(p: &ExportedProgram, device: Device) -> Result<Runner> {
+        crate::program::init_backends()?;
+        // `emu` means the current emu device (`emu:0`): resolved once, so inputs
+        // already there are not copied again on every run.
+        let device = Tensor::empty(&[0], opal::DType::F32, device)?.device();
+        let plan = plan::compile(&p.program, device)?;
+        let mut stored = Vec::new();
+        let mut user = Vec::new();
+        for ((gname, kind), &slot) in p.program.inputs.iter().zip(&plan.input_slots) {
+            match kind {
+                InputKind::Parameter(f) | InputKind::Buffer(f) | InputKind::Constant(f) => {
+                    let t = p
+                        .stored
+                        .get(f)
+                        .ok_or_else(|| Error::new(format!("stored tensor '{f}' is missing")))?;
+                    stored.push((slot, t.clone()));
+                }
+                InputKind::User => user.push(UserInput {
+                    slot,
+                    name: gname.clone(),
+                    meta: p.program.tensor_meta.get(gname).cloned(),
+                }),
+            }
+        }
+        let stored = move_stored(&stored, device)?;
+        Ok(Runner {
+            name: p.name.clone(),
+            device,
+            plan,
+            stored,
+            user,
+            ranges: p.program.ranges.clone(),
+            nodes: p
+                .program
+                .nodes
+                .iter()
+                .map(|n| (n.name.clone(), n.target.clone()))
+                .collect(),
+        })
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// Runs with the default [`RunLimits`]. Inputs on another device are copied
+    /// to this one first.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.run_with(inputs, &RunLimits::default())
+    }
+
+    /// Runs with explicit limits.
+    pub fn run_with(&self, inputs: &[Tensor], limits: &RunLimits) -> Result<Vec<Tensor>> {
+        let _no_grad = opal::autograd::NoGradGuard::new();
+        self.execute(inputs, limits)
+            .map_err(|e| e.context(&self.name))
+    }
+
+    fn check_inputs(&self, inputs: &[Tensor]) -> Result<()> {
+        if inputs.len() != self.user.len() {
+            bail!(
+                "the program takes {} inputs, {} were given",
+                self.user.len(),
+                inputs.len()
+            );
+        }
+        let mut syms: HashMap<&str, i64> = HashMap::new();
+        for (i, (u, t)) in self.user.iter().zip(inputs).enumerate() {
+            let Some(m) = &u.meta else { continue };
+            let what = || format!("input {i} ('{}')", u.name);
+            if !t.is_defined() {
+                bail!("{} is an undefined tensor", what());
+            }
+            if t.dtype() != m.dtype {
+                bail!(
+                    "{} is {}, the program expects {}",
+                    what(),
+                    t.dtype(),
+                    m.dtype
+                );
+            }
+            if t.dim() != m.sizes.len() {
+                bail!(
+                    "{} has {} dimensions, the program expects {}",
+                    what(),
+                    t.dim(),
+                    m.sizes.len()
+                );
+            }
+            for (d, (dim, &have)) in m.sizes.iter().zip(t.sizes()).enumerate() {
+                match dim {
+                    Dim::Int(want) if *want != have => bail!(
+                        "{} dimension {d} is {have}, the program expects {want}",
+                        what()
+                    ),
+                    Dim::Int(_) => {}
+                    Dim::Expr { expr, .. } => {
+                        let Some(sym) = dim.symbol() else { continue };
+                        if let Some(&prev) = syms.get(sym) {
+                            if prev != have {
+                                bail!(
+                                    "{} dimension {d} is {have}, but symbol {sym} ({expr}) is {prev} elsewhere",
+                                    what()
+                                );
+                            }
+                        }
+                        syms.insert(sym, have);
+                        if let Some(r) = self.ranges.iter().find(|r| r.symbol == sym) {
+                            let lo = r.min.unwrap_or(i64::MIN);
+                            let hi = r.max.unwrap_or(i64::MAX);
+                            if have < lo || have > hi {
+                                bail!(
+                                    "{} dimension {d} is {have}, outside the range [{}, {}] of its dynamic dimension {sym}",
+                                    what(),
+                                    r.min.map_or("-inf".into(), |x| x.to_string()),
+                                    r.max.map_or("inf".into(), |x| x.to_string())
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn node_err(&self, node: usize, e: impl std::fmt::Display) -> Error {
+        let (n, t) = &self.nodes[node];
+        Error::new(format!("node '{n}' ({t}): {e}"))
+    }
+
+    fn execute(&self, inputs: &[Tensor], limits: &RunLimits) -> Result<Vec<Tensor>> {
+        self.check_inputs(inputs)?;
+        let mut env: Vec<Option<IValue>> = vec![None; self.plan.slots];
+        for (slot, t) in &self.stored {
+            env[*slot] = Some(IValue::Tensor(t.clone()));
+        }
+        for (u, t) in self.user.iter().zip(inputs) {
+            env[u.slot] = Some(IValue::Tensor(move_to(t, self.device)?));
+        }
+        let mut bytes = vec![0u64; self.plan.slots];
+        let mut live: u64 = 0;
+        let max = limits.max_peak_intermediate_bytes;
+        let over = |live: u64| {
+            Error::new(format!(
+                "intermediate values would take {live} bytes, over RunLimits::max_peak_intermediate_bytes ({max})"
+            ))
+        };
+        let mut stack: Vec<IValue> = Vec::with_capacity(self.plan.max_stack);
+        for step in &self.plan.steps {
+            let get = |s: usize| -> Result<&IValue> {
+                env[s]
+                    .as_ref()
+                    .ok_or_else(|| Error::new("reads a value that is not defined at this point"))
+            };
+            let int = |v: SymVal| -> Result<i64> {
+                match v {
+                    SymVal::Const(i) => Ok(i),
+                    SymVal::Slot(s) => match get(s)? {
+                        IValue::Int(i) => Ok(*i),
+                        other => bail!("expected an int value, got {}", other.type_name()),
+                    },
+                }
+            };
+            match &step.kind {
+                Kind::Op {
+                    op,
+                    template,
+                    fills,
+                    binds,
+                    traced_bytes,
+                } => {
+                    if live.saturating_add(*traced_bytes) > max {
+                        return Err(self.node_err(step.node, over(live + traced_bytes)));
+                    }
+                    stack.clear();
+                    stack.extend_from_slice(template);
+                    for (pos, fill) in fills {
+                        let v = (|| -> Result<IValue> {
+                            Ok(match fill {
+                                Fill::Value(s) => get(*s)?.clone(),
+                                Fill::Tensors(ss) => IValue::TensorList(
+                                    ss.iter().map(|s| tensor(get(*s)?)).collect::<Result<_>>()?,
+                                ),
+                                Fill::OptTensors(ss) => IValue::OptionalTensorList(
+                                    ss.iter()
+                                        .map(|s| s.map(|s| tensor(get(s)?)).transpose())
+                                        .collect::<Result<_>>()?,
+                                ),
+                                Fill::WrappedInt(s) => IValue::Tensor(Tensor::wrapped_number(
+                                    &opal::Scalar::Int(int(SymVal::Slot(*s))?),
+                                )?),
+                                Fill::Ints(vs) => IValue::IntList(
+                                    vs.iter().map(|v| int(*v)).collect::<Result<_>>()?,
+                                ),
+                            })
+                        })()
+                        .map_err(|e| self.node_err(step.node, e))?;
+                        stack[*pos] = v;
+                    }
+                    op.call_boxed(&mut stack)
+                        .map_err(|e| self.node_err(step.node, e))?;
+                    if stack.len() != binds.len() {
+                        return Err(self.node_err(
+                            step.node,
+                            format!("returned {} values, expected {}", stack.len(), binds.len()),
+                        ));
+                    }
+                    for (b, v) in binds.iter().zip(stack.drain(..)) {
+                        match b {
+                            Bind::Drop => {}
+                            Bind::Slot(s) => {
+                                bytes[*s] = value_bytes(&v);
+                                live += bytes[*s];
+                                env[*s] = Some(v);
+                            }
+                            Bind::List(ss) => {
+                                let IValue::TensorList(ts) = v else {
+                                    return Err(self.node_err(
+                                        step.node,
+                                        format!(
+                                            "returned {}, expected a tensor list",
+                                            v.type_name()
+                                        ),
+                                    ));
+                                };
+                                if ts.len() != ss.len() {
+                                    return Err(self.node_err(
+                                        step.node,
+                                        format!(
+                                            "returned {} tensors, the graph names {}",
+                                            ts.len(),
+                                            ss.len()
+                                        ),
+                                    ));
+                                }
+                                for (s, t) in ss.iter().zip(ts) {
+                                    let v = IValue::Tensor(t);
+                                    bytes[*s] = value_bytes(&v);
+                                    live += bytes[*s];
+                                    env[*s] = Some(v);
+                                }
+                            }
+                        }
+                    }
+                    if live > max {
+                        return Err(self.node_err(step.node, over(live)));
+                    }
+                }
+                Kind::Alias { src, dst } => {
+                    let v = get(*src).map_err(|e| self.node_err(step.node, e))?.clone();
+                    env[*dst] = Some(v);
+                }
+                Kind::Size {
+                    src,
+                    dim,
+                    what,
+                    dst,
+                } => {
+                    let v = (|| -> Result<i64> {
+                        let t = tensor(get(*src)?)?;
+                        let d = || -> Result<usize> {
+                            let n = t.dim() as i64;
+                            let d = if *dim < 0 { dim + n } else { *dim };
+                            if d < 0 || d >= n {
+                                bail!("dimension {dim} is out of range for {n} dimensions");
+                            }
+                            Ok(d as usize)
+                        };
+                        Ok(match what {
+                            SizeOf::Size => t.sizes()[d()?],
+                            SizeOf::Stride => t.strides()[d()?],
+                            SizeOf::Numel => t.numel(),
+                            SizeOf::Offset => t.storage_offset(),
+                        })
+                    })()
+                    .map_err(|e| self.node_err(step.node, e))?;
+                    env[*dst] = Some(IValue::Int(v));
+                }
+                Kind::Int { op, a, b, dst } => {
+                    let v = (|| -> Result<i64> { int_op(*op, int(*a)?, int(*b)?) })()
+                        .map_err(|e| self.node_err(step.node, e))?;
+                    env[*dst] = Some(IValue::Int(v));
+                }
+            }
+            for &f in &step.frees {
+                env[f] = None;
+                live -= bytes[f];
+                bytes[f] = 0;
+            }
+        }
+        self.plan
+            .outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| match o {
+                SymOut::Slot(s) => match env[*s].take() {
+                    Some(IValue::Tensor(t)) => Ok(t),
+                    Some(IValue::Int(v)) => Ok(Tensor::from_scalar(v)?),
+                    Some(other) => bail!("output {i} is a {}", other.type_name()),
+                    None => bail!("output {i} was never computed"),
+                },
+                SymOut::Int(v) => Ok(Tensor::from_scalar(*v)?),
+                SymOut::None => bail!("output {i} is None"),
+            })
+            .collect()
+    }
+}
+
+fn tensor(v: &IValue) -> Result<Tensor> {
+    match v {
+        IValue::Tensor(t) => Ok(t.clone()),
+        other => bail!("expected a tensor, got {}", other.type_name()),
+    }
+}
+
+fn value_bytes(v: &IValue) -> u64 {
+    match v {
+        IValue::Tensor(t) => (t.numel().max(0) as u64).saturating_mul(t.dtype().size() as u64),
+        _ => 0,
+    }
+}
+
+/// Python's int arithmetic (floor division and modulo round toward -inf).
+fn int_op(op: IntOp, a: i64, b: i64) -> Result<i64> {
+    let r = match op {
+        IntOp::Add => a.checked_add(b),
+        IntOp::Sub => a.checked_sub(b),
+        IntOp::Mul => a.checked_mul(b),
+        IntOp::FloorDiv | IntOp::Mod if b == 0 => bail!("integer division by zero"),
+        IntOp::FloorDiv => a.checked_div_euclid(b).map(|q| {
+            // div_euclid rounds so the remainder is non-negative; Python floors.
+            if b < 0 && a.rem_euclid(b) != 0 {
+                q - 1
+            } else {
+                q
+            }
+        }),
+        IntOp::Mod => a
+            .checked_rem_euclid(b)
+            .map(|r| if b < 0 && r != 0 { r + b } else { r }),
+    };
+    r.ok_or_else(|| Error::new(format!("integer overflow in {op:?}({a}, {b})")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_ops_follow_python() {
+        assert_eq!(int_op(IntOp::FloorDiv, 7, 2).unwrap(), 3);
+        assert_eq!(int_op(IntOp::FloorDiv, -7, 2).unwrap(), -4);
+        assert_eq!(int_op(IntOp::FloorDiv, 7, -2).unwrap(), -4);
+        assert_eq!(int_op(IntOp::FloorDiv, -7, -2).unwrap(), 3);
+        assert_eq!(int_op(IntOp::Mod, -7, 2).unwrap(), 1);
+        assert_eq!(int_op(IntOp::Mod, 7, -2).unwrap(), -1);
+        assert_eq!(int_op(IntOp::Mod, -7, -2).unwrap(), -1);
+        assert_eq!(int_op(IntOp::Sub, 0, 5).unwrap(), -5);
+        assert!(int_op(IntOp::FloorDiv, 1, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("zero"));
+        assert!(int_op(IntOp::Mul, i64::MAX, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("overflow"));
+    }
+}

@@ -1,0 +1,53 @@
+//! An exported program (`.pt2`) runs on a plugin device: `opal_export::device`
+//! autoloads the emu plugin for `emu` (the linked emu backend is never
+//! initialized), and the outputs match PyTorch's. A child process per test, as
+//! autoloading happens once per process.
+
+use opal_plugin_tests::{built_plugins, install_emu, is_child, private_dir, run_child};
+use std::path::Path;
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+#[test]
+fn an_exported_program_runs_on_the_autoloaded_emu_plugin() {
+    const T: &str = "an_exported_program_runs_on_the_autoloaded_emu_plugin";
+    if !is_child(T) {
+        let built = built_plugins(tmp());
+        let dir = private_dir(tmp(), &format!("{T}-plugins"));
+        install_emu(&built, &dir);
+        let home = private_dir(tmp(), &format!("{T}-home"));
+        let d = dir.to_str().unwrap();
+        let (ok, out) = run_child(
+            T,
+            &home,
+            &[("OPAL_PLUGIN_PATH", d), ("OPAL_PLUGIN_STRICT", "1")],
+        );
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../export/tests/fixtures/models");
+    let dev = opal_export::device("emu").unwrap();
+    let plugins = opal::plugin::plugins();
+    assert!(
+        plugins.iter().any(|p| p.name == "emu" && p.loaded()),
+        "the emu plugin is loaded: {plugins:?}"
+    );
+    let program = opal_export::ExportedProgram::load(models.join("tied_mlp_dynamic.pt2")).unwrap();
+    let report = program.inspect(dev);
+    assert!(report.runnable(), "{report}");
+    let io = models.join("tied_mlp_dynamic.io.safetensors");
+    let inputs = opal_export::io::read_indexed(&io, "input").unwrap();
+    let expected = opal_export::io::read_indexed(&io, "output").unwrap();
+    let outs = program.to_device(dev).unwrap().run(&inputs).unwrap();
+    assert_eq!(outs.len(), expected.len());
+    for (o, e) in outs.iter().zip(&expected) {
+        assert_eq!(o.device().device_type(), dev.device_type());
+        let (o, e) = (o.to(opal::Device::cpu()).unwrap(), e.clone());
+        let (o, e) = (o.to_vec::<f32>().unwrap(), e.to_vec::<f32>().unwrap());
+        for (a, b) in o.iter().zip(&e) {
+            assert!((a - b).abs() <= 1e-3 + 1e-4 * b.abs(), "{a} vs {b}");
+        }
+    }
+}
