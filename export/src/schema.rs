@@ -8,6 +8,7 @@
 
 use crate::error::{bail, Error, Result};
 use opal::{DType, Layout, MemoryFormat};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -352,14 +353,14 @@ pub(crate) fn tensor_meta(v: &Value) -> Result<TensorMeta> {
     })
 }
 
-fn node(v: &Value) -> Result<Node> {
-    let target = string(field(v, "target")?)?;
-    let name = match v.get("name") {
-        Some(Value::String(s)) => s.clone(),
+fn node(v: &RawNode) -> Result<Node> {
+    let target = string(&v.target)?;
+    let name = match &v.name {
+        Value::String(s) => s.clone(),
         _ => target.clone(),
     };
     let parse = || -> Result<Node> {
-        let inputs = list(field(v, "inputs")?, |a| {
+        let inputs = list(&v.inputs, |a| {
             let name = string(field(a, "name")?)?;
             let parsed =
                 arg(field(a, "arg")?).map_err(|e| e.context(format!("argument '{name}'")))?;
@@ -369,7 +370,7 @@ fn node(v: &Value) -> Result<Node> {
             name: name.clone(),
             target: target.clone(),
             inputs,
-            outputs: list(field(v, "outputs")?, out)?,
+            outputs: list(&v.outputs, out)?,
         })
     };
     parse().map_err(|e| e.context(format!("node '{name}' ({target})")))
@@ -402,10 +403,43 @@ fn input_spec(v: &Value) -> Result<(String, InputKind)> {
 
 /// Parses the program JSON (schema major [`SCHEMA_MAJOR`]); `max_nodes` is checked
 /// before the nodes are read.
-pub(crate) fn parse(text: &[u8], max_nodes: usize) -> Result<Program> {
-    let v: Value = serde_json::from_slice(text)
-        .map_err(|e| Error::new(format!("the program JSON is invalid: {e}")))?;
-    let sv = field(&v, "schema_version")?;
+/// The program JSON's skeleton: what the reader uses, with every other field
+/// (node metadata, the module call graph, verifiers) skipped unparsed, which is
+/// most of the text.
+#[derive(Deserialize)]
+struct RawProgram {
+    schema_version: Value,
+    graph_module: RawModule,
+    #[serde(default)]
+    range_constraints: Value,
+}
+
+#[derive(Deserialize)]
+struct RawModule {
+    graph: RawGraph,
+    signature: Value,
+}
+
+#[derive(Deserialize)]
+struct RawGraph {
+    inputs: Value,
+    outputs: Value,
+    nodes: Vec<RawNode>,
+    tensor_values: Value,
+    #[serde(default)]
+    custom_obj_values: Value,
+}
+
+#[derive(Deserialize)]
+struct RawNode {
+    target: Value,
+    inputs: Value,
+    outputs: Value,
+    #[serde(default)]
+    name: Value,
+}
+
+fn check_version(sv: &Value) -> Result<(i64, i64)> {
     let major = int(field(sv, "major")?)?;
     let minor = sv.get("minor").and_then(Value::as_i64).unwrap_or(0);
     if major != SCHEMA_MAJOR {
@@ -413,14 +447,30 @@ pub(crate) fn parse(text: &[u8], max_nodes: usize) -> Result<Program> {
             "schema version {major}.{minor} is not supported (this reader reads major {SCHEMA_MAJOR})"
         );
     }
-    let gm = field(&v, "graph_module")?;
-    let g = field(gm, "graph")?;
-    if let Some(Value::Object(o)) = g.get("custom_obj_values") {
+    Ok((major, minor))
+}
+
+/// Parses the program JSON (schema major [`SCHEMA_MAJOR`]); `max_nodes` is checked
+/// before the nodes are converted.
+pub(crate) fn parse(text: &[u8], max_nodes: usize) -> Result<Program> {
+    let raw: RawProgram = match serde_json::from_slice(text) {
+        Ok(r) => r,
+        Err(e) => {
+            // Another schema version may not fit this skeleton: say so first.
+            if let Ok(v) = serde_json::from_slice::<Value>(text) {
+                check_version(field(&v, "schema_version")?)?;
+            }
+            bail!("the program JSON is invalid: {e}");
+        }
+    };
+    let (major, minor) = check_version(&raw.schema_version)?;
+    let g = &raw.graph_module.graph;
+    if let Value::Object(o) = &g.custom_obj_values {
         if let Some(k) = o.keys().next() {
             bail!("custom object `{k}` (torchbind) is not supported");
         }
     }
-    let nodes_v = arr(field(g, "nodes")?)?;
+    let nodes_v = &g.nodes;
     if nodes_v.len() > max_nodes {
         bail!(
             "the graph has {} nodes, over LoadLimits::max_nodes ({max_nodes})",
@@ -429,14 +479,14 @@ pub(crate) fn parse(text: &[u8], max_nodes: usize) -> Result<Program> {
     }
     let nodes = nodes_v.iter().map(node).collect::<Result<Vec<_>>>()?;
     let mut tensor_meta = HashMap::new();
-    for (k, m) in obj(field(g, "tensor_values")?)? {
+    for (k, m) in obj(&g.tensor_values)? {
         let meta = tensor_meta_checked(m).map_err(|e| e.context(format!("tensor value '{k}'")))?;
         tensor_meta.insert(k.clone(), meta);
     }
-    let sig = field(gm, "signature")?;
+    let sig = &raw.graph_module.signature;
     let inputs = list(field(sig, "input_specs")?, input_spec)
         .map_err(|e| e.context("graph signature input"))?;
-    let graph_inputs = list(field(g, "inputs")?, |a| match arg(a)? {
+    let graph_inputs = list(&g.inputs, |a| match arg(a)? {
         Arg::Tensor(n) => Ok(n),
         _ => bail!("a graph input that is not a tensor is not supported"),
     })?;
@@ -452,12 +502,12 @@ pub(crate) fn parse(text: &[u8], max_nodes: usize) -> Result<Program> {
             (k, _) => bail!("output kind `{k}` (a mutation or gradient output) is not supported"),
         }
     }
-    let graph_outputs = list(field(g, "outputs")?, out)?;
+    let graph_outputs = list(&g.outputs, out)?;
     if graph_outputs != outputs {
         bail!("the graph's outputs do not match its signature's user outputs");
     }
     let mut ranges = Vec::new();
-    if let Some(Value::Object(rc)) = v.get("range_constraints") {
+    if let Value::Object(rc) = &raw.range_constraints {
         for (sym, r) in rc {
             let bound = |k: &str| r.get(k).and_then(Value::as_i64);
             ranges.push(Range {
