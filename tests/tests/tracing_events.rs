@@ -108,7 +108,7 @@ fn warnings_fallback_and_registration_are_tracing_events() -> opal::Result<()> {
             None,
         )?;
         let r = ops::exp::call(&e)?;
-        assert_eq!(r.device(), Device::parse("emu")?);
+        assert_eq!(r.device(), Device::parse("emu:0")?);
         opal::register_privateuse_backend(DispatchKey::PrivateUse3, "traced")?;
         Ok(())
     })?;

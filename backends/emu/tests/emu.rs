@@ -22,12 +22,12 @@ static COUNTER: Mutex<()> = Mutex::new(());
 
 fn emu() -> Device {
     setup();
-    Device::parse("emu").expect("emu is registered")
+    Device::parse("emu:0").expect("emu is registered")
 }
 
 fn emu2() -> Device {
     setup();
-    Device::parse("emu2").expect("emu2 is registered")
+    Device::parse("emu2:0").expect("emu2 is registered")
 }
 
 /// A CPU kernel for tests: computes in f64 on host values.
@@ -259,8 +259,8 @@ fn unsupported_ops_run_on_the_cpu_and_mutations_come_back() {
 fn two_private_use_backends_coexist() {
     let _serial = FALLBACK_COUNTER.lock().unwrap_or_else(|e| e.into_inner());
     let (e1, e2) = (emu(), emu2());
-    assert_eq!(e1.to_string(), "emu");
-    assert_eq!(e2.to_string(), "emu2");
+    assert_eq!(e1.to_string(), "emu:0");
+    assert_eq!(e2.to_string(), "emu2:0");
     let a = ops::full::call(
         &[4],
         &Scalar::Float(1.0),

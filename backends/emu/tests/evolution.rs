@@ -82,8 +82,8 @@ fn setup() -> (Device, Device) {
         cpu.leak();
     });
     (
-        Device::parse("emu").unwrap(),
-        Device::parse("emu2").unwrap(),
+        Device::parse("emu:0").unwrap(),
+        Device::parse("emu2:0").unwrap(),
     )
 }
 

@@ -17,7 +17,7 @@ static GENERATORS: Mutex<()> = Mutex::new(());
 
 fn emu() -> Device {
     setup();
-    Device::parse("emu").expect("emu is registered")
+    Device::parse("emu:0").expect("emu is registered")
 }
 
 fn to_cpu(t: &Tensor) -> Tensor {

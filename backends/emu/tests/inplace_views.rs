@@ -19,7 +19,7 @@ fn iota(shape: &[i64]) -> Tensor {
 fn in_place_view_ops_restride_emu_tensors_on_the_device() -> Result<()> {
     opal_cpu::init()?;
     opal_emu::init()?;
-    let emu = Device::parse("emu")?;
+    let emu = Device::parse("emu:0")?;
     let host = iota(&[2, 3, 4]);
     let x = ops::_to_copy::call(&host, None, None, Some(emu), None, false, None)?;
     let alias = x.clone();

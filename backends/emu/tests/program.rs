@@ -53,7 +53,7 @@ fn program(device: &str) -> (Vec<f32>, Vec<f64>, Vec<f32>) {
 fn the_same_program_on_cpu_and_emu() {
     let on_cpu = program("cpu");
     let calls = opal::fallback::calls();
-    let on_emu = program("emu");
+    let on_emu = program("emu:0");
     assert!(
         opal::fallback::calls() > calls,
         "emu used the CPU fallback for exp and mean"

@@ -9,7 +9,7 @@ use opal::{ops, Device, IValue, Tensor};
 fn setup() -> Device {
     opal_cpu::init().expect("cpu backend");
     opal_emu::init().expect("emu backend");
-    Device::parse("emu").expect("emu device")
+    Device::parse("emu:0").expect("emu device")
 }
 
 fn to(t: &Tensor, device: Device) -> Tensor {

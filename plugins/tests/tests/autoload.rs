@@ -58,7 +58,8 @@ fn emu_and_a_second_plugin_autoload_at_the_first_unknown_device_name() {
     let a = opal::Tensor::from_slice(&[1.0f32, -2.0, 3.0], &[3]).unwrap();
     let on_emu = a.to(emu).unwrap();
     let r = ops::relu(&ops::add_tensor(&on_emu, &on_emu).unwrap()).unwrap();
-    assert_eq!(r.device(), emu);
+    // `emu` without an index is the current emu device.
+    assert_eq!(r.device(), Device::parse("emu:0").unwrap());
     assert_eq!(
         r.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap(),
         vec![2.0, 0.0, 6.0]

@@ -179,7 +179,7 @@ fn a_non_default_argument_goes_to_the_fallback() {
     let s = Spec::test_plugin("withfallback", "tq", "PrivateUse3");
     let m = test_plugin(&s);
     plugin::load_manifest(&m).expect("loads");
-    let dev = Device::parse("tq").unwrap();
+    let dev = Device::parse("tq:0").unwrap();
     let x = f32_tensor(&[1.0, -2.0, 3.5]).to(dev).unwrap();
     let before = opal::fallback::calls();
     let s32 = ops::sum(&x).unwrap();

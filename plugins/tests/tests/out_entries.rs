@@ -38,7 +38,7 @@ fn calls_that_fit_the_rule_take_the_out_entry_the_others_the_typed_entry() {
     assert_eq!(info.abi, Some((1, 3)));
     assert!(typed_active(&info, "aten::add.Tensor"));
     assert!(typed_active(&info, "aten::relu"));
-    let dev = Device::parse("outc").unwrap();
+    let dev = Device::parse("outc:0").unwrap();
     let x = f32_tensor(&[1.0, -2.0, 3.5]).to(dev).unwrap();
     let y = f32_tensor(&[0.5, 0.25, -1.0]).to(dev).unwrap();
     let calls = || (test_plugin_calls(&lib), test_plugin_out_calls(&lib));
@@ -120,7 +120,7 @@ fn a_plugin_built_for_abi_1_1_keeps_its_typed_entries() {
     );
     assert_eq!(info.abi, Some((1, 1)));
     assert!(typed_active(&info, "aten::add.Tensor"));
-    let dev = Device::parse("abi11").unwrap();
+    let dev = Device::parse("abi11:0").unwrap();
     let x = f32_tensor(&[1.0, -2.0]).to(dev).unwrap();
     let r = ops::add_tensor::with(&x, &x, ops::add_tensor::Options::default().alpha(3));
     assert_eq!(cpu_f32(&r.unwrap()), [4.0, -8.0]);
@@ -139,7 +139,7 @@ fn a_panicking_out_entry_is_an_error() {
         "typed-panic,no-fallback,count",
     );
     assert!(typed_active(&info, "aten::relu"));
-    let dev = Device::parse("opanic").unwrap();
+    let dev = Device::parse("opanic:0").unwrap();
     let x = Tensor::empty(&[2], DType::F32, dev).unwrap();
     let e = ops::relu(&x).unwrap_err().to_string();
     assert_mentions(

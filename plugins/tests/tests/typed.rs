@@ -40,7 +40,7 @@ fn typed_calls_take_the_typed_entry_and_keep_every_argument() {
             typed: false
         }
     );
-    let dev = Device::parse("ty").unwrap();
+    let dev = Device::parse("ty:0").unwrap();
     let x = f32_tensor(&[1.0, -2.0, 3.5]).to(dev).unwrap();
     let y = f32_tensor(&[0.5, 0.25, -1.0]).to(dev).unwrap();
     let (b0, t0) = test_plugin_calls(&lib);
@@ -121,7 +121,7 @@ fn a_plugin_built_for_abi_1_0_keeps_its_boxed_kernels() {
             typed: false
         }
     );
-    let dev = Device::parse("oldabi").unwrap();
+    let dev = Device::parse("oldabi:0").unwrap();
     let x = f32_tensor(&[1.0, -2.0]).to(dev).unwrap();
     let r = ops::add_tensor::with(&x, &x, ops::add_tensor::Options::default().alpha(3));
     assert_eq!(cpu_f32(&r.unwrap()), [4.0, -8.0]);
@@ -142,7 +142,7 @@ fn a_panicking_typed_entry_is_an_error_and_missing_arguments_still_err() {
         status(&info, "aten::add.Tensor"),
         OpStatus::Active { typed: true, .. }
     ));
-    let dev = Device::parse("tpanic").unwrap();
+    let dev = Device::parse("tpanic:0").unwrap();
     let x = Tensor::empty(&[2], DType::F32, dev).unwrap();
     let e = ops::add_tensor(&x, &x).unwrap_err().to_string();
     assert_mentions(
