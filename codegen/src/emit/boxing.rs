@@ -81,7 +81,11 @@ pub fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     let sig = ast::signature(ast::id("boxed"), [sig_param()], ast::ty_path(arc));
     let boxed = call_path(
         &["support", "boxed"],
-        [reference(p(&["DEF"])), checks::checks_expr(op), closure],
+        [
+            reference(p(&["DEF"])),
+            checks::checks_expr(op, checks::Positions::Schema),
+            closure,
+        ],
     );
     out.push(ast::pub_fn(
         inline_attrs(bdoc, []),

@@ -27,6 +27,34 @@ const MOVES_DATA: &[&str] = &[
     "_index_put_impl_",
 ];
 
+/// Inputs that may share no element with a written tensor, not even all of them
+/// (PyTorch's rule for ops that read an input while writing in another order than
+/// element by element; the element-wise rule only refuses a partial overlap), by op
+/// name without overload and in-place `_`, so the `out=` and in-place forms agree.
+/// Measured on PyTorch: `tests/fixtures/out-alias` (a full overlap with `self` of
+/// `scatter`'s out= form, or with `gather`'s `index`, is accepted there);
+/// `index_put_` and `stack` were measured by hand (no golden case of theirs lets an
+/// input have the written tensor's shape): both refuse any overlap.
+const NO_OVERLAP_INPUTS: &[(&str, &[&str])] = &[
+    ("cat", &["tensors"]),
+    ("gather", &["self"]),
+    ("index", &["self", "indices"]),
+    ("index_put", &["indices", "values"]),
+    ("index_select", &["self", "index"]),
+    ("scatter", &["index", "src"]),
+    ("scatter_add", &["index", "src"]),
+    ("stack", &["tensors"]),
+];
+
+/// Which argument positions [`checks_expr`] numbers.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub enum Positions {
+    /// The read tensor arguments, as the typed entry passes them to the op holds.
+    Reads,
+    /// Every schema argument, as a boxed call's stack holds them.
+    Schema,
+}
+
 /// Whether the op writes `a`: its `(a!)` annotation, plus the running statistics of
 /// the batch-norm family, which PyTorch's schemas leave unannotated although the
 /// forward in training mode updates them in place (backward ops only read them).
@@ -56,8 +84,28 @@ fn shape(ty: &Type) -> Option<Shape> {
     }
 }
 
-/// `support::checks(support::DEVICES_..., write_overlap)` for `op`.
-pub fn checks_expr(op: &OpPlan) -> Expr {
+/// The bit mask of [`NO_OVERLAP_INPUTS`] over `op`'s arguments numbered per `at`.
+fn no_overlap_mask(op: &OpPlan, at: Positions) -> u64 {
+    let name = &op.f.func.name.name;
+    let Some((_, inputs)) = NO_OVERLAP_INPUTS.iter().find(|(n, _)| *n == name.base) else {
+        return 0;
+    };
+    let numbered = op.args.iter().filter(|a| match at {
+        Positions::Schema => true,
+        Positions::Reads => shape(a.ty()).is_some() && !is_written(op, a),
+    });
+    let mut mask = 0u64;
+    for (i, a) in numbered.enumerate() {
+        if inputs.contains(&a.arg.name.as_str()) && !is_written(op, a) && i < 64 {
+            mask |= 1 << i;
+        }
+    }
+    mask
+}
+
+/// `support::checks(support::DEVICES_..., write_overlap, no_overlap)` for `op`, its
+/// argument positions numbered per `at`.
+pub fn checks_expr(op: &OpPlan, at: Positions) -> Expr {
     let f = op.f;
     let name = &f.func.name.name;
     let full = if name.inplace {
@@ -77,7 +125,11 @@ pub fn checks_expr(op: &OpPlan) -> Expr {
     let write_overlap = !f.tags.iter().any(|t| t == "inplace_view");
     call_path(
         &["support", "checks"],
-        [p(&["support", devices]), ast::bool_lit(write_overlap)],
+        [
+            p(&["support", devices]),
+            ast::bool_lit(write_overlap),
+            ast::literal(proc_macro2::Literal::u64_suffixed(no_overlap_mask(op, at))),
+        ],
     )
 }
 
@@ -119,6 +171,12 @@ pub fn with_holds(op: &OpPlan, body: Expr) -> Expr {
     let held = if plain { "held" } else { "held_dyn" };
     call_path(
         &["support", held],
-        [name, checks_expr(op), side(false), side(true), closure],
+        [
+            name,
+            checks_expr(op, Positions::Reads),
+            side(false),
+            side(true),
+            closure,
+        ],
     )
 }

@@ -98,8 +98,8 @@ pub fn support(cx: &Ctx) -> TokenStream {
             pub const DEVICES_SAME_OR_CPU_SCALAR: DeviceRule = DeviceRule::SameOrCpuScalar;
 
             /// The entry checks of an op.
-            pub const fn checks(devices: DeviceRule, write_overlap: bool) -> OpChecks {
-                OpChecks { devices, write_overlap }
+            pub const fn checks(devices: DeviceRule, write_overlap: bool, no_overlap: u64) -> OpChecks {
+                OpChecks { devices, write_overlap, no_overlap }
             }
 
             /// A boxed kernel from `body`, which gets the call's key set, its arguments

@@ -37,6 +37,11 @@ pub struct OpChecks {
     /// Whether written (`(a!)`) tensors are checked for overlap: off for the ops that
     /// change a tensor's geometry without writing data (tag `inplace_view`).
     pub write_overlap: bool,
+    /// The inputs that may share no element with a written tensor, not even all of
+    /// them ([`check_no_overlap`]'s rule): bit `i` is the `i`-th read argument as
+    /// the typed entry passes its reads, or the `i`-th schema argument in a boxed
+    /// call. Zero for most ops, whose fast path then skips the check.
+    pub no_overlap: u64,
 }
 
 impl OpChecks {
@@ -44,6 +49,7 @@ impl OpChecks {
     pub const NONE: OpChecks = OpChecks {
         devices: DeviceRule::Any,
         write_overlap: false,
+        no_overlap: 0,
     };
 }
 
@@ -201,15 +207,36 @@ pub fn check_no_overlap<'t>(
     inputs: impl IntoIterator<Item = &'t Tensor>,
 ) -> Result<()> {
     for (i, t) in inputs.into_iter().enumerate() {
-        if t.is_defined()
-            && out.is_defined()
-            && matches!(overlap(out, t), Overlap::Full | Overlap::Partial)
-        {
-            return Err(OpalError::msg(format!(
-                "{op}: unsupported operation: some elements of the input tensor (at position \
-                 {i}) and the written-to tensor refer to a single memory location; clone() the \
-                 input or use another out"
-            )));
+        refuse_any_overlap(op, out, i, t)?;
+    }
+    Ok(())
+}
+
+fn refuse_any_overlap(op: &str, out: &Tensor, position: usize, t: &Tensor) -> Result<()> {
+    if t.is_defined()
+        && out.is_defined()
+        && matches!(overlap(out, t), Overlap::Full | Overlap::Partial)
+    {
+        return Err(OpalError::msg(format!(
+            "{op}: unsupported operation: some elements of the input tensor (at position \
+             {position}) and the written-to tensor refer to a single memory location; clone() \
+             the input or use another out"
+        )));
+    }
+    Ok(())
+}
+
+/// [`check_no_overlap`] for every written tensor against the reads whose position
+/// (the first of each pair, as [`OpChecks::no_overlap`] numbers them) is in `mask`.
+pub(crate) fn check_no_overlap_masked<'t>(
+    op: &str,
+    mask: u64,
+    reads: impl Iterator<Item = (usize, &'t Tensor)>,
+    writes: impl Iterator<Item = &'t Tensor> + Clone,
+) -> Result<()> {
+    for (i, r) in reads.filter(|&(i, _)| i < 64 && mask >> i & 1 == 1) {
+        for w in writes.clone() {
+            refuse_any_overlap(op, w, i, r)?;
         }
     }
     Ok(())

@@ -28,7 +28,9 @@
 //! *orphaned*: the atomic exclusive borrow stays taken until the last guard that
 //! counts on it is released, so no other thread can reach the storage meanwhile.
 
-use super::checks::{check_devices, check_write_overlap, DeviceRule, OpChecks};
+use super::checks::{
+    check_devices, check_no_overlap_masked, check_write_overlap, DeviceRule, OpChecks,
+};
 use super::storage::{borrow_error, release, try_acquire, StorageBuf};
 use super::Tensor;
 use crate::dispatch::ArgDef;
@@ -436,6 +438,14 @@ pub fn with_op_holds<const R: usize, const W: usize, T>(
     if W > 0 && checks.write_overlap {
         check_write_overlap(op, reads.iter().copied(), writes.iter().copied())?;
     }
+    if W > 0 && checks.no_overlap != 0 {
+        check_no_overlap_masked(
+            op,
+            checks.no_overlap,
+            reads.iter().copied().enumerate(),
+            writes.iter().copied(),
+        )?;
+    }
     body()
 }
 
@@ -516,6 +526,17 @@ pub fn with_op_holds_dyn<T>(
         reads.iter().flat_map(|a| a.iter()),
         writes.iter().flat_map(|a| a.iter()),
     )?;
+    if checks.no_overlap != 0 {
+        check_no_overlap_masked(
+            op,
+            checks.no_overlap,
+            reads
+                .iter()
+                .enumerate()
+                .flat_map(|(i, a)| a.iter().map(move |t| (i, t))),
+            writes.iter().flat_map(|a| a.iter()),
+        )?;
+    }
     body()
 }
 
@@ -533,9 +554,14 @@ pub fn with_stack_holds<T>(
     // them before the holds are released.
     let mut reads: Vec<Tensor> = Vec::new();
     let mut writes: Vec<Tensor> = Vec::new();
-    for (v, a) in stack[first..].iter().zip(args) {
+    // The reads no written tensor may overlap at all, with their schema position.
+    let mut apart: Vec<(usize, Tensor)> = Vec::new();
+    for (i, (v, a)) in stack[first..].iter().zip(args).enumerate() {
         let into = if a.mutable { &mut writes } else { &mut reads };
         v.for_each_tensor(|t| into.push(t.clone()));
+        if !a.mutable && i < 64 && checks.no_overlap >> i & 1 == 1 {
+            v.for_each_tensor(|t| apart.push((i, t.clone())));
+        }
     }
     let mut holds = OpHolds::new();
     for t in &writes {
@@ -545,6 +571,12 @@ pub fn with_stack_holds<T>(
         holds.take(t, false)?;
     }
     run_checks(op, checks, reads.iter(), writes.iter())?;
+    check_no_overlap_masked(
+        op,
+        checks.no_overlap,
+        apart.iter().map(|(i, t)| (*i, t)),
+        writes.iter(),
+    )?;
     body(stack)
 }
 
