@@ -29,6 +29,7 @@ mod linalg;
 mod nn;
 mod norm;
 mod pad;
+mod pool;
 mod resample;
 mod shape;
 

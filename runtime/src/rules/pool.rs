@@ -126,6 +126,35 @@ pub fn pool_window<const N: usize>(
     })
 }
 
+/// The windows of average pooling along one dim of size `n` pooled to `out`:
+/// per output, the input range `start..end` it averages (clipped to the input)
+/// and the divisor (the window clipped to the padded input when
+/// `count_include_pad`, else the clipped range's length).
+pub fn avg_pool_windows(
+    n: i64,
+    out: i64,
+    kernel: i64,
+    stride: i64,
+    pad: i64,
+    count_include_pad: bool,
+) -> Vec<(i64, i64, i64)> {
+    (0..out)
+        .map(|o| {
+            let start = o * stride - pad;
+            let end = (start + kernel).min(n + pad);
+            let size = end - start;
+            let (s, e) = (start.max(0), end.min(n));
+            (s, e, if count_include_pad { size } else { e - s })
+        })
+        .collect()
+}
+
+/// The input range `start..end` output `o` of adaptive pooling averages when a
+/// dim of size `n` is pooled to `out`: `floor(o * n / out) .. ceil((o + 1) * n / out)`.
+pub fn adaptive_window(o: i64, n: i64, out: i64) -> (i64, i64) {
+    ((o * n) / out, ((o + 1) * n + out - 1) / out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +179,11 @@ mod tests {
         assert!(e.contains("kernel_size=[0]"), "{e}");
         assert!(pool_window::<2>("p", [1, 1], &[2], &[], &[], &[1], false).is_err());
         assert!(pool_param::<3>("p", "stride", &[1, 2], None).is_err());
+        assert_eq!(
+            avg_pool_windows(4, 3, 3, 2, 1, true),
+            vec![(0, 2, 3), (1, 4, 3), (3, 4, 2)]
+        );
+        assert_eq!(avg_pool_windows(4, 2, 3, 2, 1, false)[0], (0, 2, 2));
+        assert_eq!(adaptive_window(1, 5, 3), (1, 4));
     }
 }

@@ -471,14 +471,18 @@ pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tenso
         ow: usize,
         oshape: &[i64],
     ) -> Result<Tensor> {
+        let window = |o: usize, n: usize, out: usize| {
+            let (s, e) = opal::rules::pool::adaptive_window(o as i64, n as i64, out as i64);
+            (s as usize, e as usize)
+        };
         with_slice::<C, _>(x, |xs| {
             make_output::<C>(oshape, x.dtype(), |ys| {
                 crate::parallel::fork_chunks_mut(ys, (oh * ow).max(1), |pl, yp| {
                     let xp = &xs[pl * h * w..(pl + 1) * h * w];
                     for oy in 0..oh {
-                        let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
+                        let (y0, y1) = window(oy, h, oh);
                         for ox in 0..ow {
-                            let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
+                            let (x0, x1) = window(ox, w, ow);
                             let mut s = num_traits::zero::<C>();
                             for iy in y0..y1 {
                                 for ix in x0..x1 {
