@@ -216,3 +216,37 @@ pub(super) fn adaptive_avg_pool2d_backward(
     }
     helpers::_adaptive_avg_pool2d_backward(grad_output, self_)
 }
+
+/// `max_pool3d_with_indices_backward`: each output gradient added at its recorded
+/// argmax, one `scatter_add` over the flattened volumes.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn max_pool3d_with_indices_backward(
+    _ks: DispatchKeySet,
+    grad_output: &Tensor,
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+    indices: &Tensor,
+) -> Result<Tensor> {
+    const OP: &str = "max_pool3d_with_indices_backward";
+    let dims = input_3d(OP, self_, true)?;
+    let g = pool_window::<3>(OP, dims, kernel_size, stride, padding, dilation, ceil_mode)?;
+    check_grad_output(OP, grad_output, self_, &g.out)?;
+    if indices.sizes() != grad_output.sizes() || indices.dtype() != DType::I64 {
+        return Err(OpalError::msg(format!(
+            "{OP}: expected int64 indices of size {:?}, but got indices of size {:?} and dtype {:?}",
+            grad_output.sizes(),
+            indices.sizes(),
+            indices.dtype()
+        )));
+    }
+    let volume: i64 = dims.iter().product();
+    let pooled: i64 = g.out.iter().product();
+    let zeros = ops::reshape(&ops::zeros_like(self_)?, &[-1, volume])?;
+    let idx = ops::reshape(indices, &[-1, pooled])?;
+    let src = ops::reshape(grad_output, &[-1, pooled])?;
+    ops::reshape(&ops::scatter_add(&zeros, 1, &idx, &src)?, self_.sizes())
+}

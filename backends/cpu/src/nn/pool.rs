@@ -161,6 +161,39 @@ fn max_plane_2x2<C: Compute>(xp: &[C], g: &Pool, w: usize, yp: &mut [C], ip: &mu
     }
 }
 
+/// The driver of max pooling with indices: allocates values (`x`'s dtype) and
+/// int64 indices of `oshape`, and runs `plane(p, xs, values, indices)` for each
+/// input plane / volume `p` (with `osz` outputs each), a few per task in
+/// parallel (one small plane is too little work to hand to another thread).
+pub(super) fn max_pool_planes<C: Compute>(
+    op: &str,
+    x: &Tensor,
+    oshape: &[i64],
+    osz: usize,
+    plane: impl Fn(usize, &[C], &mut [C], &mut [i64]) + Sync,
+) -> Result<(Tensor, Tensor)> {
+    let osz = osz.max(1);
+    let mut vals = None;
+    let idx = make_output::<i64>(oshape, DType::I64, |is| {
+        vals = Some(with_slice::<C, _>(x, |xs| {
+            make_output::<C>(oshape, x.dtype(), |ys| {
+                let mut planes: Vec<_> = ys.chunks_mut(osz).zip(is.chunks_mut(osz)).collect();
+                let per = (4096 / osz).max(1);
+                let mut tasks: Vec<_> = planes.chunks_mut(per).enumerate().collect();
+                crate::parallel::fork_each_mut(&mut tasks, |(t, group)| {
+                    for (k, (yp, ip)) in group.iter_mut().enumerate() {
+                        plane(*t * per + k, xs, yp, ip);
+                    }
+                });
+                Ok(())
+            })
+        })?);
+        Ok(())
+    })?;
+    let vals = vals.ok_or_else(|| err(op, "no values computed"))?;
+    Ok((vals, idx))
+}
+
 /// Max pooling returning values and, per output, the flat `h * W + w` position of
 /// the maximum inside its input plane. NaN counts as a maximum.
 pub fn max_pool2d_with_indices(
@@ -183,29 +216,10 @@ pub fn max_pool2d_with_indices(
         w: usize,
         oshape: &[i64],
     ) -> Result<(Tensor, Tensor)> {
-        let osz = (g.oh * g.ow).max(1);
-        let mut vals = None;
-        let idx = make_output::<i64>(oshape, DType::I64, |is| {
-            vals = Some(with_slice::<C, _>(x, |xs| {
-                make_output::<C>(oshape, x.dtype(), |ys| {
-                    let mut planes: Vec<_> = ys.chunks_mut(osz).zip(is.chunks_mut(osz)).collect();
-                    // Several planes per task: one small plane is too little work to
-                    // hand to another thread.
-                    let per = (4096 / osz).max(1);
-                    let mut tasks: Vec<_> = planes.chunks_mut(per).enumerate().collect();
-                    crate::parallel::fork_each_mut(&mut tasks, |(t, group)| {
-                        for (k, (yp, ip)) in group.iter_mut().enumerate() {
-                            let pl = *t * per + k;
-                            max_plane(&xs[pl * h * w..(pl + 1) * h * w], g, h, w, yp, ip);
-                        }
-                    });
-                    Ok(())
-                })
-            })?);
-            Ok(())
-        })?;
-        let vals = vals.ok_or_else(|| err(OP, "no values computed"))?;
-        Ok((vals, idx))
+        let isz = h * w;
+        max_pool_planes(OP, x, oshape, g.oh * g.ow, |pl, xs: &[C], yp, ip| {
+            max_plane(&xs[pl * isz..(pl + 1) * isz], g, h, w, yp, ip)
+        })
     }
     match cd {
         DType::F64 => run::<f64>(self_, &g, h, w, &oshape),
