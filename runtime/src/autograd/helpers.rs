@@ -23,6 +23,7 @@
 use super::grad_mode::is_grad_enabled;
 use crate::error::{OpalError, Result};
 use crate::ops;
+use crate::rules::pool::{adaptive_window, avg_pool_windows};
 use crate::tensor::wrap_dim;
 use crate::{DType, Device, Layout, Scalar, Tensor};
 
@@ -881,22 +882,11 @@ fn mask_coordinates(mask: &Tensor) -> Result<Vec<Tensor>> {
 
 // ---- element-wise, losses and pooling (helpers for ops Opal's set lacks) -----------
 
-fn as_float(t: &Tensor, like: &Tensor) -> Result<Tensor> {
-    ops::_to_copy::call(
-        t,
-        Some(like.dtype()),
-        None,
-        Some(like.device()),
-        None,
-        false,
-        None,
-    )
-}
-
-/// A host-built `rows x cols` matrix in `like`'s dtype and device.
+/// A host-built `rows x cols` matrix in `like`'s dtype and device (shape only on
+/// a meta device).
 fn matrix_like(like: &Tensor, values: &[f64], rows: i64, cols: i64) -> Result<Tensor> {
     let m = Tensor::from_slice(values, &[rows, cols])?;
-    as_float(&m, like)
+    crate::composite::host_constant(&m, like.dtype(), like.device())
 }
 
 pub fn nan_to_num_backward(grad: &Tensor, self_: &Tensor) -> Result<Tensor> {
@@ -940,27 +930,6 @@ fn separable_backward(grad: &Tensor, a_h: &[f64], a_w: &[f64], h: i64, w: i64) -
     ops::matmul(&left, &aw)
 }
 
-/// The averaging weights of one pooled dim: `(out x n)` row-major.
-fn pool_weights(
-    n: i64,
-    out: i64,
-    k: i64,
-    stride: i64,
-    pad: i64,
-    count_include_pad: bool,
-) -> Vec<(i64, i64, i64)> {
-    (0..out)
-        .map(|o| {
-            let start = o * stride - pad;
-            let end = (start + k).min(n + pad);
-            let size = end - start;
-            let (s, e) = (start.max(0), end.min(n));
-            let div = if count_include_pad { size } else { e - s };
-            (s, e, div)
-        })
-        .collect()
-}
-
 #[allow(clippy::too_many_arguments)]
 pub fn avg_pool2d_backward(
     grad: &Tensor,
@@ -989,8 +958,8 @@ pub fn avg_pool2d_backward(
     let nd = self_.dim();
     let (h, w) = (self_.sizes()[nd - 2], self_.sizes()[nd - 1]);
     let (oh, ow) = (grad.sizes()[nd - 2], grad.sizes()[nd - 1]);
-    let rows = pool_weights(h, oh, kh, sh, ph, count_include_pad);
-    let cols = pool_weights(w, ow, kw, sw, pw, count_include_pad);
+    let rows = avg_pool_windows(h, oh, kh, sh, ph, count_include_pad);
+    let cols = avg_pool_windows(w, ow, kw, sw, pw, count_include_pad);
     let mut a_h = vec![0.0; (oh * h) as usize];
     let mut a_w = vec![0.0; (ow * w) as usize];
     // With a divisor override the divisor is not separable: put it all in a_h.
@@ -1023,8 +992,7 @@ pub fn _adaptive_avg_pool2d_backward(grad: &Tensor, self_: &Tensor) -> Result<Te
     let weights = |n: i64, out: i64| -> Vec<f64> {
         let mut a = vec![0.0; (out * n) as usize];
         for o in 0..out {
-            let s = (o * n) / out;
-            let e = ((o + 1) * n + out - 1) / out;
+            let (s, e) = adaptive_window(o, n, out);
             for i in s..e {
                 a[(o * n + i) as usize] = 1.0 / (e - s) as f64;
             }

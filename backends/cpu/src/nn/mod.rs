@@ -17,6 +17,7 @@ mod loss;
 mod norm;
 mod norm_core;
 mod pool;
+mod pool3d;
 mod softmax;
 mod softmax_core;
 
@@ -26,4 +27,5 @@ pub use embedding::*;
 pub use loss::*;
 pub use norm::*;
 pub use pool::*;
+pub use pool3d::*;
 pub use softmax::*;

@@ -35,30 +35,6 @@ fn out_shape(x: &Tensor, oh: usize, ow: usize) -> Vec<i64> {
     o
 }
 
-/// A 1- or 2-element int list as a pair (`[k]` means `[k, k]`), or `default` when empty.
-fn pair(v: &[i64], default: Option<[i64; 2]>, name: &str, op: &str) -> Result<[i64; 2]> {
-    match (v.len(), default) {
-        (0, Some(d)) => Ok(d),
-        (1, _) => Ok([v[0], v[0]]),
-        (2, _) => Ok([v[0], v[1]]),
-        _ => Err(err(
-            op,
-            format!("{name} must either be a single int, or a tuple of two ints"),
-        )),
-    }
-}
-
-/// PyTorch's pooling output size, with ceil_mode's rule that the last window must
-/// start inside the (left-padded) input.
-fn pool_out(size: i64, k: i64, pad: i64, stride: i64, dil: i64, ceil: bool) -> i64 {
-    let num = size + 2 * pad - dil * (k - 1) - 1 + if ceil { stride - 1 } else { 0 };
-    let mut o = num.div_euclid(stride) + 1;
-    if ceil && (o - 1) * stride >= size + pad {
-        o -= 1;
-    }
-    o
-}
-
 struct Pool {
     k: [i64; 2],
     s: [i64; 2],
@@ -68,6 +44,7 @@ struct Pool {
     ow: usize,
 }
 
+/// The checked window of a 2-d pooling op (the rule every backend shares).
 #[allow(clippy::too_many_arguments)]
 fn pool_geometry(
     h: usize,
@@ -79,54 +56,22 @@ fn pool_geometry(
     ceil_mode: bool,
     op: &str,
 ) -> Result<Pool> {
-    let k = pair(kernel_size, None, "kernel_size", op)?;
-    let s = pair(stride, Some(k), "stride", op)?;
-    let p = pair(padding, Some([0, 0]), "padding", op)?;
-    let d = pair(dilation, Some([1, 1]), "dilation", op)?;
-    if k.iter().any(|&v| v <= 0) {
-        return Err(err(
-            op,
-            format!(
-                "kernel size should be greater than zero, but got kH: {} kW: {}",
-                k[0], k[1]
-            ),
-        ));
-    }
-    if s.iter().any(|&v| v <= 0) {
-        return Err(err(
-            op,
-            format!(
-                "stride should be greater than zero, but got dH: {} dW: {}",
-                s[0], s[1]
-            ),
-        ));
-    }
-    if d.iter().any(|&v| v <= 0) {
-        return Err(err(
-            op,
-            format!(
-                "dilation should be greater than zero, but got dilationH: {} dilationW: {}",
-                d[0], d[1]
-            ),
-        ));
-    }
-    for i in 0..2 {
-        if p[i] < 0 || p[i] > k[i] / 2 {
-            return Err(err(op, format!("pad should be at most half of effective kernel size, but got pad={}, kernel_size={} and dilation={}", p[i], k[i], d[i])));
-        }
-    }
-    let oh = pool_out(h as i64, k[0], p[0], s[0], d[0], ceil_mode);
-    let ow = pool_out(w as i64, k[1], p[1], s[1], d[1], ceil_mode);
-    if oh < 1 || ow < 1 {
-        return Err(shape_err(op, format!("Given input size: ({h}x{w}). Calculated output size: ({oh}x{ow}). Output size is too small")));
-    }
+    let g = opal::rules::pool::pool_window::<2>(
+        op,
+        [h as i64, w as i64],
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    )?;
     Ok(Pool {
-        k,
-        s,
-        p,
-        d,
-        oh: oh as usize,
-        ow: ow as usize,
+        k: g.kernel,
+        s: g.stride,
+        p: g.padding,
+        d: g.dilation,
+        oh: g.out[0] as usize,
+        ow: g.out[1] as usize,
     })
 }
 
@@ -216,6 +161,39 @@ fn max_plane_2x2<C: Compute>(xp: &[C], g: &Pool, w: usize, yp: &mut [C], ip: &mu
     }
 }
 
+/// The driver of max pooling with indices: allocates values (`x`'s dtype) and
+/// int64 indices of `oshape`, and runs `plane(p, xs, values, indices)` for each
+/// input plane / volume `p` (with `osz` outputs each), a few per task in
+/// parallel (one small plane is too little work to hand to another thread).
+pub(super) fn max_pool_planes<C: Compute>(
+    op: &str,
+    x: &Tensor,
+    oshape: &[i64],
+    osz: usize,
+    plane: impl Fn(usize, &[C], &mut [C], &mut [i64]) + Sync,
+) -> Result<(Tensor, Tensor)> {
+    let osz = osz.max(1);
+    let mut vals = None;
+    let idx = make_output::<i64>(oshape, DType::I64, |is| {
+        vals = Some(with_slice::<C, _>(x, |xs| {
+            make_output::<C>(oshape, x.dtype(), |ys| {
+                let mut planes: Vec<_> = ys.chunks_mut(osz).zip(is.chunks_mut(osz)).collect();
+                let per = (4096 / osz).max(1);
+                let mut tasks: Vec<_> = planes.chunks_mut(per).enumerate().collect();
+                crate::parallel::fork_each_mut(&mut tasks, |(t, group)| {
+                    for (k, (yp, ip)) in group.iter_mut().enumerate() {
+                        plane(*t * per + k, xs, yp, ip);
+                    }
+                });
+                Ok(())
+            })
+        })?);
+        Ok(())
+    })?;
+    let vals = vals.ok_or_else(|| err(op, "no values computed"))?;
+    Ok((vals, idx))
+}
+
 /// Max pooling returning values and, per output, the flat `h * W + w` position of
 /// the maximum inside its input plane. NaN counts as a maximum.
 pub fn max_pool2d_with_indices(
@@ -238,29 +216,10 @@ pub fn max_pool2d_with_indices(
         w: usize,
         oshape: &[i64],
     ) -> Result<(Tensor, Tensor)> {
-        let osz = (g.oh * g.ow).max(1);
-        let mut vals = None;
-        let idx = make_output::<i64>(oshape, DType::I64, |is| {
-            vals = Some(with_slice::<C, _>(x, |xs| {
-                make_output::<C>(oshape, x.dtype(), |ys| {
-                    let mut planes: Vec<_> = ys.chunks_mut(osz).zip(is.chunks_mut(osz)).collect();
-                    // Several planes per task: one small plane is too little work to
-                    // hand to another thread.
-                    let per = (4096 / osz).max(1);
-                    let mut tasks: Vec<_> = planes.chunks_mut(per).enumerate().collect();
-                    crate::parallel::fork_each_mut(&mut tasks, |(t, group)| {
-                        for (k, (yp, ip)) in group.iter_mut().enumerate() {
-                            let pl = *t * per + k;
-                            max_plane(&xs[pl * h * w..(pl + 1) * h * w], g, h, w, yp, ip);
-                        }
-                    });
-                    Ok(())
-                })
-            })?);
-            Ok(())
-        })?;
-        let vals = vals.ok_or_else(|| err(OP, "no values computed"))?;
-        Ok((vals, idx))
+        let isz = h * w;
+        max_pool_planes(OP, x, oshape, g.oh * g.ow, |pl, xs: &[C], yp, ip| {
+            max_plane(&xs[pl * isz..(pl + 1) * isz], g, h, w, yp, ip)
+        })
     }
     match cd {
         DType::F64 => run::<f64>(self_, &g, h, w, &oshape),
@@ -509,7 +468,7 @@ pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tenso
     const OP: &str = "_adaptive_avg_pool2d";
     let cd = compute_dtype(self_.dtype(), OP)?;
     let (_, h, w) = planes(self_, OP)?;
-    let o = pair(output_size, None, "output_size", OP)?;
+    let o = opal::rules::pool::pool_param::<2>(OP, "output_size", output_size, None)?;
     if o.iter().any(|&v| v < 0) {
         return Err(err(
             OP,
@@ -526,14 +485,18 @@ pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tenso
         ow: usize,
         oshape: &[i64],
     ) -> Result<Tensor> {
+        let window = |o: usize, n: usize, out: usize| {
+            let (s, e) = opal::rules::pool::adaptive_window(o as i64, n as i64, out as i64);
+            (s as usize, e as usize)
+        };
         with_slice::<C, _>(x, |xs| {
             make_output::<C>(oshape, x.dtype(), |ys| {
                 crate::parallel::fork_chunks_mut(ys, (oh * ow).max(1), |pl, yp| {
                     let xp = &xs[pl * h * w..(pl + 1) * h * w];
                     for oy in 0..oh {
-                        let (y0, y1) = (oy * h / oh, ((oy + 1) * h).div_ceil(oh));
+                        let (y0, y1) = window(oy, h, oh);
                         for ox in 0..ow {
-                            let (x0, x1) = (ox * w / ow, ((ox + 1) * w).div_ceil(ow));
+                            let (x0, x1) = window(ox, w, ow);
                             let mut s = num_traits::zero::<C>();
                             for iy in y0..y1 {
                                 for ix in x0..x1 {
@@ -694,9 +657,6 @@ mod tests {
         .unwrap();
         assert_eq!(gi.to_vec::<f32>().unwrap().iter().sum::<f32>(), 4.0);
         assert!(max_pool2d_with_indices(&plane(), &[2, 2], &[], &[2, 2], &[1, 1], false).is_err());
-        assert_eq!(pool_out(8, 3, 1, 2, 1, false), 4);
-        assert_eq!(pool_out(8, 3, 1, 2, 1, true), 5);
-        assert_eq!(pool_out(5, 2, 0, 2, 1, true), 3);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod index;
 pub mod linalg;
 pub mod nn;
 pub mod pointwise;
+pub mod pool3d;
 pub mod reduce;
 pub mod view;
 

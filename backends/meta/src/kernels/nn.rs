@@ -15,8 +15,7 @@ use crate::shape::index::{check_index_dtype, one_hot_sizes};
 use crate::shape::linalg::same_dtype;
 use crate::shape::nn::{
     batch_norm_channels, check_reduction, conv_output_sizes, embedding_sizes, layer_norm_sizes,
-    nll_loss_sizes, pointwise_loss_sizes, pool2d_output_sizes, pool2d_params, resize2d_sizes,
-    ConvParams,
+    nll_loss_sizes, pointwise_loss_sizes, pool2d_output_sizes, resize2d_sizes, ConvParams,
 };
 use opal::{DType, Result, Tensor};
 
@@ -147,8 +146,15 @@ pub fn max_pool2d_with_indices(
 ) -> Result<(Tensor, Tensor)> {
     let op = "max_pool2d_with_indices";
     check_inputs(op, &[self_])?;
-    let prm = pool2d_params(op, kernel_size, stride, padding, dilation)?;
-    let sizes = pool2d_output_sizes(op, self_.sizes(), &prm, ceil_mode)?;
+    let sizes = pool2d_output_sizes(
+        op,
+        self_.sizes(),
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    )?;
     Ok((
         new_like_format(&sizes, self_, self_.dtype())?,
         new_like_format(&sizes, self_, DType::I64)?,
@@ -191,8 +197,15 @@ pub fn avg_pool2d(
     if divisor_override == Some(0) {
         return Err(fail(op, "divisor must be not zero"));
     }
-    let prm = pool2d_params(op, kernel_size, stride, padding, &[1])?;
-    let sizes = pool2d_output_sizes(op, self_.sizes(), &prm, ceil_mode)?;
+    let sizes = pool2d_output_sizes(
+        op,
+        self_.sizes(),
+        kernel_size,
+        stride,
+        padding,
+        &[1],
+        ceil_mode,
+    )?;
     new_like_format(&sizes, self_, self_.dtype())
 }
 
@@ -231,8 +244,15 @@ pub fn max_pool2d_with_indices_backward(
 ) -> Result<Tensor> {
     let op = "max_pool2d_with_indices_backward";
     check_inputs(op, &[grad_output, self_, indices])?;
-    let prm = pool2d_params(op, kernel_size, stride, padding, dilation)?;
-    let expected = pool2d_output_sizes(op, self_.sizes(), &prm, ceil_mode)?;
+    let expected = pool2d_output_sizes(
+        op,
+        self_.sizes(),
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    )?;
     for (what, t) in [("grad_output", grad_output), ("indices", indices)] {
         if t.sizes() != expected.as_slice() {
             return Err(fail(

@@ -140,96 +140,36 @@ pub fn conv_output_sizes(
     Ok(out)
 }
 
-/// Output length of one pooled dim (floor or ceil mode); in ceil mode the last
-/// window must start inside the input or left padding.
-pub fn pooling_output_size(
-    input: i64,
-    kernel: i64,
-    pad: i64,
-    stride: i64,
-    dilation: i64,
-    ceil_mode: bool,
-) -> i64 {
-    let span =
-        input + 2 * pad - dilation * (kernel - 1) - 1 + if ceil_mode { stride - 1 } else { 0 };
-    let mut out = span.div_euclid(stride) + 1;
-    if ceil_mode && (out - 1) * stride >= input + pad {
-        out -= 1;
-    }
-    out
-}
-
-/// Resolved 2-d pooling window: `(kernel, stride, padding, dilation)` as `[h, w]`.
-pub type Pool2d = ([i64; 2], [i64; 2], [i64; 2], [i64; 2]);
-
-fn pair(op: &str, name: &str, v: &[i64], default: Option<[i64; 2]>) -> Result<[i64; 2]> {
-    match (v.len(), default) {
-        (0, Some(d)) => Ok(d),
-        (1, _) => Ok([v[0], v[0]]),
-        (2, _) => Ok([v[0], v[1]]),
-        _ => Err(fail(
-            op,
-            format!("{name} must either be a single int, or a tuple of two ints, got {v:?}"),
-        )),
-    }
-}
-
-/// Resolves `max_pool2d`/`avg_pool2d` parameters: one int means both dims, an empty
-/// stride means the kernel size.
-pub fn pool2d_params(
-    op: &str,
-    kernel: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-) -> Result<Pool2d> {
-    let k = pair(op, "kernel_size", kernel, None)?;
-    let s = pair(op, "stride", stride, Some(k))?;
-    let p = pair(op, "padding", padding, None)?;
-    let d = pair(op, "dilation", dilation, None)?;
-    Ok((k, s, p, d))
-}
-
 /// Output sizes of 2-d max / average pooling over a 3-d `[C, H, W]` or 4-d
-/// `[N, C, H, W]` input.
+/// `[N, C, H, W]` input (the window rule is `opal::rules::pool`'s).
+#[allow(clippy::too_many_arguments)]
 pub fn pool2d_output_sizes(
     op: &str,
     input: &[i64],
-    params: &Pool2d,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
     ceil_mode: bool,
 ) -> Result<Vec<i64>> {
-    let (k, s, p, d) = *params;
     if !(input.len() == 3 || input.len() == 4) || input[input.len() - 3..].contains(&0) {
         return Err(fail(
             op,
             format!("expected 3D or 4D (batch mode) tensor with non-zero sizes for channels and spatial dims, got {input:?}"),
         ));
     }
-    if k.iter().any(|&x| x <= 0) || s.iter().any(|&x| x <= 0) || d.iter().any(|&x| x <= 0) {
-        return Err(fail(op, format!("kernel size, stride and dilation must be greater than zero, got kernel {k:?}, stride {s:?}, dilation {d:?}")));
-    }
-    if p.iter()
-        .zip(k.iter())
-        .any(|(&pp, &kk)| pp < 0 || pp > kk / 2)
-    {
-        return Err(fail(op, format!("pad should be at most half of effective kernel size, but got pad={p:?}, kernel_size={k:?}")));
-    }
     let n = input.len();
-    let (h, w) = (input[n - 2], input[n - 1]);
-    let oh = pooling_output_size(h, k[0], p[0], s[0], d[0], ceil_mode);
-    let ow = pooling_output_size(w, k[1], p[1], s[1], d[1], ceil_mode);
-    if oh < 1 || ow < 1 {
-        return Err(fail(
-            op,
-            format!(
-                "given input size ({}x{h}x{w}), calculated output size ({}x{oh}x{ow}) is too small",
-                input[n - 3],
-                input[n - 3]
-            ),
-        ));
-    }
+    let w = opal::rules::pool::pool_window::<2>(
+        op,
+        [input[n - 2], input[n - 1]],
+        kernel_size,
+        stride,
+        padding,
+        dilation,
+        ceil_mode,
+    )?;
     let mut out = input[..n - 2].to_vec();
-    out.extend([oh, ow]);
+    out.extend(w.out);
     Ok(out)
 }
 
@@ -463,20 +403,18 @@ mod tests {
 
     #[test]
     fn pooling_sizes() {
-        let prm = pool2d_params("p", &[2], &[], &[0], &[1]).unwrap();
         assert_eq!(
-            pool2d_output_sizes("p", &[2, 3, 8, 8], &prm, false).unwrap(),
+            pool2d_output_sizes("p", &[2, 3, 8, 8], &[2], &[], &[0], &[1], false).unwrap(),
             vec![2, 3, 4, 4]
         );
-        let prm = pool2d_params("p", &[3, 3], &[2, 2], &[1, 1], &[1, 1]).unwrap();
         assert_eq!(
-            pool2d_output_sizes("p", &[3, 7, 7], &prm, true).unwrap(),
+            pool2d_output_sizes("p", &[3, 7, 7], &[3, 3], &[2, 2], &[1, 1], &[1, 1], true).unwrap(),
             vec![3, 4, 4]
         );
-        assert_eq!(pooling_output_size(5, 2, 0, 2, 1, true), 3);
-        assert_eq!(pooling_output_size(5, 2, 0, 2, 1, false), 2);
-        let prm = pool2d_params("p", &[2], &[], &[2], &[1]).unwrap();
-        assert!(pool2d_output_sizes("max_pool2d", &[1, 4, 4], &prm, false).is_err());
+        assert!(
+            pool2d_output_sizes("max_pool2d", &[1, 4, 4], &[2], &[], &[2], &[1], false).is_err()
+        );
+        assert!(pool2d_output_sizes("max_pool2d", &[4, 4], &[2], &[], &[], &[1], false).is_err());
     }
 
     #[test]
