@@ -28,6 +28,7 @@ mod dropout;
 mod linalg;
 mod nn;
 mod shape;
+mod symbolic;
 
 use crate::dispatch::Dispatcher;
 use crate::tensor::wrap_dim;
