@@ -57,6 +57,51 @@ pub fn _assert_async_msg(self_: &Tensor, assert_msg: &str) -> Result<()> {
     }
 }
 
+/// A copy of `self_` with `view` (a view of that copy chosen by `pick`) replaced
+/// by `src`, whose sizes must be the view's.
+fn scatter_into_view(
+    op: &str,
+    self_: &Tensor,
+    src: &Tensor,
+    pick: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let out = crate::shape::clone(self_, None)?;
+    let view = pick(&out)?;
+    if view.sizes() != src.sizes() {
+        return Err(err(
+            op,
+            format!(
+                "expected argument 'src' to have the sizes of the part of self it replaces, {:?}, got {:?}",
+                view.sizes(),
+                src.sizes()
+            ),
+        ));
+    }
+    copy_into(&view, src, op)?;
+    Ok(out)
+}
+
+/// `slice_scatter`: `self_` with the slice `start:end:step` of `dim` replaced by `src`.
+pub fn slice_scatter(
+    self_: &Tensor,
+    src: &Tensor,
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
+    scatter_into_view("slice_scatter", self_, src, |o| {
+        crate::shape::slice_tensor(o, dim, start, end, step)
+    })
+}
+
+/// `select_scatter`: `self_` with entry `index` of `dim` replaced by `src`.
+pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
+    scatter_into_view("select_scatter", self_, src, |o| {
+        crate::shape::select_int(o, dim, index)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +117,11 @@ mod tests {
         assert_eq!(_local_scalar_dense(&one).unwrap().to_i64(), 7);
         assert!(_local_scalar_dense(&s).is_err());
         assert!(_assert_async_msg(&one, "m").is_ok());
+        let r = slice_scatter(&a, &s, 1, Some(0), Some(2), 1).unwrap_err();
+        assert!(r.to_string().contains("slice_scatter"));
+        let row = Tensor::from_slice(&[5f32, 6., 7.], &[3]).unwrap();
+        let r = select_scatter(&a, &row, 0, -1).unwrap();
+        assert_eq!(r.to_vec::<f32>().unwrap(), vec![0., 0., 0., 5., 6., 7.]);
         let zero = Tensor::from_slice(&[0i32], &[]).unwrap();
         assert!(_assert_async_msg(&zero, "boom")
             .unwrap_err()

@@ -76,6 +76,41 @@ pub fn scatter_reduce_two(
     super::index::scatter_like(OP, self_, dim, index, src)
 }
 
+/// A result like `self_` once `src` has the sizes of `view` (the part it replaces).
+fn scatter_into_view(op: &str, self_: &Tensor, src: &Tensor, view: &Tensor) -> Result<Tensor> {
+    check_inputs(op, &[self_, src])?;
+    if view.sizes() != src.sizes() {
+        return Err(fail(
+            op,
+            format!(
+                "expected argument 'src' to have the sizes of the part of self it replaces, {:?}, got {:?}",
+                view.sizes(),
+                src.sizes()
+            ),
+        ));
+    }
+    like(self_)
+}
+
+/// `slice_scatter`.
+pub fn slice_scatter(
+    self_: &Tensor,
+    src: &Tensor,
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
+    let view = super::view::slice_tensor(self_, dim, start, end, step)?;
+    scatter_into_view("slice_scatter", self_, src, &view)
+}
+
+/// `select_scatter`.
+pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
+    let view = super::view::select_int(self_, dim, index)?;
+    scatter_into_view("select_scatter", self_, src, &view)
+}
+
 exact_out_variants! {
     scatter_value_out = "scatter.value_out" from scatter_value(self_: &Tensor, dim: i64, index: &Tensor, value: &Scalar);
     scatter_reduce_two_out = "scatter_reduce.two_out" from scatter_reduce_two(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor, reduce: &str, include_self: bool);
