@@ -169,6 +169,38 @@ pub fn view_strides(old_sizes: &[i64], old_strides: &[i64], new_sizes: &[i64]) -
     Some(new_strides)
 }
 
+/// The reductions `scatter_reduce.two` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScatterReduce {
+    /// `"sum"`.
+    Sum,
+    /// `"prod"`.
+    Prod,
+    /// `"mean"`.
+    Mean,
+    /// `"amax"`.
+    Amax,
+    /// `"amin"`.
+    Amin,
+}
+
+/// `reduce` of `scatter_reduce.two` as a [`ScatterReduce`]; any other name is an
+/// error naming `op` and the value.
+pub fn scatter_reduce_kind(op: &str, reduce: &str) -> Result<ScatterReduce> {
+    Ok(match reduce {
+        "sum" => ScatterReduce::Sum,
+        "prod" => ScatterReduce::Prod,
+        "mean" => ScatterReduce::Mean,
+        "amax" => ScatterReduce::Amax,
+        "amin" => ScatterReduce::Amin,
+        other => {
+            return Err(OpalError::msg(format!(
+                "{op}: argument 'reduce' must be one of sum, prod, mean, amax, amin, got '{other}'"
+            )))
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

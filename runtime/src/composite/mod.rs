@@ -34,6 +34,7 @@ mod resample;
 mod shape;
 mod tensor;
 mod views;
+mod symbolic;
 
 use crate::dispatch::Dispatcher;
 use crate::tensor::wrap_dim;

@@ -331,7 +331,7 @@ pub(super) fn unsqueeze_(_ks: DispatchKeySet, self_: &Tensor, dim: i64) -> Resul
 
 /// Whether `t`'s strides are those of a dense tensor in memory format `fmt`
 /// (size-1 dims ignored: their stride never matters).
-fn is_contiguous_as(t: &Tensor, fmt: MemoryFormat) -> bool {
+pub(super) fn is_contiguous_as(t: &Tensor, fmt: MemoryFormat) -> bool {
     // The dims in order from outermost to innermost in memory.
     let order: Vec<usize> = match (fmt, t.dim()) {
         (MemoryFormat::ChannelsLast, 4) => vec![0, 2, 3, 1],

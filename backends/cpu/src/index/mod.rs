@@ -6,6 +6,9 @@
 //! elements as raw bytes (every dtype), except `scatter_add`, which adds.
 //! Must not: touch the runtime's internals or other parts' kernels.
 
+pub mod copies;
+pub mod scatter_reduce;
+
 use crate::copy::{copy_into, to_vec_as};
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
@@ -18,7 +21,7 @@ fn lin(idx: &[usize], strides: &[i64]) -> usize {
 }
 
 /// Reads an index tensor (int64, or int32 where `allow_int` is set) as i64 values.
-fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Vec<i64>> {
+pub(crate) fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Vec<i64>> {
     match index.dtype() {
         DType::I64 => index.to_vec::<i64>().map_err(in_op(op)),
         DType::I32 if allow_int => to_vec_as::<i64>(index).map_err(in_op(op)),
@@ -94,7 +97,7 @@ pub fn gather_out(
 
 /// Visits every position of `index`, giving the flat position in `self_` it
 /// targets and the flat position in `src` it reads.
-fn scatter_positions(
+pub(crate) fn scatter_positions(
     self_: &Tensor,
     dim: i64,
     index: &Tensor,
@@ -136,12 +139,11 @@ fn scatter_positions(
     })
 }
 
-/// A copy of `self_` with `src` values written where `index` points along `dim`.
-pub fn scatter_src(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-    const OP: &str = "scatter";
+/// Scatters move `src` values into `self_` unconverted: the dtypes must match.
+pub(crate) fn check_src_dtype(self_: &Tensor, src: &Tensor, op: &str) -> Result<()> {
     if src.dtype() != self_.dtype() {
         return Err(err(
-            OP,
+            op,
             format!(
                 "Expected self.dtype to be equal to src.dtype, got {} and {}",
                 self_.dtype(),
@@ -149,6 +151,13 @@ pub fn scatter_src(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Re
             ),
         ));
     }
+    Ok(())
+}
+
+/// A copy of `self_` with `src` values written where `index` points along `dim`.
+pub fn scatter_src(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    const OP: &str = "scatter";
+    check_src_dtype(self_, src, OP)?;
     let es = self_.dtype().size();
     let mut out = self_.to_bytes()?;
     let sb = src.to_bytes()?;
@@ -182,7 +191,7 @@ pub fn scatter_src_out(
 /// Element sum with PyTorch's semantics per type: float add, wrapping integer add,
 /// logical or for bool.
 #[inline]
-fn add<T: Elem>(a: T, b: T) -> T {
+pub(crate) fn add<T: Elem>(a: T, b: T) -> T {
     if T::IS_FLOAT {
         // One f64 add rounded back is the exact f32/f16/bf16 add (double rounding
         // cannot occur with 53 >= 2*24+2 bits).
@@ -197,16 +206,7 @@ fn add<T: Elem>(a: T, b: T) -> T {
 /// A copy of `self_` with `src` values added where `index` points along `dim`.
 pub fn scatter_add(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
     const OP: &str = "scatter_add";
-    if src.dtype() != self_.dtype() {
-        return Err(err(
-            OP,
-            format!(
-                "Expected self.dtype to be equal to src.dtype, got {} and {}",
-                self_.dtype(),
-                src.dtype()
-            ),
-        ));
-    }
+    check_src_dtype(self_, src, OP)?;
     dispatch_all!(self_.dtype(), OP, |T| {
         let mut out = to_vec_as::<T>(self_)?;
         let sv = to_vec_as::<T>(src)?;

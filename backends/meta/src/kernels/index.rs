@@ -81,7 +81,7 @@ pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, _sparse_grad: bool) -> R
     )
 }
 
-fn scatter_like(
+pub(super) fn scatter_like(
     op: &str,
     self_: &Tensor,
     dim: i64,

@@ -12,6 +12,7 @@ pub mod autogen;
 pub mod dropout;
 pub mod factory;
 pub mod index;
+pub mod index_b;
 pub mod linalg;
 pub mod nn;
 pub mod pointwise;

@@ -1,0 +1,122 @@
+//! Meta kernels of the copies, scatters and data checks of the core opset:
+//! `copy`, `_local_scalar_dense`, `_assert_async.msg`, `scatter.value`,
+//! `scatter_reduce.two`, with `out=` and in-place forms.
+//!
+//! Owns: their dtype and layout choices. Must not: compute sizes inline
+//! (`shape::index`, `opal::rules`).
+
+use super::{check_inputs, exact_out_variants, inplace_variants, new_strided};
+use crate::shape::fail;
+use crate::shape::geometry::preserve_strides;
+use crate::shape::index::{check_index_dtype, check_scatter};
+use opal::{DType, Result, Scalar, Tensor};
+
+/// A result laid out like `self_` (dense, `self_`'s dim order).
+fn like(self_: &Tensor) -> Result<Tensor> {
+    new_strided(
+        self_.sizes(),
+        &preserve_strides(self_.sizes(), self_.strides()),
+        self_.dtype(),
+    )
+}
+
+/// `copy`: `self_`'s geometry and dtype; `src` must broadcast to `self_`'s sizes.
+pub fn copy(self_: &Tensor, src: &Tensor, _non_blocking: bool) -> Result<Tensor> {
+    const OP: &str = "copy";
+    check_inputs(OP, &[self_, src])?;
+    let b = opal::rules::broadcast_shapes(OP, &[self_.sizes(), src.sizes()])?;
+    if b != self_.sizes() {
+        return Err(fail(
+            OP,
+            format!(
+                "argument 'src' of sizes {:?} cannot be broadcast to self's sizes {:?}",
+                src.sizes(),
+                self_.sizes()
+            ),
+        ));
+    }
+    like(self_)
+}
+
+/// `_local_scalar_dense`: a meta tensor has no value to read.
+pub fn _local_scalar_dense(self_: &Tensor) -> Result<Scalar> {
+    check_inputs("_local_scalar_dense", &[self_])?;
+    Err(fail(
+        "_local_scalar_dense",
+        "cannot read the value of argument 'self': meta tensors hold no data",
+    ))
+}
+
+/// `_assert_async.msg`: nothing to check without data (PyTorch's meta kernel also
+/// passes).
+pub fn _assert_async_msg(self_: &Tensor, _assert_msg: &str) -> Result<()> {
+    check_inputs("_assert_async", &[self_])
+}
+
+/// `scatter.value`: the index must fit `self_` outside `dim`.
+pub fn scatter_value(self_: &Tensor, dim: i64, index: &Tensor, _value: &Scalar) -> Result<Tensor> {
+    const OP: &str = "scatter";
+    check_inputs(OP, &[self_, index])?;
+    check_index_dtype(OP, "index", index.dtype(), &[DType::I64])?;
+    check_scatter(OP, self_.sizes(), dim, index.sizes(), index.sizes())?;
+    like(self_)
+}
+
+/// `scatter_reduce.two`: as `scatter.src`, with a known reduction name.
+pub fn scatter_reduce_two(
+    self_: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: &Tensor,
+    reduce: &str,
+    _include_self: bool,
+) -> Result<Tensor> {
+    const OP: &str = "scatter_reduce";
+    opal::rules::scatter_reduce_kind(OP, reduce)?;
+    super::index::scatter_like(OP, self_, dim, index, src)
+}
+
+/// A result like `self_` once `src` has the sizes of `view` (the part it replaces).
+fn scatter_into_view(op: &str, self_: &Tensor, src: &Tensor, view: &Tensor) -> Result<Tensor> {
+    check_inputs(op, &[self_, src])?;
+    if view.sizes() != src.sizes() {
+        return Err(fail(
+            op,
+            format!(
+                "expected argument 'src' to have the sizes of the part of self it replaces, {:?}, got {:?}",
+                view.sizes(),
+                src.sizes()
+            ),
+        ));
+    }
+    like(self_)
+}
+
+/// `slice_scatter`.
+pub fn slice_scatter(
+    self_: &Tensor,
+    src: &Tensor,
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
+    let view = super::view::slice_tensor(self_, dim, start, end, step)?;
+    scatter_into_view("slice_scatter", self_, src, &view)
+}
+
+/// `select_scatter`.
+pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
+    let view = super::view::select_int(self_, dim, index)?;
+    scatter_into_view("select_scatter", self_, src, &view)
+}
+
+exact_out_variants! {
+    scatter_value_out = "scatter.value_out" from scatter_value(self_: &Tensor, dim: i64, index: &Tensor, value: &Scalar);
+    scatter_reduce_two_out = "scatter_reduce.two_out" from scatter_reduce_two(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor, reduce: &str, include_self: bool);
+}
+
+inplace_variants! {
+    scatter_value_ = "scatter_.value" from scatter_value(dim: i64, index: &Tensor, value: &Scalar);
+    scatter_reduce_two_ = "scatter_reduce_.two" from scatter_reduce_two(dim: i64, index: &Tensor, src: &Tensor, reduce: &str, include_self: bool);
+}
