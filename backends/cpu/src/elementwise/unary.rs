@@ -1,8 +1,9 @@
 //! Unary math kernels: sign manipulation, exponentials/logs, roots, trigonometry,
 //! erf and rounding.
 //!
-//! Owns: `abs neg sign reciprocal sqrt rsqrt exp expm1 log log1p sin cos tan tanh
-//! sigmoid erf ceil floor round trunc` in functional, out= and in-place forms.
+//! Owns: `abs neg sign reciprocal sqrt rsqrt exp expm1 log log1p log10 log2 sin cos
+//! tan tanh sinh cosh asin acos atan asinh acosh atanh sigmoid erf ceil floor round
+//! trunc` in functional, out= and in-place forms.
 //! Must not: handle layout or out= rules itself (uses `super::unary_driver`).
 
 use super::{float_result, three_forms, unary_driver, Special};
@@ -42,6 +43,16 @@ float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos());
 float_unary!(tan_impl, tan, tan_out, tan_, "tan", |x| x.tan());
 float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh());
 float_unary!(erf_impl, erf, erf_out, erf_, "erf", |x| Special::erf(x));
+float_unary!(acos_impl, acos, acos_out, acos_, "acos", |x| x.acos());
+float_unary!(acosh_impl, acosh, acosh_out, acosh_, "acosh", |x| x.acosh());
+float_unary!(asin_impl, asin, asin_out, asin_, "asin", |x| x.asin());
+float_unary!(asinh_impl, asinh, asinh_out, asinh_, "asinh", |x| x.asinh());
+float_unary!(atan_impl, atan, atan_out, atan_, "atan", |x| x.atan());
+float_unary!(atanh_impl, atanh, atanh_out, atanh_, "atanh", |x| x.atanh());
+float_unary!(cosh_impl, cosh, cosh_out, cosh_, "cosh", |x| x.cosh());
+float_unary!(sinh_impl, sinh, sinh_out, sinh_, "sinh", |x| x.sinh());
+float_unary!(log10_impl, log10, log10_out, log10_, "log10", |x| x.log10());
+float_unary!(log2_impl, log2, log2_out, log2_, "log2", |x| x.log2());
 float_unary!(
     sigmoid_impl,
     sigmoid,

@@ -346,6 +346,7 @@ macro_rules! unary_same {
     )*};
 }
 
+/// Float-result unary kernels (`elementwise` and `to_float` must be in scope).
 macro_rules! unary_float {
     ($($f:ident = $name:literal;)*) => {$(
         #[doc = concat!("`", $name, "`: integers and bool give the default float dtype.")]
@@ -354,6 +355,7 @@ macro_rules! unary_float {
         }
     )*};
 }
+pub(crate) use unary_float;
 
 unary_same! {
     abs = "abs";
