@@ -17,6 +17,7 @@ pub mod linalg;
 pub mod nn;
 pub mod pointwise;
 pub mod reduce;
+pub mod scalar_binary;
 pub mod unary_math;
 pub mod view;
 
