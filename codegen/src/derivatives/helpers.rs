@@ -330,6 +330,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "mul_tensor_backward(Tensor grad, Tensor other, ScalarType self_st) -> Tensor",
     "mul_tensor_backward(Tensor grad, Scalar other, ScalarType self_st) -> Tensor @mul_tensor_backward_scalar",
     "div_tensor_self_backward(Tensor grad, Tensor other, ScalarType self_st, str? rounding_mode=None) -> Tensor",
+    "div_tensor_self_backward(Tensor grad, Scalar other, ScalarType self_st, str? rounding_mode=None) -> Tensor @div_tensor_self_backward_scalar",
     "div_tensor_other_backward(Tensor grad, Tensor self, Tensor other, str? rounding_mode=None) -> Tensor",
     "pow_backward(Tensor grad, Tensor self, Scalar exponent) -> Tensor",
     "pow_backward_self(Tensor grad, Tensor self, Tensor exponent) -> Tensor",

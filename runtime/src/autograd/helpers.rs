@@ -224,6 +224,18 @@ pub fn div_tensor_self_backward(
     ops::div_tensor(grad, other)
 }
 
+pub fn div_tensor_self_backward_scalar(
+    grad: &Tensor,
+    other: &Scalar,
+    _self_st: DType,
+    rounding_mode: &Option<String>,
+) -> Result<Tensor> {
+    if rounding_mode.is_some() {
+        return zeros_as(grad);
+    }
+    ops::div_scalar(grad, other)
+}
+
 pub fn div_tensor_other_backward(
     grad: &Tensor,
     self_: &Tensor,

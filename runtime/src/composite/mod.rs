@@ -32,9 +32,9 @@ mod pad;
 mod pool;
 mod resample;
 mod shape;
+mod symbolic;
 mod tensor;
 mod views;
-mod symbolic;
 
 use crate::dispatch::Dispatcher;
 use crate::tensor::wrap_dim;

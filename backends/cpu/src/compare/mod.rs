@@ -1,17 +1,21 @@
-//! Comparison, logical and bitwise kernels: `eq ne lt le gt ge` (Tensor and
-//! Scalar overloads), `logical_and logical_or logical_not`, `bitwise_and`.
+//! Comparison and logical kernels: `eq ne lt le gt ge` (Tensor and Scalar
+//! overloads), `logical_and logical_or logical_not`; the bitwise ops and
+//! `logical_xor` live in `bitwise`.
 //!
 //! Owns: these ops in functional, out= and in-place forms. Comparisons compare in
 //! the promoted dtype of both operands and produce bool; in-place forms write 0/1
 //! in `self`'s dtype. Must not: handle layout or out= rules itself.
 
 use crate::copy::to_dtype;
+use crate::dispatch_float;
 use crate::dtype_dispatch::Float;
 use crate::elementwise::{binary_driver, result_type2, result_type_scalar, scalar_tensor};
 use crate::iter::{map1, map2};
 use crate::out::{write_result, Dest};
-use crate::{dispatch_float, dispatch_int_bool};
-use opal::{DType, OpalError, Result, Scalar, Tensor};
+
+pub mod bitwise;
+pub use bitwise::{bitwise_and_tensor, bitwise_and_tensor_, bitwise_and_tensor_out};
+use opal::{DType, Result, Scalar, Tensor};
 
 /// Which relation a comparison computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -260,28 +264,4 @@ pub fn logical_not_out(self_: &Tensor, out: &Tensor) -> Result<Tensor> {
 /// `logical_not_`.
 pub fn logical_not_(self_: &Tensor) -> Result<Tensor> {
     logical_not_impl(self_, Dest::InPlace(self_), "logical_not_")
-}
-
-fn bitwise_and_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
-    let rt = result_type2(a, b)?;
-    if !rt.is_integral(true) {
-        return Err(OpalError::msg(format!(
-            "{op}: bitwise_and is only implemented for integer and bool dtypes, got {rt}"
-        )));
-    }
-    binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
-        dispatch_int_bool!(rt, op, |T| map2::<T, T, T>(o, x, y, op, |p, q| p & q))
-    })
-}
-/// `bitwise_and.Tensor`.
-pub fn bitwise_and_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    bitwise_and_impl(self_, other, Dest::New, "bitwise_and")
-}
-/// `bitwise_and.Tensor_out`.
-pub fn bitwise_and_tensor_out(self_: &Tensor, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-    bitwise_and_impl(self_, other, Dest::Out(out), "bitwise_and.Tensor_out")
-}
-/// `bitwise_and_.Tensor`.
-pub fn bitwise_and_tensor_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    bitwise_and_impl(self_, other, Dest::InPlace(self_), "bitwise_and_")
 }

@@ -161,7 +161,13 @@ fn add_scalar_impl(
     add_core(self_, &b, alpha, rt, false, dest, op)
 }
 
-fn sub_impl(a: &Tensor, b: &Tensor, alpha: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+pub(crate) fn sub_impl(
+    a: &Tensor,
+    b: &Tensor,
+    alpha: &Scalar,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     check_sub_bool(a.dtype(), b.dtype(), op)?;
     add_core(a, b, alpha, result_type2(a, b)?, true, dest, op)
 }
@@ -267,7 +273,7 @@ fn floor_div_float<C: num_traits::Float>(a: C, b: C) -> C {
 }
 
 #[allow(unused_comparisons, clippy::absurd_extreme_comparisons)] // sign tests are vacuous only for u8
-fn div_impl(
+pub(crate) fn div_impl(
     a: &Tensor,
     b: &Tensor,
     mode: Option<&str>,
@@ -370,7 +376,7 @@ pub fn div_tensor_mode_(
 // ---------------------------------------------------------------- remainder
 
 #[allow(unused_comparisons, clippy::absurd_extreme_comparisons)] // sign tests are vacuous only for u8
-fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+pub(crate) fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     if rt == DType::Bool {
         return Err(OpalError::msg(format!(

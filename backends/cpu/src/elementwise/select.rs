@@ -1,5 +1,5 @@
 //! Selection kernels: `where.self`, `masked_fill.Scalar`, `clamp`, `nan_to_num`,
-//! `isnan`.
+//! `isnan`, `isinf`.
 //!
 //! Owns: ops that pick or replace values per element. Must not: handle layout or
 //! out= rules itself.
@@ -225,18 +225,38 @@ fn float_limits<T: Float>() -> (T, T) {
     }
 }
 
-/// `isnan`: true where the element is NaN (always false for integers and bool).
-pub fn isnan(self_: &Tensor) -> Result<Tensor> {
-    let op = "isnan";
+/// Which floating-point class `isnan` / `isinf` test for.
+#[derive(Clone, Copy)]
+enum FloatClass {
+    Nan,
+    Inf,
+}
+
+/// True where the element is of `class` (always false for integers and bool).
+fn float_class(self_: &Tensor, class: FloatClass, op: &str) -> Result<Tensor> {
     let dt = self_.dtype();
     write_result(Dest::New, self_.sizes(), DType::Bool, op, |o| {
         if !dt.is_floating_point() {
             return map1::<bool, bool>(o, &scalar_false()?, op, |v| v);
         }
-        dispatch_float!(dt, op, |T, C| map1::<bool, T>(o, self_, op, |v| v
-            .up()
-            .is_nan()))
+        dispatch_float!(dt, op, |T, C| map1::<bool, T>(o, self_, op, |v| {
+            let x = v.up();
+            match class {
+                FloatClass::Nan => x.is_nan(),
+                FloatClass::Inf => x.is_infinite(),
+            }
+        }))
     })
+}
+
+/// `isnan`: true where the element is NaN.
+pub fn isnan(self_: &Tensor) -> Result<Tensor> {
+    float_class(self_, FloatClass::Nan, "isnan")
+}
+
+/// `isinf`: true where the element is +inf or -inf.
+pub fn isinf(self_: &Tensor) -> Result<Tensor> {
+    float_class(self_, FloatClass::Inf, "isinf")
 }
 
 fn scalar_false() -> Result<Tensor> {

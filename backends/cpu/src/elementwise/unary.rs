@@ -1,8 +1,9 @@
 //! Unary math kernels: sign manipulation, exponentials/logs, roots, trigonometry,
 //! erf and rounding.
 //!
-//! Owns: `abs neg sign reciprocal sqrt rsqrt exp expm1 log log1p sin cos tan tanh
-//! sigmoid erf ceil floor round trunc` in functional, out= and in-place forms.
+//! Owns: `abs neg sign reciprocal sqrt rsqrt exp expm1 log log1p log10 log2 sin cos
+//! tan tanh sinh cosh asin acos atan asinh acosh atanh sigmoid erf ceil floor round
+//! trunc` in functional, out= and in-place forms.
 //! Must not: handle layout or out= rules itself (uses `super::unary_driver`).
 
 use super::{float_result, three_forms, unary_driver, Special};

@@ -9,6 +9,7 @@
 //! shape rule inline (add it to `shape` so other backends can reuse it) or read data.
 
 pub mod autogen;
+pub mod compare;
 pub mod dropout;
 pub mod factory;
 pub mod index;
@@ -18,6 +19,8 @@ pub mod nn;
 pub mod pointwise;
 pub mod pool3d;
 pub mod reduce;
+pub mod scalar_binary;
+pub mod unary_math;
 pub mod view;
 
 use crate::shape::promote::{check_out_cast, check_out_exact};

@@ -261,21 +261,6 @@ pub fn ge_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     compare_scalar("ge", self_, other)
 }
 
-/// `le.Scalar`.
-pub fn le_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
-    compare_scalar("le", self_, other)
-}
-
-/// `gt.Scalar`.
-pub fn gt_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
-    compare_scalar("gt", self_, other)
-}
-
-/// `lt.Scalar`.
-pub fn lt_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
-    compare_scalar("lt", self_, other)
-}
-
 /// A comparison with a scalar: `self`'s shape, bool, after the promotion check.
 fn compare_scalar(op: &str, self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     common_dtype(&[self_], &[other])?;
@@ -376,6 +361,7 @@ macro_rules! unary_same {
     )*};
 }
 
+/// Float-result unary kernels (`elementwise` and `to_float` must be in scope).
 macro_rules! unary_float {
     ($($f:ident = $name:literal;)*) => {$(
         #[doc = concat!("`", $name, "`: integers and bool give the default float dtype.")]
@@ -384,6 +370,7 @@ macro_rules! unary_float {
         }
     )*};
 }
+pub(crate) use unary_float;
 
 unary_same! {
     abs = "abs";
@@ -410,16 +397,6 @@ unary_float! {
     tanh = "tanh";
     erf = "erf";
     sigmoid = "sigmoid";
-    acos = "acos";
-    acosh = "acosh";
-    asin = "asin";
-    asinh = "asinh";
-    atan = "atan";
-    atanh = "atanh";
-    cosh = "cosh";
-    sinh = "sinh";
-    log10 = "log10";
-    log2 = "log2";
 }
 
 /// `neg`: bool tensors cannot be negated.
@@ -526,19 +503,6 @@ out_variants! {
     eq_scalar_out = "eq.Scalar_out" from eq_scalar(self_: &Tensor, other: &Scalar);
     ne_scalar_out = "ne.Scalar_out" from ne_scalar(self_: &Tensor, other: &Scalar);
     ge_scalar_out = "ge.Scalar_out" from ge_scalar(self_: &Tensor, other: &Scalar);
-    le_scalar_out = "le.Scalar_out" from le_scalar(self_: &Tensor, other: &Scalar);
-    gt_scalar_out = "gt.Scalar_out" from gt_scalar(self_: &Tensor, other: &Scalar);
-    lt_scalar_out = "lt.Scalar_out" from lt_scalar(self_: &Tensor, other: &Scalar);
-    acos_out = "acos.out" from acos(self_: &Tensor);
-    acosh_out = "acosh.out" from acosh(self_: &Tensor);
-    asin_out = "asin.out" from asin(self_: &Tensor);
-    asinh_out = "asinh.out" from asinh(self_: &Tensor);
-    atan_out = "atan.out" from atan(self_: &Tensor);
-    atanh_out = "atanh.out" from atanh(self_: &Tensor);
-    cosh_out = "cosh.out" from cosh(self_: &Tensor);
-    sinh_out = "sinh.out" from sinh(self_: &Tensor);
-    log10_out = "log10.out" from log10(self_: &Tensor);
-    log2_out = "log2.out" from log2(self_: &Tensor);
     logical_and_out = "logical_and.out" from logical_and(self_: &Tensor, other: &Tensor);
     logical_or_out = "logical_or.out" from logical_or(self_: &Tensor, other: &Tensor);
     logical_not_out = "logical_not.out" from logical_not(self_: &Tensor);
@@ -602,19 +566,6 @@ inplace_variants! {
     eq_scalar_ = "eq_.Scalar" from eq_scalar(other: &Scalar);
     ne_scalar_ = "ne_.Scalar" from ne_scalar(other: &Scalar);
     ge_scalar_ = "ge_.Scalar" from ge_scalar(other: &Scalar);
-    le_scalar_ = "le_.Scalar" from le_scalar(other: &Scalar);
-    gt_scalar_ = "gt_.Scalar" from gt_scalar(other: &Scalar);
-    lt_scalar_ = "lt_.Scalar" from lt_scalar(other: &Scalar);
-    acos_ = "acos_" from acos();
-    acosh_ = "acosh_" from acosh();
-    asin_ = "asin_" from asin();
-    asinh_ = "asinh_" from asinh();
-    atan_ = "atan_" from atan();
-    atanh_ = "atanh_" from atanh();
-    cosh_ = "cosh_" from cosh();
-    sinh_ = "sinh_" from sinh();
-    log10_ = "log10_" from log10();
-    log2_ = "log2_" from log2();
     logical_and_ = "logical_and_" from logical_and(other: &Tensor);
     logical_or_ = "logical_or_" from logical_or(other: &Tensor);
     logical_not_ = "logical_not_" from logical_not();

@@ -160,6 +160,7 @@ const CONSTANTS: &[(&str, &str)] = &[
     ("M_SQRT2", "SQRT_2"),
     ("M_SQRT1_2", "FRAC_1_SQRT_2"),
     ("M_LN2", "LN_2"),
+    ("M_LN10", "LN_10"),
 ];
 
 impl Scope<'_, '_> {
