@@ -20,6 +20,9 @@ fn main() -> ExitCode {
 
 fn demo() -> Result<()> {
     opal_demo::init()?;
+    if let Err(e) = exported_model_demo() {
+        println!("  (skipped: {e})\n");
+    }
     let model = Demo::new(0)?;
     println!("Opal demo: MLP 256-128-10 + NLL loss (batch 64), CNN conv3x3(3->16)-relu-maxpool-linear (batch 16, 3x32x32); seed 0\n");
 
@@ -107,4 +110,55 @@ training (SGD, f32; generated autograd), from {}:",
             }
         }
     }
+}
+
+/// Runs PyTorch's own export of a small GPT-2 (`gpt2_tiny.pt2` of
+/// `../shared/fixtures/models`, or of `OPAL_MODELS_DIR`) on cpu and emu, beside
+/// the outputs PyTorch computed for the same inputs.
+fn exported_model_demo() -> std::result::Result<(), String> {
+    use opal_export::{device, io, ExportedProgram};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::var_os("OPAL_MODELS_DIR")
+        .map(std::path::PathBuf::from)
+        .map(|d| if d.is_absolute() { d } else { root.join(d) })
+        .unwrap_or_else(|| root.join("../shared/fixtures/models"));
+    let (pt2, io_file) = (
+        dir.join("gpt2_tiny.pt2"),
+        dir.join("gpt2_tiny.io.safetensors"),
+    );
+    println!(
+        "exported PyTorch model (torch.export, core ATen opset): {}",
+        pt2.display()
+    );
+    let text = |e: &dyn std::fmt::Display| e.to_string();
+    let program = ExportedProgram::load(&pt2).map_err(|e| text(&e))?;
+    let inputs = io::read_indexed(&io_file, "input").map_err(|e| text(&e))?;
+    let expected = io::read_indexed(&io_file, "output").map_err(|e| text(&e))?;
+    for name in ["cpu", "emu"] {
+        let runner = program
+            .to_device(device(name).map_err(|e| text(&e))?)
+            .map_err(|e| text(&e))?;
+        let mut times = Vec::new();
+        let mut outputs = Vec::new();
+        for _ in 0..11 {
+            let start = std::time::Instant::now();
+            outputs = runner.run(&inputs).map_err(|e| text(&e))?;
+            times.push(start.elapsed());
+        }
+        times.sort();
+        let on = outputs[0].device();
+        let logits = outputs[0].to(Device::cpu()).map_err(|e| text(&e))?;
+        let diff = max_abs_diff(&logits, &expected[0]).map_err(|e| text(&e))?;
+        let last = ops::select_int(&logits, 1, logits.sizes()[1] - 1)
+            .and_then(|t| ops::argmax::with(&t, ops::argmax::Options::default().dim(-1)))
+            .and_then(|t| t.to_vec::<i64>())
+            .map_err(|e| text(&e))?;
+        println!(
+            "  [{on}] logits {:?}, max |opal - pytorch| {diff:.2e}, next token {last:?}, median run {:.3} ms",
+            logits.sizes(),
+            times[times.len() / 2].as_secs_f64() * 1e3
+        );
+    }
+    println!();
+    Ok(())
 }
