@@ -5,16 +5,10 @@
 //! Owns: each op's dtype rule (bool result, or the promoted integral dtype).
 //! Must not: compute geometry itself (`pointwise::elementwise` does).
 
-use super::pointwise::{common_dtype, elementwise};
+use super::pointwise::{common_dtype, compare_scalar, elementwise};
 use super::{inplace_variants, out_variants};
 use crate::shape::promote::require;
 use opal::{DType, Result, Scalar, Tensor};
-
-fn compare_scalar(op: &str, a: &Tensor, s: &Scalar) -> Result<Tensor> {
-    // The common dtype is still computed: incompatible operands fail here as on CPU.
-    common_dtype(&[a], &[s])?;
-    elementwise(op, &[a], DType::Bool)
-}
 
 /// `lt.Scalar`.
 pub fn lt_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {

@@ -261,8 +261,9 @@ pub fn ge_scalar(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     compare_scalar("ge", self_, other)
 }
 
-/// A comparison with a scalar: `self`'s shape, bool, after the promotion check.
-fn compare_scalar(op: &str, self_: &Tensor, other: &Scalar) -> Result<Tensor> {
+/// A comparison with a scalar: `self`'s shape, bool, after the promotion check
+/// (incompatible operands fail here as on CPU).
+pub(crate) fn compare_scalar(op: &str, self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     common_dtype(&[self_], &[other])?;
     elementwise(op, &[self_], DType::Bool)
 }
