@@ -12,6 +12,7 @@
 use crate::harness::{Config, Results};
 
 pub mod add;
+pub mod core_ops;
 pub mod data;
 pub mod dispatch;
 pub mod empty;
@@ -55,6 +56,10 @@ pub fn all() -> Vec<Measurement> {
         Measurement {
             name: "train",
             run: train::run,
+        },
+        Measurement {
+            name: "core_ops",
+            run: core_ops::run,
         },
         Measurement {
             name: "models",
