@@ -29,7 +29,9 @@ for spec in "${tests[@]}"; do
     if [ "$mode" = "$spec" ]; then
         mode=exit
     fi
-    exe=$(cargo test -p opal-distributed --features mpi --locked --test "$t" --no-run 2>&1 |
+    # --workspace: the same feature set as README's `cargo test --workspace`, so
+    # only opal-distributed is built again (with `mpi`), not the runtime.
+    exe=$(cargo test --workspace --features opal-distributed/mpi --locked --test "$t" --no-run 2>&1 |
         sed -n "s|.*Executable tests/$t.rs (\(.*\))|\1|p")
     if [ -z "$exe" ]; then
         echo "run-mpi-tests.sh: could not build $t" >&2
