@@ -320,6 +320,23 @@ pub fn init_params(fx: &Fixture, dtype: DType, device: Device) -> R<BTreeMap<Str
     Ok(params)
 }
 
+/// The model's loss on batch `batch` (forward only, recorded for autograd): for
+/// training loops of their own (data-parallel ones, say).
+pub fn forward_loss(
+    fx: &Fixture,
+    params: &BTreeMap<String, Tensor>,
+    batch: usize,
+    dtype: DType,
+    device: Device,
+) -> R<Tensor> {
+    Model {
+        fx,
+        p: params,
+        device,
+    }
+    .loss(batch as i64, dtype)
+}
+
 /// One SGD step on batch `batch`: forward, backward, update. Returns the loss
 /// and the updated parameters.
 pub fn step(

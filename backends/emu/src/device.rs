@@ -344,6 +344,31 @@ pub fn copy_from_host(src: &Tensor, dst: &Tensor) -> Result<()> {
     Ok(())
 }
 
+/// Queues on `t`'s current stream a job that reads `t`'s elements (logical order,
+/// contiguous bytes), lets `f` change them, and writes them back: how a
+/// communicator works on device memory in stream order, after the kernels queued
+/// before it and before those queued after. `f` runs on the device's worker
+/// thread; its `Err` is reported by the stream's next query or synchronize.
+pub fn update_in_stream(
+    t: &Tensor,
+    f: impl FnOnce(&mut [u8]) -> Result<()> + Send + 'static,
+) -> Result<()> {
+    let pool = pool_of(t.device())?;
+    let (op, dt) = (Operand::of(t), t.dtype());
+    let n = (op.numel() * op.es) as u64;
+    crate::queue::enqueue(
+        stream_of(t.device())?,
+        Box::new(move || {
+            let mut bytes = gather(&op, pool)?;
+            f(&mut bytes)?;
+            scatter(&bytes, dt, &op, dt, pool)
+        }),
+    )?;
+    pool.stats.launches.fetch_add(1, Ordering::Relaxed);
+    pool.stats.d2d_bytes.fetch_add(n, Ordering::Relaxed);
+    Ok(())
+}
+
 fn check_same(src: &Tensor, dst: &Tensor, what: &str) -> Result<()> {
     if src.sizes() != dst.sizes() || src.dtype() != dst.dtype() {
         return Err(OpalError::shape(format!(

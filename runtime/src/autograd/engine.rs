@@ -125,6 +125,10 @@ fn run(
     let mut captured: Vec<Option<Tensor>> = vec![None; capture.map_or(0, <[Tensor]>::len)];
 
     let mut tasks = discover(roots.iter().map(|(e, _)| e));
+    let mut hooked = match capture {
+        None if super::hooks::any() => hooked_leaves(roots.iter().map(|(e, _)| e), &tasks),
+        _ => HashMap::new(),
+    };
     for (edge, g) in roots {
         route(
             &edge,
@@ -134,6 +138,7 @@ fn run(
             &mut captured,
             "backward",
         )?;
+        leaf_reached(&edge, &mut hooked)?;
     }
     let mut ready: Vec<usize> = tasks
         .iter()
@@ -164,6 +169,7 @@ fn run(
         }
         for (edge, g) in node.next_edges().iter().zip(in_grads) {
             route(edge, g, &mut tasks, &captures, &mut captured, node.name())?;
+            leaf_reached(edge, &mut hooked)?;
             if let EdgeTarget::Node(next, _) = &edge.target {
                 let nid = node_id(next);
                 if let Some(t) = tasks.get_mut(&nid) {
@@ -176,6 +182,42 @@ fn run(
         }
     }
     Ok(captured)
+}
+
+/// For each leaf with post-accumulate-grad hooks, the number of edges into it
+/// from the roots and the graph's nodes: its gradient is final once that many
+/// have been routed.
+fn hooked_leaves<'e>(
+    roots: impl Iterator<Item = &'e Edge>,
+    tasks: &'e Tasks,
+) -> HashMap<usize, usize> {
+    let mut counts = HashMap::new();
+    let nodes = tasks.values().flat_map(|t| t.node.next_edges().iter());
+    for e in roots.chain(nodes) {
+        if let EdgeTarget::Leaf(t) = &e.target {
+            let addr = t.impl_addr();
+            if super::hooks::has(addr) {
+                *counts.entry(addr).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// Counts one routed edge into a hooked leaf; the last one runs its hooks.
+fn leaf_reached(edge: &Edge, hooked: &mut HashMap<usize, usize>) -> Result<()> {
+    if hooked.is_empty() {
+        return Ok(());
+    }
+    if let EdgeTarget::Leaf(t) = &edge.target {
+        if let Some(n) = hooked.get_mut(&t.impl_addr()) {
+            *n -= 1;
+            if *n == 0 {
+                return super::hooks::fire(t);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The graph's nodes by address. Keys are addresses of live nodes (no adversary

@@ -1,0 +1,333 @@
+//! Every collective on 2 ranks (`mpirun -n 2`, see `run-mpi-tests.sh`): values,
+//! every dtype, non-contiguous tensors, async handles, sub-groups, disagreeing
+//! ranks, and the same collectives on `emu` (its own all_reduce, staging for the
+//! rest).
+
+mod common;
+
+use common::{e, expect_eq, Cases};
+use opal::{ops, Complex, DType, Device, Tensor};
+use opal_distributed::{init_process_group, ProcessGroup, ReduceOp};
+
+fn t(v: &[f64], shape: &[i64], dtype: DType, device: Device) -> Result<Tensor, String> {
+    Tensor::from_slice(v, shape)
+        .and_then(|x| x.to_device_dtype(device, dtype))
+        .map_err(e)
+}
+
+fn all_reduce_cases(c: &mut Cases, pg: &ProcessGroup, device: Device) {
+    let r = pg.rank() as f64;
+    // Rank 0 holds [1, 2, -3, 4], rank 1 [3, 0.5, 2, 4] (exact in every float dtype).
+    let mine = |r: f64| {
+        if r == 0.0 {
+            vec![1.0, 2.0, -3.0, 4.0]
+        } else {
+            vec![3.0, 0.5, 2.0, 4.0]
+        }
+    };
+    let cases: [(ReduceOp, [f64; 4]); 5] = [
+        (ReduceOp::Sum, [4.0, 2.5, -1.0, 8.0]),
+        (ReduceOp::Avg, [2.0, 1.25, -0.5, 4.0]),
+        (ReduceOp::Product, [3.0, 1.0, -6.0, 16.0]),
+        (ReduceOp::Min, [1.0, 0.5, -3.0, 4.0]),
+        (ReduceOp::Max, [3.0, 2.0, 2.0, 4.0]),
+    ];
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for (op, want) in &cases {
+            c.run(&format!("all_reduce {op:?} {dtype:?} on {device}"), || {
+                let x = t(&mine(r), &[2, 2], dtype, device)?;
+                pg.all_reduce(&x, *op).map_err(e)?;
+                expect_eq(&x, want, "result")
+            });
+        }
+    }
+    for dtype in [DType::I64, DType::I32, DType::I16, DType::I8] {
+        c.run(&format!("all_reduce integer {dtype:?} on {device}"), || {
+            let x = t(&[r + 1.0, -2.0 * r, 5.0], &[3], dtype, device)?;
+            pg.all_reduce(&x, ReduceOp::Sum).map_err(e)?;
+            expect_eq(&x, &[3.0, -2.0, 10.0], "sum")?;
+            let y = t(&[r + 1.0, -2.0 * r, 5.0], &[3], dtype, device)?;
+            pg.all_reduce(&y, ReduceOp::Max).map_err(e)?;
+            expect_eq(&y, &[2.0, 0.0, 5.0], "max")
+        });
+    }
+    c.run(&format!("all_reduce u8 and bool on {device}"), || {
+        let x = t(&[r, 200.0 * (1.0 - r)], &[2], DType::U8, device)?;
+        pg.all_reduce(&x, ReduceOp::Max).map_err(e)?;
+        expect_eq(&x, &[1.0, 200.0], "u8 max")?;
+        // Rank 0 [1, 0, 1, 0], rank 1 [1, 1, 0, 0]: or = sum/max, and = product/min.
+        let b = |r: f64| {
+            if r == 0.0 {
+                [1.0, 0.0, 1.0, 0.0]
+            } else {
+                [1.0, 1.0, 0.0, 0.0]
+            }
+        };
+        let or = t(&b(r), &[4], DType::Bool, device)?;
+        pg.all_reduce(&or, ReduceOp::Sum).map_err(e)?;
+        expect_eq(&or, &[1.0, 1.0, 1.0, 0.0], "bool sum")?;
+        let and = t(&b(r), &[4], DType::Bool, device)?;
+        pg.all_reduce(&and, ReduceOp::Product).map_err(e)?;
+        expect_eq(&and, &[1.0, 0.0, 0.0, 0.0], "bool product")?;
+        let avg = t(&b(r), &[4], DType::Bool, device)?;
+        let err = pg.all_reduce(&avg, ReduceOp::Avg).unwrap_err().to_string();
+        if !err.contains("op=avg") || !err.contains("Bool") {
+            return Err(format!("bool avg: {err}"));
+        }
+        Ok(())
+    });
+    // (emu holds no complex tensors: the CPU backend's copies refuse them.)
+    c.run(&format!("all_reduce complex on {device}"), || {
+        if !device.is_cpu() {
+            return Ok(());
+        }
+        let v = [Complex::new(1.0 + r, -r), Complex::new(2.0, 1.0)];
+        let z = Tensor::from_slice(&v, &[2])
+            .and_then(|z| z.to(device))
+            .map_err(e)?;
+        pg.all_reduce(&z, ReduceOp::Sum).map_err(e)?;
+        let got = z
+            .to(Device::cpu())
+            .and_then(|z| z.to_vec::<Complex<f64>>())
+            .map_err(e)?;
+        if got != [Complex::new(3.0, -1.0), Complex::new(4.0, 2.0)] {
+            return Err(format!("complex sum: {got:?}"));
+        }
+        match pg.all_reduce(&z, ReduceOp::Max) {
+            Err(err) if err.to_string().contains("op=max") => Ok(()),
+            other => Err(format!("complex max: {:?}", other.map_err(e))),
+        }
+    });
+    c.run(&format!("all_reduce non-contiguous on {device}"), || {
+        let base = t(
+            &[1.0 + r, 2.0, 3.0, 4.0, 5.0, 6.0],
+            &[2, 3],
+            DType::F32,
+            device,
+        )?;
+        let x = ops::transpose_int(&base, 0, 1).map_err(e)?;
+        pg.all_reduce(&x, ReduceOp::Sum).map_err(e)?;
+        expect_eq(&x, &[3.0, 8.0, 4.0, 10.0, 6.0, 12.0], "the view")?;
+        if device.is_cpu() {
+            // (emu's transpose runs through the CPU fallback: a copy, not a view.)
+            expect_eq(&base, &[3.0, 4.0, 6.0, 8.0, 10.0, 12.0], "through the view")?;
+        }
+        Ok(())
+    });
+}
+
+fn movement_cases(c: &mut Cases, pg: &ProcessGroup, device: Device) {
+    let (rank, r) = (pg.rank(), pg.rank() as f64);
+    for dtype in [DType::F32, DType::F16, DType::Bool, DType::I64] {
+        c.run(&format!("broadcast {dtype:?} on {device}"), || {
+            let x = t(&[r, 1.0 - r, 1.0], &[3], dtype, device)?;
+            pg.broadcast(&x, 1).map_err(e)?;
+            expect_eq(&x, &[1.0, 0.0, 1.0], "broadcast")
+        });
+    }
+    c.run(&format!("reduce on {device}"), || {
+        let x = t(&[r + 1.0, 10.0], &[2], DType::F64, device)?;
+        pg.reduce(&x, 0, ReduceOp::Sum).map_err(e)?;
+        let want = if rank == 0 { [3.0, 20.0] } else { [2.0, 10.0] };
+        expect_eq(&x, &want, "reduce")
+    });
+    c.run(
+        &format!("all_gather list and into tensor on {device}"),
+        || {
+            let x = t(&[r, r + 10.0], &[2], DType::BF16, device)?;
+            let outs: Vec<Tensor> = (0..2)
+                .map(|_| Tensor::empty(&[2], DType::BF16, device))
+                .collect::<Result<_, _>>()
+                .map_err(e)?;
+            pg.all_gather(&outs, &x).map_err(e)?;
+            expect_eq(&outs[0], &[0.0, 10.0], "from rank 0")?;
+            expect_eq(&outs[1], &[1.0, 11.0], "from rank 1")?;
+            let big = Tensor::empty(&[2, 2], DType::BF16, device).map_err(e)?;
+            pg.all_gather_into_tensor(&big, &x).map_err(e)?;
+            expect_eq(&big, &[0.0, 10.0, 1.0, 11.0], "into tensor")?;
+            // Into a transposed (non-contiguous) output: logical order still wins.
+            let base = Tensor::empty(&[2, 2], DType::BF16, device).map_err(e)?;
+            let view = ops::transpose_int(&base, 0, 1).map_err(e)?;
+            pg.all_gather_into_tensor(&view, &x).map_err(e)?;
+            expect_eq(&view, &[0.0, 10.0, 1.0, 11.0], "into a view")
+        },
+    );
+    c.run(
+        &format!("reduce_scatter list and tensor on {device}"),
+        || {
+            let ins = [
+                t(&[1.0 + r, 2.0], &[2], DType::F32, device)?,
+                t(&[3.0, 4.0 * (r + 1.0)], &[2], DType::F32, device)?,
+            ];
+            let out = Tensor::empty(&[2], DType::F32, device).map_err(e)?;
+            pg.reduce_scatter(&out, &ins, ReduceOp::Sum).map_err(e)?;
+            let want = if rank == 0 { [3.0, 4.0] } else { [6.0, 12.0] };
+            expect_eq(&out, &want, "list")?;
+            let input = t(
+                &[1.0 + r, 2.0, 3.0, 4.0 * (r + 1.0)],
+                &[4],
+                DType::F32,
+                device,
+            )?;
+            pg.reduce_scatter_tensor(&out, &input, ReduceOp::Avg)
+                .map_err(e)?;
+            let want = if rank == 0 { [1.5, 2.0] } else { [3.0, 6.0] };
+            expect_eq(&out, &want, "tensor, avg")
+        },
+    );
+    c.run(&format!("all_to_all on {device}"), || {
+        let ins = [
+            t(&[10.0 * r, 1.0], &[2], DType::I32, device)?,
+            t(&[10.0 * r + 1.0, 2.0], &[2], DType::I32, device)?,
+        ];
+        let outs: Vec<Tensor> = (0..2)
+            .map(|_| Tensor::empty(&[2], DType::I32, device))
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        pg.all_to_all(&outs, &ins).map_err(e)?;
+        // outs[i] = rank i's ins[rank].
+        expect_eq(&outs[0], &[r, 1.0 + r], "from rank 0")?;
+        expect_eq(&outs[1], &[10.0 + r, 1.0 + r], "from rank 1")
+    });
+    c.run(&format!("send/recv with tags on {device}"), || {
+        let x = t(&[1.0, 2.0, 3.0], &[3], DType::F16, device)?;
+        let y = t(&[7.0, 8.0, 9.0], &[3], DType::F16, device)?;
+        if rank == 0 {
+            pg.send(&x, 1, 5).map_err(e)?;
+            pg.send(&y, 1, 6).map_err(e)?;
+        } else {
+            let a = Tensor::empty(&[3], DType::F16, device).map_err(e)?;
+            let b = Tensor::empty(&[3], DType::F16, device).map_err(e)?;
+            pg.recv(&a, 0, 5).map_err(e)?;
+            pg.recv(&b, 0, 6).map_err(e)?;
+            expect_eq(&a, &[1.0, 2.0, 3.0], "tag 5")?;
+            expect_eq(&b, &[7.0, 8.0, 9.0], "tag 6")?;
+        }
+        Ok(())
+    });
+}
+
+fn group_cases(c: &mut Cases, pg: &ProcessGroup) {
+    let rank = pg.rank();
+    c.run("rank and size", || {
+        if pg.size() != 2 || rank > 1 || pg.backend() != "mpi" {
+            return Err(format!(
+                "rank {rank} size {} backend {}",
+                pg.size(),
+                pg.backend()
+            ));
+        }
+        Ok(())
+    });
+    c.run("async work handles", || {
+        let xs: Vec<Tensor> = (0..4)
+            .map(|i| Tensor::from_slice(&[i as f32 + rank as f32; 1000], &[1000]))
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        let works: Vec<_> = xs
+            .iter()
+            .map(|x| pg.all_reduce_async(x, ReduceOp::Sum))
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        for w in works.iter().rev() {
+            w.wait().map_err(e)?;
+            if !w.is_completed() {
+                return Err("completed work says it is not".into());
+            }
+        }
+        for (i, x) in xs.iter().enumerate() {
+            expect_eq(x, &vec![2.0 * i as f64 + 1.0; 1000], "async sum")?;
+        }
+        pg.barrier_async().map_err(e)?.wait().map_err(e)
+    });
+    c.run("disagreeing ranks get the same error", || {
+        let n = 2 + rank as i64;
+        let x = Tensor::from_vec(vec![0f32; n as usize], &[n]).map_err(e)?;
+        let err = pg.all_reduce(&x, ReduceOp::Sum).unwrap_err().to_string();
+        if !err.contains("disagree")
+            || !err.contains("rank 1 called all_reduce")
+            || !err.contains("shape=[3]")
+        {
+            return Err(format!("shape mismatch: {err}"));
+        }
+        let dt = if rank == 0 { DType::F32 } else { DType::F64 };
+        let y = Tensor::from_slice(&[0f32; 2], &[2])
+            .and_then(|y| y.to_dtype(dt))
+            .map_err(e)?;
+        let err = pg.broadcast(&y, 0).unwrap_err().to_string();
+        if !err.contains("dtype=F64") {
+            return Err(format!("dtype mismatch: {err}"));
+        }
+        // Different collectives at the same point.
+        let z = Tensor::from_slice(&[0f32; 2], &[2]).map_err(e)?;
+        let err = if rank == 0 {
+            pg.all_reduce(&z, ReduceOp::Sum)
+        } else {
+            pg.broadcast(&z, 0)
+        };
+        let err = err.unwrap_err().to_string();
+        if !err.contains("rank 1 called broadcast") {
+            return Err(format!("kind mismatch: {err}"));
+        }
+        // The group still works after a disagreement.
+        pg.all_reduce(&z, ReduceOp::Sum).map_err(e)
+    });
+    c.run("bad arguments are errors, not hangs", || {
+        let x = Tensor::from_slice(&[0f32; 2], &[2]).map_err(e)?;
+        let err = pg.broadcast(&x, 5).unwrap_err().to_string();
+        if !err.contains("src=5") {
+            return Err(err);
+        }
+        let err = pg.send(&x, rank, 0).unwrap_err().to_string();
+        if !err.contains("is this rank") {
+            return Err(err);
+        }
+        let outs = vec![x.clone()];
+        let err = pg.all_gather(&outs, &x).unwrap_err().to_string();
+        if !err.contains("tensor_list has 1 tensors") {
+            return Err(err);
+        }
+        Ok(())
+    });
+    c.run("sub-groups", || {
+        let solo = pg.new_group(&[1]).map_err(e)?;
+        match (&solo, rank) {
+            (Some(g), 1) => {
+                if g.size() != 1 || g.rank() != 0 || g.world_ranks() != [1] {
+                    return Err("group of rank 1".into());
+                }
+                let x = Tensor::from_slice(&[2.0f32], &[1]).map_err(e)?;
+                g.all_reduce(&x, ReduceOp::Sum).map_err(e)?;
+                expect_eq(&x, &[2.0], "alone")?;
+            }
+            (None, 0) => {}
+            _ => return Err(format!("rank {rank}: membership wrong")),
+        }
+        let both = pg.new_group(&[0, 1]).map_err(e)?.ok_or("not a member")?;
+        let x = Tensor::from_slice(&[rank as f32], &[1]).map_err(e)?;
+        both.all_reduce(&x, ReduceOp::Max).map_err(e)?;
+        expect_eq(&x, &[1.0], "both")
+    });
+}
+
+fn main() {
+    opal_cpu::init().unwrap();
+    opal_emu::init().unwrap();
+    opal_distributed::emu_comm::register().unwrap();
+    let pg = init_process_group().expect("init_process_group");
+    pg.set_timeout(std::time::Duration::from_secs(60));
+    let mut c = Cases::new(pg.rank());
+    group_cases(&mut c, &pg);
+    let emu = Device::parse("emu:0").unwrap();
+    for device in [Device::cpu(), emu] {
+        all_reduce_cases(&mut c, &pg, device);
+        movement_cases(&mut c, &pg, device);
+    }
+    c.run("a single-process group needs no MPI", || {
+        let solo = ProcessGroup::single_process();
+        let x = Tensor::from_slice(&[3.0f32], &[1]).map_err(e)?;
+        solo.all_reduce(&x, ReduceOp::Avg).map_err(e)?;
+        expect_eq(&x, &[3.0], "solo")
+    });
+    std::process::exit(c.finish("mpi_collectives"));
+}
