@@ -10,6 +10,10 @@ figure.
 
     cargo build --release -p opal-bench
     ~/.cache/opal-anchors/venv/bin/python bench/anchors/paired.py --runs 5
+    ~/.cache/opal-anchors/venv/bin/python bench/anchors/paired.py --group core_ops
+
+`--group core_ops` pairs `opal-bench --only core_ops` with libtorch's core_ops.sh
+(the core ATen opset's `core_<op>_<size>_us` keys) instead.
 
 Needs the anchor venv (../shared/anchors/setup.sh installs it) and a release build
 of opal-bench at target/release/opal-bench (or --opal PATH).
@@ -37,15 +41,20 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--opal", default=os.path.join(ROOT, "target", "release", "opal-bench"))
     ap.add_argument("--json", dest="json_out", help="write every raw figure here")
+    ap.add_argument("--group", choices=["default", "core_ops"], default="default")
     args = ap.parse_args()
     if not os.access(args.opal, os.X_OK):
         sys.exit(f"paired.py: no opal-bench at {args.opal}; run `cargo build --release -p opal-bench`")
 
     runs = []
     for i in range(args.runs):
-        anchor = run_json(["bash", os.path.join(SHARED_ANCHORS, "libtorch_bench.sh")])
-        anchor.update(run_json([sys.executable, os.path.join(HERE, "torch_nn.py")]))
-        opal = run_json([args.opal, "--json"])
+        if args.group == "core_ops":
+            anchor = run_json(["bash", os.path.join(HERE, "core_ops.sh")])
+            opal = run_json([args.opal, "--only", "core_ops", "--json"])
+        else:
+            anchor = run_json(["bash", os.path.join(SHARED_ANCHORS, "libtorch_bench.sh")])
+            anchor.update(run_json([sys.executable, os.path.join(HERE, "torch_nn.py")]))
+            opal = run_json([args.opal, "--json"])
         runs.append({"anchor": anchor, "opal": opal})
         print(f"run {i + 1}/{args.runs} done", file=sys.stderr)
 

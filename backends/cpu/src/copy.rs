@@ -51,7 +51,20 @@ fn copy_bytes_strided<const S: usize>(dst: &Tensor, src: &Tensor, op: &str) -> R
         }
         let sd = broadcast_byte_strides(dst.sizes(), dst.strides(), S, shape, op)?;
         let ss = broadcast_byte_strides(src.sizes(), src.strides(), S, shape, op)?;
-        let mut g = collapse::<2>(shape, [&sd, &ss]);
+        // A copy may visit its indices in any order: order the dims by the
+        // destination's strides, so that a permuted layout (a clone of `x.t()`
+        // keeps its strides) collapses into contiguous runs instead of striding.
+        let mut order: Vec<usize> = (0..shape.len()).collect();
+        order.sort_by_key(|&d| std::cmp::Reverse((sd[d].unsigned_abs(), ss[d].unsigned_abs())));
+        let pick = |v: &[isize]| order.iter().map(|&d| v[d]).collect::<Vec<_>>();
+        let (sd, ss) = (pick(&sd), pick(&ss));
+        let shape: Vec<i64> = order.iter().map(|&d| shape[d]).collect();
+        let mut g = collapse::<2>(&shape, [&sd, &ss]);
+        if let Some(plan) = TransposePlan::new(&g, S) {
+            // SAFETY: as below: the plan only reorders the same geometry's indices.
+            unsafe { plan.run::<S>(pd, ps) };
+            return Ok(());
+        }
         // A copy may visit its indices in any order: make the longest of the outer
         // dims the rows of each block, so the per-block cost is paid as rarely as
         // possible (16 rows of 8 floats per block instead of 4 for an attention
@@ -95,6 +108,125 @@ fn copy_bytes_strided<const S: usize>(dst: &Tensor, src: &Tensor, op: &str) -> R
         }
         Ok(())
     })
+}
+
+/// A copy whose destination runs along one dim while its source runs along
+/// another (`x.t().contiguous()`, an NCHW -> NHWC permute): done in square tiles so
+/// that both the rows read and the rows written stay in L1. Visiting the
+/// destination in order instead reads the source one cache line per element.
+struct TransposePlan {
+    /// Sizes of the destination's unit-stride dim (`a`) and the source's (`b`).
+    a: usize,
+    b: usize,
+    /// Byte strides: the source's along `a`, the destination's along `b`.
+    src_a: isize,
+    dst_b: isize,
+    /// The other dims: sizes and `[dst, src]` byte strides.
+    outer: Vec<(usize, [isize; 2])>,
+}
+
+/// The largest tile in bytes: 64 x 64 one-byte elements.
+const TILE_BYTES: usize = 4096;
+
+/// Tile side in elements: one 64-byte cache line of the contiguous side (at least
+/// 8). Larger tiles lose to set conflicts: rows a power of two apart share L1 sets.
+const fn tile(elem: usize) -> usize {
+    // `TILE_BYTES` holds a tile of any element size.
+    if elem >= 8 {
+        8
+    } else {
+        64 / elem
+    }
+}
+
+impl TransposePlan {
+    fn new(g: &crate::iter::Geometry<2>, elem: usize) -> Option<TransposePlan> {
+        let elem = elem as isize;
+        if g.shape.len() < 2 || g.strides[0][0] != elem || g.strides[0][1] == elem {
+            return None;
+        }
+        let d = (1..g.shape.len()).find(|&d| g.strides[d][1] == elem)?;
+        let (a, b) = (g.shape[0], g.shape[d]);
+        if a < 8 || b < 8 {
+            return None;
+        }
+        let outer = (1..g.shape.len())
+            .filter(|&k| k != d)
+            .map(|k| (g.shape[k], g.strides[k]))
+            .collect();
+        Some(TransposePlan {
+            a,
+            b,
+            src_a: g.strides[0][1],
+            dst_b: g.strides[d][0],
+            outer,
+        })
+    }
+
+    /// # Safety
+    /// `dst` and `src` are the base pointers of the geometry the plan came from,
+    /// every index of which is in bounds of its operand; `dst` and `src` do not
+    /// overlap (a same-storage transpose is not a self-copy at equal indices).
+    unsafe fn run<const S: usize>(&self, dst: *mut u8, src: *const u8) {
+        const { assert!(S > 0) };
+        let t_side = tile(S);
+        let tiles_a = self.a.div_ceil(t_side);
+        let tiles_b = self.b.div_ceil(t_side);
+        let per_plane = tiles_a * tiles_b;
+        let planes: usize = self.outer.iter().map(|o| o.0).product();
+        let total = per_plane * planes;
+        let (dst, src) = (dst as usize, src as usize);
+        let work = |t: usize| {
+            let (mut plane, tile) = (t / per_plane, t % per_plane);
+            let (ta, tb) = (tile % tiles_a, tile / tiles_a);
+            let (mut od, mut os) = (0isize, 0isize);
+            for &(n, [sd, ss]) in &self.outer {
+                let i = (plane % n) as isize;
+                plane /= n;
+                od += i * sd;
+                os += i * ss;
+            }
+            let (a0, b0) = (ta * t_side, tb * t_side);
+            let (a1, b1) = ((a0 + t_side).min(self.a), (b0 + t_side).min(self.b));
+            // Through a buffer: each source row's run is read whole, then each
+            // destination row's run is written whole. Moving element by element
+            // instead touches a tile's rows one element at a time, and rows a power
+            // of two apart share L1 sets, so every access missed.
+            let (na, nb) = (a1 - a0, b1 - b0);
+            let mut buf = [0u8; TILE_BYTES];
+            for i in 0..na {
+                // SAFETY: (a0 + i, b0 .. b1, plane) are indices of the geometry and
+                // the source is contiguous along b, so the run is in bounds; the
+                // buffer holds t_side * t_side elements of S bytes.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (src as *const u8)
+                            .offset(os + (a0 + i) as isize * self.src_a + (b0 * S) as isize),
+                        buf.as_mut_ptr().add(i * t_side * S),
+                        nb * S,
+                    );
+                }
+            }
+            for j in 0..nb {
+                let row = (dst as *mut u8)
+                    .wrapping_offset(od + (b0 + j) as isize * self.dst_b + (a0 * S) as isize);
+                for i in 0..na {
+                    // SAFETY: (a0 + i, b0 + j, plane) is an index of the geometry and
+                    // the destination is contiguous along a; `i * t_side + j` is in
+                    // the buffer.
+                    unsafe {
+                        copy_block::<S>(row.add(i * S), buf.as_ptr().add((i * t_side + j) * S));
+                    }
+                }
+            }
+        };
+        // Tiles are disjoint in the destination, so any split among threads is safe.
+        if total * t_side * t_side * S < 1 << 16 {
+            (0..total).for_each(work);
+        } else {
+            crate::parallel::fork_chunks(total, work);
+        }
+    }
 }
 
 /// The rows of a block whose runs are `N` contiguous bytes in both operands.

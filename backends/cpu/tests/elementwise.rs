@@ -360,6 +360,12 @@ fn strided_copies_of_every_element_size_match_the_index_walk() {
         (vec![3, 4, 5], vec![0, 5, 1], 2),            // broadcast outer dim
         (vec![6, 7], vec![7, 0], 1),                  // broadcast inner dim
         (vec![4, 8, 16], vec![1, 64, 4], 0),          // inner dim strided
+        // Tiled transposes: sides that are not multiples of the tile, batches of
+        // planes, an offset.
+        (vec![20, 37], vec![1, 20], 0),
+        (vec![40, 90], vec![1, 40], 5),
+        (vec![3, 17, 70], vec![1, 210, 3], 0),
+        (vec![2, 30, 33], vec![990, 1, 30], 0),
     ];
     for len in 1..=20 {
         views.push((vec![5, len], vec![len + 3, 1], 1)); // rows of `len` elements

@@ -103,7 +103,7 @@ pub(crate) fn scatter_positions(
     index: &Tensor,
     src: &Tensor,
     op: &str,
-    mut f: impl FnMut(usize, usize),
+    f: impl FnMut(usize, usize),
 ) -> Result<()> {
     let d = wrap_dim(dim, self_.dim(), op)?;
     check_index_shape(self_, index, d, op)?;
@@ -119,13 +119,35 @@ pub(crate) fn scatter_positions(
             ));
         }
     }
-    let iv = read_index(index, false, op)?;
+    if index.dtype() != DType::I64 {
+        return read_index(index, false, op).map(|_| ());
+    }
+    // The index is read in place: a copy of it cost as much as the scatter itself.
+    crate::nn::io::with_slice::<i64, _>(index, |iv| {
+        scatter_positions_read(self_, d, index, src, iv, op, f)
+    })
+}
+
+/// [`scatter_positions`] once the index values are at hand (row-major).
+fn scatter_positions_read(
+    self_: &Tensor,
+    d: usize,
+    index: &Tensor,
+    src: &Tensor,
+    iv: &[i64],
+    op: &str,
+    mut f: impl FnMut(usize, usize),
+) -> Result<()> {
     let (ist, sst, srcst) = (
         contiguous_strides(index.sizes()),
         contiguous_strides(self_.sizes()),
         contiguous_strides(src.sizes()),
     );
     let size = self_.sizes().get(d).copied().unwrap_or(1);
+    let nd = index.dim();
+    if nd >= 1 && self_.dim() == nd && src.dim() == nd {
+        return scatter_positions_nd(iv, index.sizes(), d, size, [&sst, &srcst], op, f);
+    }
     let mut pos = Vec::new();
     for_each_index(index.sizes(), |idx| {
         let k = check_index(iv[lin(idx, &ist)], size, d, op)?;
@@ -137,6 +159,65 @@ pub(crate) fn scatter_positions(
         f(lin(&pos, &sst), lin(idx, &srcst));
         Ok(())
     })
+}
+
+/// [`scatter_positions`] when index, self and src have the same rank: an
+/// odometer over the outer dims keeps both offsets running, so the innermost loop
+/// costs one index check and two multiply-adds per element (recomputing each
+/// position from its multi-index cost several times that).
+fn scatter_positions_nd(
+    iv: &[i64],
+    sizes: &[i64],
+    d: usize,
+    size: i64,
+    [self_st, src_st]: [&[i64]; 2],
+    op: &str,
+    mut f: impl FnMut(usize, usize),
+) -> Result<()> {
+    let nd = sizes.len();
+    let last = nd - 1;
+    let inner = sizes[last] as usize;
+    if inner == 0 || sizes.contains(&0) {
+        return Ok(());
+    }
+    let (self_step, src_step) = (self_st[last] as usize, src_st[last] as usize);
+    let self_dim_st = self_st[d] as usize;
+    // Offsets of the current outer position; `self`'s leaves out `dim`, which the
+    // index value supplies.
+    let mut ctr = vec![0usize; last];
+    let (mut base_self, mut base_src) = (0usize, 0usize);
+    let mut i = 0usize;
+    loop {
+        for j in 0..inner {
+            let k = check_index(iv[i + j], size, d, op)?;
+            let o = if d == last {
+                base_self + k * self_dim_st
+            } else {
+                base_self + j * self_step + k * self_dim_st
+            };
+            f(o, base_src + j * src_step);
+        }
+        i += inner;
+        // Advance the odometer over dims `last-1 ..= 0`.
+        let mut k = last;
+        loop {
+            if k == 0 {
+                return Ok(());
+            }
+            k -= 1;
+            ctr[k] += 1;
+            let (ss, rs) = (self_st[k] as usize, src_st[k] as usize);
+            let in_self = if k == d { 0 } else { ss };
+            if ctr[k] < sizes[k] as usize {
+                base_self += in_self;
+                base_src += rs;
+                break;
+            }
+            base_self -= in_self * (ctr[k] - 1);
+            base_src -= rs * (ctr[k] - 1);
+            ctr[k] = 0;
+        }
+    }
 }
 
 /// Scatters move `src` values into `self_` unconverted: the dtypes must match.

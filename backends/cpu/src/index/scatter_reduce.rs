@@ -119,23 +119,33 @@ pub fn scatter_reduce_two(
     check_src_dtype(self_, src, OP)?;
     dispatch_all!(self_.dtype(), OP, |T| {
         let mut out = to_vec_as::<T>(self_)?;
-        let sv = to_vec_as::<T>(src)?;
-        let mut count = vec![0i64; out.len()];
-        scatter_positions(self_, dim, index, src, OP, |o, s| {
-            out[o] = if count[o] == 0 && !include_self {
-                sv[s]
+        crate::nn::io::with_slice::<T, _>(src, |sv| {
+            // Counts are needed only to divide a mean or to drop `self`'s own values.
+            let counted = r == Reduce::Mean || !include_self;
+            let mut count = vec![0i64; if counted { out.len() } else { 0 }];
+            if counted {
+                scatter_positions(self_, dim, index, src, OP, |o, s| {
+                    out[o] = if count[o] == 0 && !include_self {
+                        sv[s]
+                    } else {
+                        combine(r, out[o], sv[s])
+                    };
+                    count[o] += 1;
+                })?;
             } else {
-                combine(r, out[o], sv[s])
-            };
-            count[o] += 1;
-        })?;
-        if r == Reduce::Mean {
-            for (v, &n) in out.iter_mut().zip(&count) {
-                if n > 0 {
-                    *v = mean_of(*v, n + include_self as i64);
+                scatter_positions(self_, dim, index, src, OP, |o, s| {
+                    out[o] = combine(r, out[o], sv[s]);
+                })?;
+            }
+            if r == Reduce::Mean {
+                for (v, &n) in out.iter_mut().zip(&count) {
+                    if n > 0 {
+                        *v = mean_of(*v, n + include_self as i64);
+                    }
                 }
             }
-        }
+            Ok(())
+        })?;
         Tensor::from_vec(out, self_.sizes())
     })
 }

@@ -315,71 +315,72 @@ pub fn native_batch_norm(
         let rmv = param::<C>(rm, c, "running_mean", OP)?;
         let rvv = param::<C>(rv, c, "running_var", OP)?;
         let epsc = C::from(eps).unwrap_or_else(num_traits::zero::<C>);
-        let xv = crate::copy::to_vec_as::<C>(input)?;
-        let (mean, invstd, var) = if training {
-            let st = channel_stats(&xv, n, c, inner);
-            let mean: Vec<C> = st.iter().map(|p| p.0).collect();
-            let var: Vec<C> = st.iter().map(|p| p.1).collect();
-            let invstd: Vec<C> = var.iter().map(|&v| C::one() / (v + epsc).sqrt()).collect();
-            (mean, invstd, Some(var))
-        } else {
-            let mean = rmv.clone().unwrap_or_default();
-            let invstd = rvv
-                .as_deref()
-                .unwrap_or_default()
-                .iter()
-                .map(|&v| C::one() / (v + epsc).sqrt())
-                .collect();
-            (mean, invstd, None)
-        };
-        let dt = input.dtype();
-        let y = make_output::<C>(input.sizes(), dt, |ys| {
-            channel_normalize(
-                &xv,
-                ys,
-                n,
-                c,
-                inner,
-                &mean,
-                &invstd,
-                w.as_deref(),
-                b.as_deref(),
-            );
-            Ok(())
-        })?;
-        if let Some(var) = var {
-            let mom = C::from(momentum).unwrap_or_else(num_traits::zero::<C>);
-            let count = C::from(n * inner).unwrap_or_else(C::one);
-            let unbias = count / (count - C::one());
-            let update = |t: &Tensor, old: &[C], new: &[C], scale: C| -> Result<()> {
-                let upd: Vec<C> = old
+        with_slice::<C, _>(input, |xv| {
+            let (mean, invstd, var) = if training {
+                let st = channel_stats(xv, n, c, inner);
+                let mean: Vec<C> = st.iter().map(|p| p.0).collect();
+                let var: Vec<C> = st.iter().map(|p| p.1).collect();
+                let invstd: Vec<C> = var.iter().map(|&v| C::one() / (v + epsc).sqrt()).collect();
+                (mean, invstd, Some(var))
+            } else {
+                let mean = rmv.clone().unwrap_or_default();
+                let invstd = rvv
+                    .as_deref()
+                    .unwrap_or_default()
                     .iter()
-                    .zip(new)
-                    .map(|(&o, &v)| (C::one() - mom) * o + mom * v * scale)
+                    .map(|&v| C::one() / (v + epsc).sqrt())
                     .collect();
-                let tmp = Tensor::from_vec(upd, t.sizes())?;
-                copy_into(t, &tmp, OP)
+                (mean, invstd, None)
             };
-            if let (Some(t), Some(old)) = (rm, &rmv) {
-                update(t, old, &mean, C::one())?;
-            }
-            if let (Some(t), Some(old)) = (rv, &rvv) {
-                update(t, old, &var, unbias)?;
-            }
-            let sm = make_output::<C>(&[c as i64], dt, |o| {
-                o.copy_from_slice(&mean);
+            let dt = input.dtype();
+            let y = make_output::<C>(input.sizes(), dt, |ys| {
+                channel_normalize(
+                    xv,
+                    ys,
+                    n,
+                    c,
+                    inner,
+                    &mean,
+                    &invstd,
+                    w.as_deref(),
+                    b.as_deref(),
+                );
                 Ok(())
             })?;
-            let si = make_output::<C>(&[c as i64], dt, |o| {
-                o.copy_from_slice(&invstd);
-                Ok(())
-            })?;
-            Ok((y, sm, si))
-        } else {
-            let e0 = crate::out::empty(&[0], dt)?;
-            let e1 = crate::out::empty(&[0], dt)?;
-            Ok((y, e0, e1))
-        }
+            if let Some(var) = var {
+                let mom = C::from(momentum).unwrap_or_else(num_traits::zero::<C>);
+                let count = C::from(n * inner).unwrap_or_else(C::one);
+                let unbias = count / (count - C::one());
+                let update = |t: &Tensor, old: &[C], new: &[C], scale: C| -> Result<()> {
+                    let upd: Vec<C> = old
+                        .iter()
+                        .zip(new)
+                        .map(|(&o, &v)| (C::one() - mom) * o + mom * v * scale)
+                        .collect();
+                    let tmp = Tensor::from_vec(upd, t.sizes())?;
+                    copy_into(t, &tmp, OP)
+                };
+                if let (Some(t), Some(old)) = (rm, &rmv) {
+                    update(t, old, &mean, C::one())?;
+                }
+                if let (Some(t), Some(old)) = (rv, &rvv) {
+                    update(t, old, &var, unbias)?;
+                }
+                let sm = make_output::<C>(&[c as i64], dt, |o| {
+                    o.copy_from_slice(&mean);
+                    Ok(())
+                })?;
+                let si = make_output::<C>(&[c as i64], dt, |o| {
+                    o.copy_from_slice(&invstd);
+                    Ok(())
+                })?;
+                Ok((y, sm, si))
+            } else {
+                let e0 = crate::out::empty(&[0], dt)?;
+                let e1 = crate::out::empty(&[0], dt)?;
+                Ok((y, e0, e1))
+            }
+        })
     }
     let dims = (n, c, inner);
     match cd {

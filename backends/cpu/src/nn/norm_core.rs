@@ -138,16 +138,31 @@ pub(crate) fn channel_normalize<C: RowMath>(
     w: Option<&[C]>,
     b: Option<&[C]>,
 ) {
-    for bi in 0..n {
-        for ch in 0..c {
-            let scale = invstd[ch] * w.map_or(C::one(), |w| w[ch]);
-            let shift = b.map_or(C::zero(), |b| b[ch]) - mean[ch] * scale;
-            let r = (bi * c + ch) * inner..(bi * c + ch + 1) * inner;
-            for (o, &v) in y[r.clone()].iter_mut().zip(&x[r]) {
-                *o = v * scale + shift;
-            }
+    let _ = n;
+    let plane = |p: usize, ys: &mut [C]| {
+        let ch = p % c;
+        let scale = invstd[ch] * w.map_or(C::one(), |w| w[ch]);
+        let shift = b.map_or(C::zero(), |b| b[ch]) - mean[ch] * scale;
+        for (o, &v) in ys.iter_mut().zip(&x[p * inner..(p + 1) * inner]) {
+            *o = v * scale + shift;
         }
+    };
+    if inner == 0 {
+        return;
     }
+    if y.len() < 1 << 15 {
+        for (p, ys) in y.chunks_mut(inner).enumerate() {
+            plane(p, ys);
+        }
+        return;
+    }
+    // Whole planes per task, about 32K elements each.
+    let planes_per_task = (32_768 / inner).max(1);
+    crate::parallel::fork_chunks_mut(y, planes_per_task * inner, |t, ys| {
+        for (k, yp) in ys.chunks_mut(inner).enumerate() {
+            plane(t * planes_per_task + k, yp);
+        }
+    });
 }
 
 #[cfg(test)]

@@ -106,6 +106,87 @@ fn column_sums_of<T: Elem>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f
     Ok(acc)
 }
 
+/// Sums of a contiguous f32 or f64 tensor over its trailing dims (`mask` false for
+/// a prefix of dims, true after it): each row summed straight from the input, rows
+/// split across threads. [`Rows`] would first convert the whole input to f64, which
+/// cost more than the sums (`x.mean(-1)`, layer statistics). `None` when the input
+/// does not have that form.
+fn row_sums(t: &Tensor, mask: &[bool]) -> Option<Result<Vec<f64>>> {
+    let keep = mask.iter().take_while(|&&m| !m).count();
+    if keep == mask.len() || mask[keep..].iter().any(|&m| !m) || !t.is_contiguous() {
+        return None;
+    }
+    let rows = t.sizes()[..keep].iter().product::<i64>() as usize;
+    let cols = t.sizes()[keep..].iter().product::<i64>() as usize;
+    match t.dtype() {
+        DType::F32 => Some(row_sums_of::<f32>(t, rows, cols)),
+        DType::F64 => Some(row_sums_of::<f64>(t, rows, cols)),
+        _ => None,
+    }
+}
+
+fn row_sums_of<T: Elem>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f64>> {
+    let mut out = vec![0.0f64; rows];
+    if rows * cols == 0 {
+        return Ok(out);
+    }
+    opal::tensor::KernelAccess::scoped([t], [], |[p], []| {
+        // SAFETY: `t` is contiguous with `rows * cols` elements of `T` (checked by the
+        // caller: contiguous, and its dtype is `T`), its storage borrowed for reading
+        // while the slice lives.
+        let data = unsafe { std::slice::from_raw_parts(p as *const T, rows * cols) };
+        // About 64K elements per task, whole rows each.
+        let per_task = (65_536 / cols).max(1);
+        let sum_rows = |first: usize, sums: &mut [f64]| {
+            for (r, s) in sums.iter_mut().enumerate() {
+                let row = &data[(first + r) * cols..(first + r + 1) * cols];
+                *s = pairwise_sum_of(row);
+            }
+        };
+        if rows * cols < 1 << 15 {
+            sum_rows(0, &mut out);
+        } else {
+            crate::parallel::fork_chunks_mut(&mut out, per_task, |c, sums| {
+                sum_rows(c * per_task, sums)
+            });
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// [`pairwise_sum`] of values converted to f64 on the fly.
+fn pairwise_sum_of<T: Elem>(v: &[T]) -> f64 {
+    if v.len() <= 256 {
+        let mut acc = [0.0f64; 8];
+        let chunks = v.chunks_exact(8);
+        let rem = chunks.remainder();
+        for c in chunks {
+            for k in 0..8 {
+                acc[k] += c[k].to_f64();
+            }
+        }
+        let mut s =
+            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        for &x in rem {
+            s += x.to_f64();
+        }
+        return s;
+    }
+    let mid = v.len() / 2;
+    pairwise_sum_of(&v[..mid]) + pairwise_sum_of(&v[mid..])
+}
+
+/// How many elements each output of a reduction over `mask` combines.
+fn reduced_count(sizes: &[i64], mask: &[bool]) -> i64 {
+    sizes
+        .iter()
+        .zip(mask)
+        .filter(|(_, &m)| m)
+        .map(|(&s, _)| s)
+        .product()
+}
+
 /// Pairwise summation: accurate like PyTorch's cascade sum and vectorizable.
 fn pairwise_sum(v: &[f64]) -> f64 {
     if v.len() <= 64 {
@@ -137,8 +218,11 @@ fn sum_impl(
 ) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
     let by_pairs = by_rows(pairwise_sum);
-    let floats =
-        |t: &Tensor, mask: &[bool]| column_sums(t, mask).unwrap_or_else(|| by_pairs(t, mask));
+    let floats = |t: &Tensor, mask: &[bool]| {
+        column_sums(t, mask)
+            .or_else(|| row_sums(t, mask))
+            .unwrap_or_else(|| by_pairs(t, mask))
+    };
     reduce_acc(self_, dims, keepdim, rd, dest, op, floats, |r| {
         r.iter().fold(0i64, |a, &x| a.wrapping_add(x))
     })
@@ -188,16 +272,15 @@ fn mean_impl(
             "{op}: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {rd}"
         )));
     }
-    reduce_acc(
-        self_,
-        dims,
-        keepdim,
-        rd,
-        dest,
-        op,
-        by_rows(|r| pairwise_sum(r) / r.len() as f64),
-        |_| 0,
-    )
+    let by_pairs = by_rows(|r| pairwise_sum(r) / r.len() as f64);
+    let floats = |t: &Tensor, mask: &[bool]| match row_sums(t, mask) {
+        Some(sums) => {
+            let n = reduced_count(t.sizes(), mask) as f64;
+            sums.map(|v| v.into_iter().map(|s| s / n).collect())
+        }
+        None => by_pairs(t, mask),
+    };
+    reduce_acc(self_, dims, keepdim, rd, dest, op, floats, |_| 0)
 }
 /// `mean.dim`.
 pub fn mean_dim(

@@ -66,8 +66,19 @@ pub fn _to_copy(
             "complex dtypes are not supported by the CPU backend",
         ));
     }
-    // `copy_into` writes every element: a recycled block needs no zeroing.
-    let out = empty_uninit(self_.sizes(), dt)?;
+    // PyTorch's preserve format: a permuted dense tensor (`x.t()`, an NHWC view)
+    // is copied with its own strides, which makes the copy one flat run instead of
+    // a transpose. Meta's `_to_copy` gives the same strides.
+    let keep_strides = matches!(memory_format, None | Some(MemoryFormat::Preserve))
+        && !self_.is_contiguous()
+        && opal::tensor::is_non_overlapping_and_dense(self_);
+    // `copy_into` writes every element: a recycled block needs no zeroing. A dense
+    // layout spans exactly `numel` elements from offset 0.
+    let out = if keep_strides {
+        empty_uninit(&[self_.numel()], dt)?.as_strided(self_.sizes(), self_.strides(), 0)?
+    } else {
+        empty_uninit(self_.sizes(), dt)?
+    };
     copy_into(&out, self_, OP)?;
     match target {
         Some(d) => opal::fallback::copy_to_device(&out, d),
@@ -111,5 +122,21 @@ mod tests {
         let z = Tensor::from_slice(&[0.0f32, 0.0], &[2]).unwrap();
         copy_(&z, &Tensor::from_slice(&[7i64], &[1]).unwrap(), false).unwrap();
         assert_eq!(z.to_vec::<f32>().unwrap(), vec![7.0, 7.0]);
+    }
+
+    #[test]
+    fn clone_preserves_a_dense_permuted_layout_as_pytorch() {
+        let m = Tensor::from_slice(&[1.0f32, 2., 3., 4., 5., 6.], &[2, 3]).unwrap();
+        let t = m.as_strided(&[3, 2], &[1, 3], 0).unwrap();
+        let c = clone(&t, None).unwrap();
+        assert_eq!(c.strides(), &[1, 3]);
+        assert!(!c.shares_storage(&t));
+        assert_eq!(c.to_vec::<f32>().unwrap(), vec![1., 4., 2., 5., 3., 6.]);
+        let c = clone(&t, Some(MemoryFormat::Contiguous)).unwrap();
+        assert_eq!(c.strides(), &[2, 1]);
+        assert_eq!(c.to_vec::<f32>().unwrap(), vec![1., 4., 2., 5., 3., 6.]);
+        // Not dense (every other column): contiguous, as PyTorch's fallback.
+        let g = m.as_strided(&[2, 2], &[3, 2], 0).unwrap();
+        assert_eq!(clone(&g, None).unwrap().strides(), &[2, 1]);
     }
 }
