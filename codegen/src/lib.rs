@@ -29,6 +29,7 @@ pub mod derivatives;
 pub mod diagnostics;
 #[doc(hidden)]
 pub mod emit;
+mod hash;
 #[doc(hidden)]
 pub mod ident;
 mod load;

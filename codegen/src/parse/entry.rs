@@ -5,13 +5,11 @@
 //! Owns: the set of keys and their value types. Must not: add implicit entries or
 //! check rules between keys or entries (that is `crate::validate`).
 
-use std::collections::BTreeMap;
-
 use super::node::Node;
 use super::outline::LineIndex;
 use super::schema::{parse_operator_name_at, parse_schema_at, split_namespace};
 use crate::diagnostics::Diagnostic;
-use crate::model::{BackendKernel, DeviceCheck, Loc, NativeFunction, Origin, Variants};
+use crate::model::{BackendKernel, DeviceCheck, Loc, NativeFunction, Origin, SmallMap, Variants};
 
 /// Every key a `native_functions.yaml` entry may have (PyTorch 1.13 through 2.15).
 pub const KNOWN_KEYS: [&str; 18] = [
@@ -111,7 +109,7 @@ pub(crate) fn parse_entry(
         src,
         idx,
     };
-    let mut key_locs = BTreeMap::new();
+    let mut key_locs = SmallMap::with_capacity(map.len());
     // By index in KEYS_SORTED; a key given twice keeps its last value.
     let mut values: [Option<(&Node<'_>, &Node<'_>)>; KEYS_SORTED.len()] = Default::default();
     for (k, v) in map {
@@ -130,7 +128,7 @@ pub(crate) fn parse_entry(
         let at = locs.key_loc(k);
         match KEYS_SORTED.iter().position(|known| *known == name) {
             Some(known) => {
-                if let Some(first) = key_locs.insert(name.to_string(), at) {
+                if let Some(first) = key_locs.insert(KEYS_SORTED[known], at) {
                     errs.push(
                         Diagnostic::new(
                             "opal::duplicate_key",
@@ -220,6 +218,7 @@ pub(crate) fn parse_entry(
             },
             "dispatch" => match v {
                 Node::Map(m) => {
+                    nf.dispatch = SmallMap::with_capacity(m.len());
                     for (k, kernel) in m {
                         let (Some(keys), Some(kernel)) = (k.as_str(), kernel.as_str()) else {
                             let at = locs.of(k).unwrap_or(vloc);

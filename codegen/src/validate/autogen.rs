@@ -15,7 +15,7 @@ use super::FastHash;
 use crate::diagnostics::Diagnostic;
 use crate::model::{
     Annotation, Argument, Arguments, BackendKernel, BaseOperatorName, DeviceCheck, FunctionSchema,
-    NativeFunction, OperatorName, Origin, Return, SchemaKind, Type,
+    NativeFunction, OperatorName, Origin, Return, SchemaKind, SmallMap, Type,
 };
 
 fn strip(a: &Argument) -> Argument {
@@ -352,7 +352,7 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
         .cloned()
         .collect();
     tags.push("generated".into());
-    let mut dispatch = BTreeMap::new();
+    let mut dispatch = SmallMap::with_capacity(1);
     dispatch.insert(
         "CompositeExplicitAutograd".to_string(),
         BackendKernel {
