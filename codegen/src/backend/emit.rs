@@ -29,12 +29,6 @@ use super::plan::{Entry, Plan};
 use super::report::BackendDiagnostic;
 use super::spec::{BackendKey, BackendSpec, FallbackPolicy};
 
-/// Trait methods that move data for the CPU fallback (reserved: no op may map to
-/// these names).
-pub const TRANSFER_TO_CPU: &str = "transfer_to_cpu";
-/// See [`TRANSFER_TO_CPU`].
-pub const TRANSFER_FROM_CPU: &str = "transfer_from_cpu";
-
 /// File name of the starter implementation written by `--init-skeleton`.
 pub const SKELETON_FILE: &str = "kernels.rs";
 
