@@ -375,14 +375,7 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
     f
 }
 
-/// Generates the functions `autogen:` asks for (appended in torchgen's order) and
-/// reports groups whose `autogen:` names differ from what can be generated.
-pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<NativeFunction> {
-    let keys: Vec<String> = fns.iter().map(signature_key).collect();
-    generate_with_keys(fns, &keys, errs)
-}
-
-/// [`generate`] with `keys[i]` = [`signature_key`]`(&fns[i])` already computed.
+/// The functions `autogen:` asks for, given `keys[i]` = [`signature_key`]`(&fns[i])`.
 pub fn generate_with_keys(
     fns: &[NativeFunction],
     keys: &[String],

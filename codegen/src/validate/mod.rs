@@ -14,8 +14,6 @@ use std::collections::HashMap;
 use crate::diagnostics::Diagnostic;
 use crate::model::{NativeFunction, NativeFunctions, OperatorName};
 
-pub use rules::cpp_name;
-
 pub(crate) use crate::hash::FastHash;
 
 /// The rules on one function alone, then its autogen grouping key (which depends
@@ -32,38 +30,7 @@ pub(crate) fn check_function(
     autogen::signature_key(f)
 }
 
-/// Validates declared functions (file order) and completes them into the final
-/// model; problems go to `errs`. `known_tags` is `tags.yaml`'s list, `None` when no
-/// tags file was given (tags then go unchecked and none are added).
-pub fn validate(
-    declared: Vec<NativeFunction>,
-    known_tags: Option<&[String]>,
-    errs: &mut Vec<Diagnostic>,
-) -> NativeFunctions {
-    use rayon::prelude::*;
-    let mut fns = declared;
-    // Rules on single functions are independent: run them on rayon's threads,
-    // keeping the errors in function order.
-    let found: Vec<(Vec<Diagnostic>, Vec<String>)> = fns
-        .par_chunks_mut(256)
-        .map(|part| {
-            let mut errs = Vec::new();
-            let keys = part
-                .iter_mut()
-                .map(|f| check_function(f, known_tags, &mut errs))
-                .collect();
-            (errs, keys)
-        })
-        .collect();
-    let mut keys = Vec::with_capacity(fns.len());
-    for (e, k) in found {
-        errs.extend(e);
-        keys.extend(k);
-    }
-    complete(fns, &keys, known_tags, errs)
-}
-
-/// What [`validate`] does after [`check_function`] ran on every function
+/// What loading does after [`check_function`] ran on every function
 /// (`keys[i]` is its result for `fns[i]`): the rules between functions and the
 /// functions `autogen:` adds.
 pub(crate) fn complete(
