@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use crate::derivatives::model::{Body, DerivativeEntry, Derivatives, Mode, OutputDifferentiable};
+use crate::derivatives::model::{
+    Body, DerivativeEntry, Derivatives, Formula, Mode, OutputDifferentiable,
+};
 use crate::diagnostics::Diagnostic;
 use crate::emit::plan::{self, OpPlan};
 use crate::emit::{format_file, Ctx, RuntimePath};
@@ -207,6 +209,128 @@ struct KernelCtx<'a, 'm> {
 }
 
 impl KernelCtx<'_, '_> {
+    /// The compute block of one backward formula (its gradients, each computed
+    /// when needed) and the tensor inputs it fills; `None` when the formula has no
+    /// gradient here or does not translate (the reason then goes to `errs`).
+    fn formula_compute(
+        &self,
+        f: &Formula,
+        vars: &BTreeMap<String, Val>,
+        tensor_args: &[(usize, TensorArg)],
+        errs: &mut Vec<Diagnostic>,
+    ) -> Option<(Vec<usize>, TokenStream)> {
+        let op = self.op;
+        let arg_slot = |name: &str| -> Option<usize> {
+            tensor_args
+                .iter()
+                .position(|(i, _)| op.args[*i].arg.name == name)
+        };
+        if f.body == Body::NonDifferentiable {
+            return None;
+        }
+        let mut slots = Vec::new();
+        for k in &f.keys {
+            match arg_slot(&k.name) {
+                Some(s) => slots.push(s),
+                None => errs.push(self.error(
+                    k.loc,
+                    format!("`{}` is not a tensor argument of `{}`", k.name, op.op_name),
+                )),
+            }
+        }
+        if slots.len() != f.keys.len() {
+            return None;
+        }
+        let expr = match &f.body {
+            Body::NonDifferentiable => return None,
+            Body::Expr(e) => e,
+            _ => return None,
+        };
+        let mut scope_vars = vars.clone();
+        if f.uses_grad_input_mask() {
+            let m = slots.iter().map(|s| {
+                let s = proc_macro2::Literal::usize_unsuffixed(*s);
+                quote!(__needs[#s])
+            });
+            scope_vars.insert(
+                "grad_input_mask".into(),
+                Val::new(quote!(vec![#(#m),*]), Ty::List(Box::new(Ty::Bool))),
+            );
+        }
+        let scope = Scope {
+            vars: scope_vars,
+            native: self.index,
+            helpers: self.helpers,
+        };
+        let val = match scope.expr(expr) {
+            Ok(v) => v,
+            Err(u) => {
+                let start = u.span.start as usize;
+                let end = u.span.end as usize;
+                errs.push(self.error(
+                    f.loc_of(start, end),
+                    format!(
+                            "cannot translate the formula of `{}` for {}: {}",
+                            op.op_name,
+                            f.keys
+                                .iter()
+                                .map(|k| k.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            u.reason
+                        ),
+                ));
+                return None;
+            }
+        };
+        let cond = slots.iter().map(|s| {
+            let s = proc_macro2::Literal::usize_unsuffixed(*s);
+            quote!(__needs[#s])
+        });
+        let value = val.owned();
+        let gvars: Vec<_> = slots.iter().map(|s| format_ident!("__g{}", s)).collect();
+        let list_slot = |s: usize| tensor_args[s].1 == TensorArg::List;
+        let expected = if slots.len() == 1 {
+            if list_slot(slots[0]) {
+                Ty::List(Box::new(Ty::Tensor))
+            } else {
+                Ty::Tensor
+            }
+        } else {
+            Ty::Tuple(slots.len())
+        };
+        if val.ty != expected {
+            errs.push(self.error(
+                f.loc,
+                format!(
+                    "the formula of `{}` for {} gives a value of type {}, expected {}",
+                    op.op_name,
+                    f.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+                    val.ty,
+                    expected
+                ),
+            ));
+            return None;
+        }
+        let block = if slots.len() == 1 {
+            let g = &gvars[0];
+            quote! {
+                if #(#cond)||* {
+                    #g = Some(#value);
+                }
+            }
+        } else {
+            let tmp: Vec<_> = slots.iter().map(|s| format_ident!("__t{}", s)).collect();
+            quote! {
+                if #(#cond)||* {
+                    let (#(#tmp),*) = #value;
+                    #(#gvars = Some(#tmp);)*
+                }
+            }
+        };
+        Some((slots, block))
+    }
+
     fn kernel(&self) -> Result<TokenStream, Vec<Diagnostic>> {
         let op = self.op;
         let entry = self.entry;
@@ -444,120 +568,15 @@ impl KernelCtx<'_, '_> {
         }
 
         // One gradient variable per tensor input, filled by the formulas.
-        let arg_slot = |name: &str| -> Option<usize> {
-            tensor_args
-                .iter()
-                .position(|(i, _)| op.args[*i].arg.name == name)
-        };
         let mut computes = Vec::new();
         let mut errs = Vec::new();
         let mut covered = vec![false; tensor_args.len()];
         for f in &formulas {
-            if f.body == Body::NonDifferentiable {
-                continue;
-            }
-            let mut slots = Vec::new();
-            for k in &f.keys {
-                match arg_slot(&k.name) {
-                    Some(s) => slots.push(s),
-                    None => errs.push(self.error(
-                        k.loc,
-                        format!("`{}` is not a tensor argument of `{}`", k.name, op.op_name),
-                    )),
+            if let Some((slots, block)) = self.formula_compute(f, &vars, &tensor_args, &mut errs) {
+                for s in slots {
+                    covered[s] = true;
                 }
-            }
-            if slots.len() != f.keys.len() {
-                continue;
-            }
-            let expr = match &f.body {
-                Body::NonDifferentiable => continue,
-                Body::Expr(e) => e,
-                _ => continue,
-            };
-            let mut scope_vars = vars.clone();
-            if f.uses_grad_input_mask() {
-                let m = slots.iter().map(|s| {
-                    let s = proc_macro2::Literal::usize_unsuffixed(*s);
-                    quote!(__needs[#s])
-                });
-                scope_vars.insert(
-                    "grad_input_mask".into(),
-                    Val::new(quote!(vec![#(#m),*]), Ty::List(Box::new(Ty::Bool))),
-                );
-            }
-            let scope = Scope {
-                vars: scope_vars,
-                native: self.index,
-                helpers: self.helpers,
-            };
-            let val = match scope.expr(expr) {
-                Ok(v) => v,
-                Err(u) => {
-                    let start = u.span.start as usize;
-                    let end = u.span.end as usize;
-                    errs.push(self.error(
-                        f.loc_of(start, end),
-                        format!(
-                                "cannot translate the formula of `{}` for {}: {}",
-                                op.op_name,
-                                f.keys
-                                    .iter()
-                                    .map(|k| k.name.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                u.reason
-                            ),
-                    ));
-                    continue;
-                }
-            };
-            let cond = slots.iter().map(|s| {
-                let s = proc_macro2::Literal::usize_unsuffixed(*s);
-                quote!(__needs[#s])
-            });
-            let value = val.owned();
-            let gvars: Vec<_> = slots.iter().map(|s| format_ident!("__g{}", s)).collect();
-            let list_slot = |s: usize| tensor_args[s].1 == TensorArg::List;
-            let expected = if slots.len() == 1 {
-                if list_slot(slots[0]) {
-                    Ty::List(Box::new(Ty::Tensor))
-                } else {
-                    Ty::Tensor
-                }
-            } else {
-                Ty::Tuple(slots.len())
-            };
-            if val.ty != expected {
-                errs.push(self.error(
-                    f.loc,
-                    format!(
-                        "the formula of `{}` for {} gives a value of type {}, expected {}",
-                        op.op_name,
-                        f.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
-                        val.ty,
-                        expected
-                    ),
-                ));
-                continue;
-            }
-            for s in &slots {
-                covered[*s] = true;
-            }
-            if slots.len() == 1 {
-                let g = &gvars[0];
-                computes.push(quote! {
-                    if #(#cond)||* {
-                        #g = Some(#value);
-                    }
-                });
-            } else {
-                let tmp: Vec<_> = slots.iter().map(|s| format_ident!("__t{}", s)).collect();
-                computes.push(quote! {
-                    if #(#cond)||* {
-                        let (#(#tmp),*) = #value;
-                        #(#gvars = Some(#tmp);)*
-                    }
-                });
+                computes.push(block);
             }
         }
         if !errs.is_empty() {
