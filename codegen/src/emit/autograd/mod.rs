@@ -197,6 +197,18 @@ fn tensor_arg(t: &Type) -> Option<TensorArg> {
     }
 }
 
+/// What a kernel saves of its arguments (see `KernelCtx::save_inputs`).
+struct InputSaves {
+    /// Tensor saves, before recording.
+    saves: Vec<TokenStream>,
+    /// Clones of non-tensor values, after the forward call.
+    value_saves: Vec<TokenStream>,
+    /// The rebinding of each saved value inside the node.
+    loads: Vec<TokenStream>,
+    /// The formulas' variables.
+    vars: BTreeMap<String, Val>,
+}
+
 struct KernelCtx<'a, 'm> {
     cx: &'a Ctx,
     op: &'a OpPlan<'m>,
@@ -329,6 +341,116 @@ impl KernelCtx<'_, '_> {
             }
         };
         Some((slots, block))
+    }
+
+    /// The outputs the formulas read (under every name they may use: `result`,
+    /// `resultN`, the return's own name), saved after the forward call: the saves,
+    /// with their loads inside the node and their variables for the formulas.
+    fn save_outputs(
+        &self,
+        out_vars: &[proc_macro2::Ident],
+        used: &BTreeSet<String>,
+        loads: &mut Vec<TokenStream>,
+        vars: &mut BTreeMap<String, Val>,
+    ) -> Result<Vec<TokenStream>, Vec<Diagnostic>> {
+        let (entry, node) = (self.entry, &self.node);
+        let returns = &self.op.f.func.returns;
+        let single = returns.len() == 1;
+        let mut out_saves = Vec::new();
+        for (i, r) in returns.iter().enumerate() {
+            let v = &out_vars[i];
+            let mut aliases = vec![if single {
+                "result".to_string()
+            } else {
+                format!("result{i}")
+            }];
+            if let Some(n) = &r.name {
+                aliases.push(n.clone());
+            }
+            if single {
+                aliases.push("result0".to_string());
+            }
+            if !aliases.iter().any(|a| used.contains(a)) {
+                continue;
+            }
+            let Some(ty) = Ty::of_schema(&r.ty) else {
+                return Err(vec![self.error(entry.loc, "an output formulas cannot use")]);
+            };
+            let s = format_ident!("__saved_{}", v);
+            let label = aliases[0].as_str();
+            if ty == Ty::Tensor {
+                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
+                loads.push(quote!(let #v = #s.get()?;));
+            } else {
+                return Err(vec![
+                    self.error(entry.loc, "a saved output that is not one tensor")
+                ]);
+            }
+            for a in aliases {
+                vars.insert(a, Val::place(quote!(#v), ty.clone()));
+            }
+        }
+        Ok(out_saves)
+    }
+
+    /// The arguments the formulas read: tensors saved before recording (the
+    /// original of an in-place `self`), other values cloned after the forward call;
+    /// with their loads inside the node and their variables for the formulas.
+    fn save_inputs(&self, used: &BTreeSet<String>) -> Result<InputSaves, Vec<Diagnostic>> {
+        let (op, entry, node) = (self.op, self.entry, &self.node);
+        let mut saves = Vec::new();
+        let mut value_saves = Vec::new();
+        let mut loads = Vec::new();
+        let mut vars: BTreeMap<String, Val> = BTreeMap::new();
+        for a in &op.args {
+            if !used.contains(&a.arg.name) {
+                continue;
+            }
+            let n = a.ident();
+            let s = format_ident!("__saved_{}", a.arg.name);
+            let aname = &a.arg.name;
+            let Some(ty) = Ty::of_schema(a.ty()) else {
+                return Err(vec![self.error(
+                    entry.loc,
+                    format!("argument `{aname}` has a type formulas cannot use"),
+                )]);
+            };
+            match tensor_arg(a.ty()) {
+                Some(TensorArg::One) if self.inplace && a.arg.is_write() => {
+                    saves.push(
+                        quote!(let #s = SavedTensor::input(&h::original(#n)?, #node, #aname);),
+                    );
+                    loads.push(quote!(let #n = #s.get()?;));
+                }
+                Some(TensorArg::One) => {
+                    saves.push(quote!(let #s = SavedTensor::input(#n, #node, #aname);));
+                    loads.push(quote!(let #n = #s.get()?;));
+                }
+                Some(TensorArg::Optional) => {
+                    saves.push(quote!(let #s = #n.map(|t| SavedTensor::input(t, #node, #aname));));
+                    loads.push(quote!(let #n = #s.as_ref().map(SavedTensor::get).transpose()?;));
+                }
+                Some(TensorArg::List) => {
+                    saves.push(quote!(let #s: Vec<SavedTensor> = #n.iter().map(|t| SavedTensor::input(t, #node, #aname)).collect();));
+                    loads.push(quote!(let #n = #s.iter().map(SavedTensor::get).collect::<Result<Vec<Tensor>>>()?;));
+                }
+                None => {
+                    // After the forward call, which still takes the parameter.
+                    // (A value parameter is moved into the node as it is.)
+                    if Types::passing(a.ty()) != Passing::Value {
+                        let owned = arg_to_owned(quote!(#n), a.ty());
+                        value_saves.push(quote!(let #n = #owned;));
+                    }
+                }
+            }
+            vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
+        }
+        Ok(InputSaves {
+            saves,
+            value_saves,
+            loads,
+            vars,
+        })
     }
 
     fn kernel(&self) -> Result<TokenStream, Vec<Diagnostic>> {
@@ -474,87 +596,13 @@ impl KernelCtx<'_, '_> {
 
         // What the formulas read: saved before recording, rebound inside the node.
         let node = &self.node;
-        let mut saves = Vec::new();
-        let mut value_saves = Vec::new();
-        let mut loads = Vec::new();
-        let mut vars: BTreeMap<String, Val> = BTreeMap::new();
-        for a in &op.args {
-            if !used.contains(&a.arg.name) {
-                continue;
-            }
-            let n = a.ident();
-            let s = format_ident!("__saved_{}", a.arg.name);
-            let aname = &a.arg.name;
-            let Some(ty) = Ty::of_schema(a.ty()) else {
-                return Err(vec![self.error(
-                    entry.loc,
-                    format!("argument `{aname}` has a type formulas cannot use"),
-                )]);
-            };
-            match tensor_arg(a.ty()) {
-                Some(TensorArg::One) if self.inplace && a.arg.is_write() => {
-                    saves.push(
-                        quote!(let #s = SavedTensor::input(&h::original(#n)?, #node, #aname);),
-                    );
-                    loads.push(quote!(let #n = #s.get()?;));
-                }
-                Some(TensorArg::One) => {
-                    saves.push(quote!(let #s = SavedTensor::input(#n, #node, #aname);));
-                    loads.push(quote!(let #n = #s.get()?;));
-                }
-                Some(TensorArg::Optional) => {
-                    saves.push(quote!(let #s = #n.map(|t| SavedTensor::input(t, #node, #aname));));
-                    loads.push(quote!(let #n = #s.as_ref().map(SavedTensor::get).transpose()?;));
-                }
-                Some(TensorArg::List) => {
-                    saves.push(quote!(let #s: Vec<SavedTensor> = #n.iter().map(|t| SavedTensor::input(t, #node, #aname)).collect();));
-                    loads.push(quote!(let #n = #s.iter().map(SavedTensor::get).collect::<Result<Vec<Tensor>>>()?;));
-                }
-                None => {
-                    // After the forward call, which still takes the parameter.
-                    // (A value parameter is moved into the node as it is.)
-                    if Types::passing(a.ty()) != Passing::Value {
-                        let owned = arg_to_owned(quote!(#n), a.ty());
-                        value_saves.push(quote!(let #n = #owned;));
-                    }
-                }
-            }
-            vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
-        }
-        let mut out_saves = Vec::new();
-        for (i, r) in returns.iter().enumerate() {
-            let v = &out_vars[i];
-            let mut aliases = vec![if single {
-                "result".to_string()
-            } else {
-                format!("result{i}")
-            }];
-            if let Some(n) = &r.name {
-                aliases.push(n.clone());
-            }
-            if single {
-                aliases.push("result0".to_string());
-            }
-            if !aliases.iter().any(|a| used.contains(a)) {
-                continue;
-            }
-            let Some(ty) = Ty::of_schema(&r.ty) else {
-                return Err(vec![self.error(entry.loc, "an output formulas cannot use")]);
-            };
-            let s = format_ident!("__saved_{}", v);
-            let label = aliases[0].as_str();
-            if ty == Ty::Tensor {
-                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
-                loads.push(quote!(let #v = #s.get()?;));
-            } else {
-                return Err(vec![
-                    self.error(entry.loc, "a saved output that is not one tensor")
-                ]);
-            }
-            for a in aliases {
-                vars.insert(a, Val::place(quote!(#v), ty.clone()));
-            }
-        }
+        let InputSaves {
+            mut saves,
+            value_saves,
+            mut loads,
+            mut vars,
+        } = self.save_inputs(&used)?;
+        let out_saves = self.save_outputs(&out_vars, &used, &mut loads, &mut vars)?;
         if used.contains("grad") {
             loads.push(quote!(let grad = h::grad_at(__grads, 0);));
             vars.insert("grad".into(), Val::place(quote!(grad), Ty::Tensor));
