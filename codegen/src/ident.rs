@@ -37,7 +37,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::{quote, ToTokens};
@@ -251,7 +250,7 @@ pub fn ident(s: &str) -> Ident {
         /// Identifiers made on this thread: generation makes millions, of a few
         /// thousand names, and a clone costs less than checking the keyword list and
         /// validating the name again.
-        static MADE: RefCell<HashMap<Box<str>, Ident, BuildHasherDefault<Fnv>>> =
+        static MADE: RefCell<HashMap<Box<str>, Ident, crate::hash::FastHash>> =
             RefCell::new(HashMap::default());
     }
     MADE.with(|made| {
@@ -266,28 +265,6 @@ pub fn ident(s: &str) -> Ident {
         made.borrow_mut().insert(s.into(), id.clone());
         id
     })
-}
-
-/// FNV-1a, for the identifier cache of [`ident`]: names are short, and std's SipHash
-/// cost more than the clone the cache saves.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
 }
 
 /// Whether an identifier needs `#[allow(non_snake_case)]`: PyTorch's `T`, `mH`, ...

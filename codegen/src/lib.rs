@@ -17,9 +17,10 @@
 //!
 //! The pipeline stages below are public so that Opal's own tests, benches and fuzz
 //! targets can reach them, but they are hidden from these docs and not part of the
-//! semver-stable API: `parse` (the `func:` grammar and YAML reading), `validate`
-//! (torchgen's implicit rules and Rust's), `emit` (Rust code from the model),
-//! `ident` (schema names to Rust names), `suggest` ("did you mean").
+//! semver-stable API: `parse` (the `func:` grammar and YAML reading), `emit` (Rust
+//! code from the model), `ident` (schema names to Rust names). `validate`
+//! (torchgen's implicit rules and Rust's) and `suggest` ("did you mean") are
+//! private; [`dispatch_keys`] is the one list of `validate` others read.
 
 pub mod autocast;
 pub mod backend;
@@ -29,20 +30,21 @@ pub mod derivatives;
 pub mod diagnostics;
 #[doc(hidden)]
 pub mod emit;
+mod hash;
 #[doc(hidden)]
 pub mod ident;
 mod load;
 pub mod model;
 #[doc(hidden)]
 pub mod parse;
-#[doc(hidden)]
-pub mod suggest;
-#[doc(hidden)]
-pub mod validate;
+mod suggest;
+mod validate;
 
 pub use backend::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use builder::Builder;
 pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};
+/// The dispatch key names a `native_functions.yaml` may use.
+pub use validate::keys as dispatch_keys;
 
 /// The global allocator for programs that generate code: with the `mimalloc`
 /// feature (which `cli` enables) it is mimalloc, otherwise the system allocator.

@@ -102,8 +102,8 @@ pub fn load_str(
     path: &str,
     tags: Option<&[String]>,
 ) -> Result<NativeFunctions, Diagnostics> {
-    // The same as `validate::validate(parse_native_yaml(src))`, with the rules on
-    // single functions run as each is parsed, on the parsing threads.
+    // The rules on single functions run as each is parsed, on the parsing threads;
+    // the rules between functions and autogen after.
     let checked =
         parse::parse_native_yaml_checked(src, |f, e| validate::check_function(f, tags, e));
     let mut errs = checked.parsed.errors;

@@ -56,16 +56,17 @@ fn generation_is_byte_identical_on_rerun() {
 }
 
 #[test]
-fn every_item_documents_its_schema() {
+fn each_op_documents_its_schema_once() {
     let g = generate("ops").unwrap();
     let ops = &g.files.iter().find(|(n, _)| n == "ops_000.rs").unwrap().1;
-    // Every public item of an op module carries the qualified schema in its docs.
-    let mut last_doc_has_schema = false;
+    // Each op's module carries the qualified schema in its docs, once per op; the
+    // other public items are documented without repeating it.
+    let mut doc: Vec<&str> = Vec::new();
+    let mut schemas: Vec<&str> = Vec::new();
+    let mut modules = 0;
     for line in ops.lines().map(str::trim) {
-        if line.starts_with("///") {
-            if line.contains("Schema: `aten::") {
-                last_doc_has_schema = true;
-            }
+        if let Some(d) = line.strip_prefix("///") {
+            doc.push(d);
             continue;
         }
         if line.starts_with("#[") {
@@ -80,13 +81,27 @@ fn every_item_documents_its_schema() {
         ]
         .iter()
         .any(|p| line.starts_with(p));
+        let schema = doc
+            .iter()
+            .find_map(|d| d.trim().strip_prefix("Schema: `aten::"));
         if item && !line.starts_with("pub mod prelude") {
-            assert!(last_doc_has_schema, "undocumented item: {line}");
+            assert!(!doc.is_empty(), "undocumented item: {line}");
+            if line.starts_with("pub mod ") {
+                modules += 1;
+                schemas.push(schema.unwrap_or_else(|| panic!("op module without schema: {line}")));
+            } else {
+                assert!(schema.is_none(), "schema repeated on {line}");
+            }
         }
         if !line.is_empty() {
-            last_doc_has_schema = false;
+            doc.clear();
         }
     }
+    assert!(modules > 3, "{modules} op modules");
+    let mut unique = schemas.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), schemas.len(), "a schema documented twice");
 }
 
 #[test]

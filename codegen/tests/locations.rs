@@ -63,11 +63,7 @@ fn pytorch_2_15_locations_point_at_their_text() {
             f.func.name
         );
         for (key, loc) in &f.key_locs {
-            assert!(
-                src[loc.offset..].starts_with(key.as_str()),
-                "{} {key}",
-                f.func.name
-            );
+            assert!(src[loc.offset..].starts_with(*key), "{} {key}", f.func.name);
         }
         for (key, k) in f.dispatch.iter().filter(|(_, k)| !k.implicit) {
             assert_eq!(

@@ -6,7 +6,7 @@
 
 use opal::dispatch::DispatchKey;
 use opal_codegen::backend::BackendKey;
-use opal_codegen::validate::keys;
+use opal_codegen::dispatch_keys as keys;
 
 fn runtime_key(name: &str) -> DispatchKey {
     DispatchKey::from_name(name)

@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 
 use super::report::BackendErrors;
-use super::run::{generate_code, load_inputs, warnings_of, write_if_changed};
+use super::run::{load_inputs, resolve_inputs, write_if_changed};
 
 /// The environment variable that carries the path of `opal`'s own
 /// `native_functions.yaml` to build scripts. The `opal-runtime` package declares
@@ -186,8 +186,10 @@ impl BackendBuilder {
             .map_err(Box::<BackendErrors>::new)?;
         inputs.skip_unknown_ops = self.skip_unknown_ops;
         inputs.carry_entry_points = self.carry_entry_points;
+        // One resolution for the warnings and the code.
+        let resolved = resolve_inputs(&inputs);
         if self.cargo_directives {
-            for w in warnings_of(&inputs) {
+            for w in resolved.warnings() {
                 println!("cargo:warning={w}");
             }
         }
@@ -199,7 +201,8 @@ impl BackendBuilder {
         };
         let code = match &self.plugin_library {
             Some(lib) => {
-                let p = super::plugin::generate_plugin_code(&inputs, lib)
+                let p = resolved
+                    .generate_plugin(lib)
                     .map_err(Box::<BackendErrors>::new)?;
                 let manifest = dir.join(format!("{}.opal-plugin.json", inputs.spec.device.value));
                 write_if_changed(&manifest, &p.manifest)?;
@@ -208,7 +211,8 @@ impl BackendBuilder {
                     skeleton: None,
                 }
             }
-            None => generate_code(&inputs, false, self.ops_path.as_deref())
+            None => resolved
+                .generate(false, self.ops_path.as_deref())
                 .map_err(Box::<BackendErrors>::new)?,
         };
         let name = self

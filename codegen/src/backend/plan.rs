@@ -23,9 +23,14 @@ use crate::model::{
 
 use super::bodies;
 use super::compat::{classify, Compat};
-use super::emit::{TRANSFER_FROM_CPU, TRANSFER_TO_CPU};
 use super::report::{BackendDiagnostic, Note};
 use super::spec::{BackendSpec, Located, SupportedOp};
+
+/// Trait methods that move data for the CPU fallback (reserved: no op may map to
+/// these names).
+pub const TRANSFER_TO_CPU: &str = "transfer_to_cpu";
+/// See [`TRANSFER_TO_CPU`].
+pub const TRANSFER_FROM_CPU: &str = "transfer_from_cpu";
 
 /// One supported op, resolved.
 #[derive(Clone, Debug)]

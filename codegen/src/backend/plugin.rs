@@ -331,24 +331,6 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
     }
 }
 
-/// Resolves the loaded YAMLs and generates the plugin side (the CLI's and the
-/// builder's entry); problems are reported with both files, as for static backends.
-pub fn generate_plugin_code(
-    inputs: &super::run::Inputs,
-    library: &str,
-) -> Result<PluginCode, super::report::BackendErrors> {
-    let (plan, errors) = super::plan::resolve(&inputs.spec, &inputs.natives);
-    if !errors.is_empty() {
-        return Err(super::report::BackendErrors {
-            backend: inputs.backend_file.clone(),
-            native: Some(inputs.native_file.clone()),
-            items: errors,
-            native_errors: None,
-        });
-    }
-    Ok(generate_plugin(&inputs.spec, &plan, library))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,7 +343,9 @@ mod tests {
             None,
         )
         .unwrap();
-        generate_plugin_code(&inputs, "libopal_emu_plugin.so").unwrap()
+        super::super::run::resolve_inputs(&inputs)
+            .generate_plugin("libopal_emu_plugin.so")
+            .unwrap()
     }
 
     #[test]

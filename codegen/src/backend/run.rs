@@ -13,8 +13,9 @@ use crate::model::NativeFunctions;
 use super::coverage::{coverage, Coverage, RuntimeOps};
 use super::emit::{generate, BackendCode, BackendEmitOptions};
 use super::load::load_bytes;
-use super::plan::{resolve, resolve_with};
-use super::report::{BackendErrors, SourceFile};
+use super::plan::{resolve, resolve_with, Plan};
+use super::plugin::{generate_plugin, PluginCode};
+use super::report::{BackendDiagnostic, BackendErrors, SourceFile};
 use super::spec::{BackendSpec, Located};
 
 /// Both YAMLs, loaded.
@@ -116,78 +117,121 @@ fn file_name(f: &SourceFile) -> String {
         .map_or(f.path.clone(), |n| n.to_string_lossy().into_owned())
 }
 
-/// Resolves and generates; every problem is reported with both files at hand.
-/// `with_skeleton_mod` declares `pub mod kernels;` and produces the starter
-/// implementation; `ops_path` names where the per-op items already exist (see
-/// [`BackendEmitOptions::ops_path`]).
+/// A backend resolved against its native YAML once: the warnings, the code and
+/// the plugin all come from this one resolution.
+pub struct Resolved<'a> {
+    inputs: &'a Inputs,
+    plan: Plan<'a>,
+    errors: Vec<BackendDiagnostic>,
+}
+
+/// Resolves `inputs` (skipping unknown ops when they ask for it).
+pub fn resolve_inputs(inputs: &Inputs) -> Resolved<'_> {
+    let (plan, errors) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
+    Resolved {
+        inputs,
+        plan,
+        errors,
+    }
+}
+
+impl<'a> Resolved<'a> {
+    /// The plan, or every resolution problem with both files at hand.
+    pub fn plan(&self) -> Result<&Plan<'a>, BackendErrors> {
+        if self.errors.is_empty() {
+            Ok(&self.plan)
+        } else {
+            Err(self.fail(self.errors.clone()))
+        }
+    }
+
+    fn fail(&self, items: Vec<BackendDiagnostic>) -> BackendErrors {
+        BackendErrors {
+            backend: self.inputs.backend_file.clone(),
+            native: Some(self.inputs.native_file.clone()),
+            items,
+            native_errors: None,
+        }
+    }
+
+    /// The warnings of loading and resolving the backend (ignored vendor keys, an
+    /// op listed twice, skipped unknown ops), one line each:
+    /// `warning: path:line:col: message (hint)`.
+    pub fn warnings(&self) -> Vec<String> {
+        let inputs = self.inputs;
+        let line = |d: &Diagnostic| {
+            let hint = d
+                .hint
+                .as_deref()
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
+            format!(
+                "warning: {}:{}:{}: {}{hint}",
+                inputs.backend_file.path, d.loc.line, d.loc.col, d.message
+            )
+        };
+        inputs
+            .spec
+            .warnings
+            .iter()
+            .chain(self.plan.warnings.iter().map(|w| &w.diag))
+            .map(line)
+            .collect()
+    }
+
+    /// The backend module. `with_skeleton_mod` declares `pub mod kernels;` and
+    /// produces the starter implementation; `ops_path` names where the per-op
+    /// items already exist (see [`BackendEmitOptions::ops_path`]).
+    pub fn generate(
+        &self,
+        with_skeleton_mod: bool,
+        ops_path: Option<&str>,
+    ) -> Result<BackendCode, BackendErrors> {
+        let plan = self.plan()?;
+        let inputs = self.inputs;
+        let opts = BackendEmitOptions {
+            backend_source: file_name(&inputs.backend_file),
+            native_source: file_name(&inputs.native_file),
+            with_skeleton_mod,
+            skeleton: with_skeleton_mod,
+            ops_path: ops_path.map(str::to_string),
+            carry_entry_points: inputs.carry_entry_points,
+        };
+        generate(&inputs.spec, &inputs.natives, plan, &opts).map_err(|e| self.fail(e))
+    }
+
+    /// The plugin crate's module and manifest, for the shared library `library`.
+    pub fn generate_plugin(&self, library: &str) -> Result<PluginCode, BackendErrors> {
+        Ok(generate_plugin(&self.inputs.spec, self.plan()?, library))
+    }
+}
+
+/// Resolves and generates (see [`Resolved::generate`]).
 pub fn generate_code(
     inputs: &Inputs,
     with_skeleton_mod: bool,
     ops_path: Option<&str>,
 ) -> Result<BackendCode, BackendErrors> {
-    let fail = |items| BackendErrors {
-        backend: inputs.backend_file.clone(),
-        native: Some(inputs.native_file.clone()),
-        items,
-        native_errors: None,
-    };
-    let (plan, errors) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
-    if !errors.is_empty() {
-        return Err(fail(errors));
-    }
-    let opts = BackendEmitOptions {
-        backend_source: file_name(&inputs.backend_file),
-        native_source: file_name(&inputs.native_file),
-        with_skeleton_mod,
-        skeleton: with_skeleton_mod,
-        ops_path: ops_path.map(str::to_string),
-        carry_entry_points: inputs.carry_entry_points,
-    };
-    generate(&inputs.spec, &inputs.natives, &plan, &opts).map_err(fail)
+    resolve_inputs(inputs).generate(with_skeleton_mod, ops_path)
 }
 
 /// The coverage report, and the problems found on the way (unknown ops,
 /// incompatible pins), which the report lists as missing.
 pub fn coverage_of(inputs: &Inputs) -> (Coverage, Option<BackendErrors>) {
-    let (plan, errors) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
+    let resolved = resolve_inputs(inputs);
     let report = coverage(
         &inputs.spec,
         &inputs.natives,
-        &plan,
+        &resolved.plan,
         inputs.runtime.as_ref(),
     );
-    let errors = (!errors.is_empty()).then(|| BackendErrors {
-        backend: inputs.backend_file.clone(),
-        native: Some(inputs.native_file.clone()),
-        items: errors,
-        native_errors: None,
-    });
+    let errors = resolved.plan().err();
     (report, errors)
 }
 
-/// The warnings of loading and resolving the backend (ignored vendor keys, an op
-/// listed twice, skipped unknown ops), one line each:
-/// `warning: path:line:col: message (hint)`.
+/// Resolves and lists the warnings (see [`Resolved::warnings`]).
 pub fn warnings_of(inputs: &Inputs) -> Vec<String> {
-    let (plan, _) = resolve_with(&inputs.spec, &inputs.natives, inputs.skip_unknown_ops);
-    let line = |d: &Diagnostic| {
-        let hint = d
-            .hint
-            .as_deref()
-            .map(|h| format!(" ({h})"))
-            .unwrap_or_default();
-        format!(
-            "warning: {}:{}:{}: {}{hint}",
-            inputs.backend_file.path, d.loc.line, d.loc.col, d.message
-        )
-    };
-    inputs
-        .spec
-        .warnings
-        .iter()
-        .chain(plan.warnings.iter().map(|w| &w.diag))
-        .map(line)
-        .collect()
+    resolve_inputs(inputs).warnings()
 }
 
 /// Tells coverage which ops the fallback can run: those the CPU backend of

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use opal_codegen::backend::emit::SKELETON_FILE;
-use opal_codegen::backend::run::{generate_code, load_inputs, warnings_of, write_if_changed};
+use opal_codegen::backend::run::{load_inputs, resolve_inputs, write_if_changed, Inputs, Resolved};
 
 use std::io::IsTerminal;
 
@@ -63,16 +63,17 @@ impl Run for Backend {
         };
         inputs.skip_unknown_ops = self.skip_unknown_ops;
         inputs.carry_entry_points = self.carry_entry_points;
-        for w in warnings_of(&inputs) {
+        // One resolution for the warnings and the code.
+        let resolved = resolve_inputs(&inputs);
+        for w in resolved.warnings() {
             eprintln!("{w}");
         }
         if self.plugin {
-            return write_plugin(&self, &inputs);
+            return write_plugin(&self, &inputs, &resolved);
         }
         let skeleton_path = self.out.join(SKELETON_FILE);
         let skeleton_exists = skeleton_path.exists();
-        let code = match generate_code(
-            &inputs,
+        let code = match resolved.generate(
             self.init_skeleton || skeleton_exists,
             self.ops_path.as_deref(),
         ) {
@@ -107,13 +108,13 @@ impl Run for Backend {
 }
 
 /// `--plugin`: writes `<out>/mod.rs` and `<out>/<device>.opal-plugin.json`.
-fn write_plugin(b: &Backend, inputs: &opal_codegen::backend::run::Inputs) -> ExitCode {
+fn write_plugin(b: &Backend, inputs: &Inputs, resolved: &Resolved<'_>) -> ExitCode {
     let device = &inputs.spec.device.value;
     let library = b
         .plugin_library
         .clone()
         .unwrap_or_else(|| format!("lib{device}.so"));
-    let code = match opal_codegen::backend::plugin::generate_plugin_code(inputs, &library) {
+    let code = match resolved.generate_plugin(&library) {
         Ok(c) => c,
         Err(e) => return fail_backend(&e),
     };

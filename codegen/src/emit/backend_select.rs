@@ -9,7 +9,7 @@ use syn::Item;
 use super::ast::{self, call_path, p, var};
 use super::plan::OpPlan;
 use super::signature::{arg_exprs, kernel_fn};
-use super::{op_doc, Ctx};
+use super::{member_doc, Ctx};
 use crate::model::Type;
 
 /// `backend_select` for a factory op (nothing for other ops).
@@ -19,13 +19,10 @@ pub fn backend_select(cx: &Ctx, op: &OpPlan) -> Option<Item> {
         Type::Optional(_) => var(dev.ident()),
         _ => ast::some(var(dev.ident())),
     };
-    let doc = op_doc(
-        op,
-        &format!(
-            "BackendSelect kernel: redispatches to the backend of `{}` (cpu when absent).",
-            dev.arg.name
-        ),
-    );
+    let doc = member_doc(&format!(
+        "BackendSelect kernel: redispatches to the backend of `{}` (cpu when absent).",
+        dev.arg.name
+    ));
     let keys = call_path(&["support", "backend_select_keys"], [p(&["ks"]), device]);
     let args = std::iter::once(p(&["__ks"])).chain(arg_exprs(op.args.iter()));
     let body = vec![

@@ -10,7 +10,7 @@ use syn::{Expr, Item};
 use super::ast::{self, call, call_path, method, p, reference, try_};
 use super::plan::OpPlan;
 use super::signature::inline_attrs;
-use super::{checks, op_doc, Ctx};
+use super::{checks, member_doc, Ctx};
 use crate::ident::{Passing, Types};
 use crate::model::{BaseTy, Type};
 
@@ -69,9 +69,7 @@ pub fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         ],
         ast::block_expr(body),
     );
-    let bdoc = op_doc(
-        op,
-        "Wraps a typed kernel so it serves boxed calls: pops the arguments, calls `f`, pushes the returns.",
+    let bdoc = member_doc("Wraps a typed kernel so it serves boxed calls: pops the arguments, calls `f`, pushes the returns.",
     );
     let arc = ast::with_generics(
         ast::global_path(&["std", "sync", "Arc"]),
@@ -93,8 +91,7 @@ pub fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         vec![ast::tail(boxed)],
     ));
 
-    let kdoc = op_doc(
-        op,
+    let kdoc = member_doc(
         "The `KernelFunction` of a typed kernel: its typed fast path plus its boxed adapter.",
     );
     let sig = ast::signature(ast::id("kernel"), [sig_param()], ast::ty("KernelFunction"));

@@ -139,6 +139,23 @@ pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
     ))
 }
 
+/// The doc of an item inside an operator's module: only what the item is. The
+/// module's doc ([`op_doc`]) says what the op does and gives its schema, once per
+/// op instead of once per item.
+pub fn member_doc(what: &str) -> syn::Attribute {
+    doc_attr(what.to_string())
+}
+
+/// The doc of an operator's free function: what the op does and `what`, pointing
+/// to the module of the same name for the schema.
+pub fn free_doc(op: &plan::OpPlan, what: &str) -> syn::Attribute {
+    doc_attr(format!(
+        "{}. {what}\n\nSchema, entry points and kernel adapters: the module `{}`.",
+        summary::op_summary(op.f, &op.op_name),
+        op.ident_str
+    ))
+}
+
 /// Which of an operator's items an output holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpItems {

@@ -14,7 +14,7 @@ use super::defaults::Value;
 use super::plan::{ArgPlan, OpPlan};
 use super::signature::{inline_attrs, inputs, many_args_attr, ret};
 use super::stubs::full_args;
-use super::{defaults, doc_attr, op_doc, Ctx};
+use super::{defaults, doc_attr, member_doc, Ctx};
 use crate::ident::{self, owned_to_arg};
 use crate::model::{BaseTy, Type};
 
@@ -24,12 +24,9 @@ fn field_of(base: &str, a: &ArgPlan) -> syn::Expr {
 }
 
 /// A setter for one field.
-fn setter(cx: &Ctx, op: &OpPlan, a: &ArgPlan) -> syn::ImplItem {
+fn setter(cx: &Ctx, a: &ArgPlan) -> syn::ImplItem {
     let lit = a.arg.default.as_deref().unwrap_or("");
-    let doc = op_doc(
-        op,
-        &format!("Sets `{}` (schema default: `{lit}`).", a.arg.name),
-    );
+    let doc = member_doc(&format!("Sets `{}` (schema default: `{lit}`).", a.arg.name));
     let (inner, optional) = match a.ty() {
         Type::Optional(t) => (t.as_ref(), true),
         t => (t, false),
@@ -79,12 +76,17 @@ pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         colon_token: Some(Default::default()),
         ty: cx.types.owned_type(a.ty()),
     });
-    let sdoc = op_doc(
-        op,
+    let sdoc = member_doc(
         "The defaulted arguments: `Default` gives the schema defaults, each setter replaces one.",
     );
+    let defaults = Defaults::of(defaulted.iter().map(|(a, v)| (a.ty(), *v)));
+    let derive = if defaults == Defaults::AllDerivable {
+        quote!(Clone, Debug, Default)
+    } else {
+        quote!(Clone, Debug)
+    };
     out.push(Item::Struct(syn::ItemStruct {
-        attrs: vec![sdoc, ast::attr_list("derive", quote!(Clone, Debug))],
+        attrs: vec![sdoc, ast::attr_list("derive", derive)],
         vis: ast::public(),
         struct_token: Default::default(),
         ident: o.clone(),
@@ -96,6 +98,88 @@ pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         semi_token: None,
     }));
 
+    let options_ty = || ast::ty_path(ast::path_of([o.clone()]));
+    if defaults != Defaults::AllDerivable {
+        default_impl(&defaulted, defaults, options_ty(), out);
+    }
+    let setters = defaulted.iter().map(|(a, _)| setter(cx, a)).collect();
+    out.push(ast::impl_block(Vec::new(), None, options_ty(), setters));
+
+    let mut ps = inputs(cx, op.args.iter().filter(|a| a.default.is_none()));
+    ps.push(ast::param(ast::id("opts"), options_ty()));
+    let args = full_args(op, |a| owned_to_arg(field_of("opts", a), a.ty()));
+    let wdoc = member_doc(
+        "Calls the operator with the required arguments and `opts` for the defaulted ones.",
+    );
+    let attrs = inline_attrs(wdoc, [many_args_attr(ps.len())]);
+    let body = ast::call(p(&["self", "call"]), args);
+    let sig = ast::signature(ast::id("with"), ps, ret(cx, op));
+    out.push(ast::pub_fn(attrs, sig, vec![ast::tail(body)]));
+}
+
+/// How an `Options` struct's schema defaults relate to its fields' `Default`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Defaults {
+    /// Every value is its type's `Default` (`None`, `0`, `false`, an empty list):
+    /// `#[derive(Default)]` says the same in one word.
+    AllDerivable,
+    /// Some value surely differs from its type's `Default` (`true`, `1`, a
+    /// `Scalar`, a non-empty list or string).
+    SomeNotDefault,
+    /// Neither: some value may or may not count as a default for Clippy (a
+    /// float zero, an empty string, an enum variant).
+    Unsure,
+}
+
+impl Defaults {
+    fn of<'v>(values: impl Iterator<Item = (&'v Type, &'v Value)>) -> Defaults {
+        let mut all = true;
+        for (ty, v) in values {
+            if matches!(ty, Type::Optional(_)) {
+                // `None`, or `Some(..)`: never a default.
+                if !matches!(v, Value::None) {
+                    return Defaults::SomeNotDefault;
+                }
+                continue;
+            }
+            match v {
+                Value::None | Value::Int(0) | Value::Bool(false) => {}
+                Value::IntList(xs) if xs.is_empty() => {}
+                Value::FloatList(xs) if xs.is_empty() => {}
+                Value::BoolList(xs) if xs.is_empty() => {}
+                Value::StrList(xs) if xs.is_empty() => {}
+                Value::Int(_)
+                | Value::Bool(true)
+                | Value::ScalarInt(_)
+                | Value::ScalarFloat(_)
+                | Value::ScalarBool(_)
+                | Value::IntList(_)
+                | Value::FloatList(_)
+                | Value::BoolList(_)
+                | Value::StrList(_) => return Defaults::SomeNotDefault,
+                Value::Str(s) if !s.is_empty() => return Defaults::SomeNotDefault,
+                Value::Float(_)
+                | Value::Str(_)
+                | Value::DType(_)
+                | Value::MemoryFormat(_)
+                | Value::Layout(_) => all = false,
+            }
+        }
+        if all {
+            Defaults::AllDerivable
+        } else {
+            Defaults::Unsure
+        }
+    }
+}
+
+/// `impl Default for Options` with the schema's defaults spelled out.
+fn default_impl(
+    defaulted: &[(&ArgPlan, &Value)],
+    defaults: Defaults,
+    options_ty: syn::Type,
+    out: &mut Vec<Item>,
+) {
     let inits = defaulted
         .iter()
         .map(|(a, v)| (a.ident(), defaults::owned_value(a.ty(), v)));
@@ -112,25 +196,17 @@ pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
             reason = "the schema's defaults, spelled out"
         ),
     );
-    let options_ty = || ast::ty_path(ast::path_of([o.clone()]));
+    // Clippy's `derivable_impls` fires when every value is the type's default;
+    // when some value surely is not, the impl needs no allowance.
+    let attrs = if defaults == Defaults::SomeNotDefault {
+        Vec::new()
+    } else {
+        vec![allow_derivable]
+    };
     out.push(ast::impl_block(
-        vec![allow_derivable],
+        attrs,
         Some("Default"),
-        options_ty(),
+        options_ty,
         vec![default_fn],
     ));
-    let setters = defaulted.iter().map(|(a, _)| setter(cx, op, a)).collect();
-    out.push(ast::impl_block(Vec::new(), None, options_ty(), setters));
-
-    let mut ps = inputs(cx, op.args.iter().filter(|a| a.default.is_none()));
-    ps.push(ast::param(ast::id("opts"), options_ty()));
-    let args = full_args(op, |a| owned_to_arg(field_of("opts", a), a.ty()));
-    let wdoc = op_doc(
-        op,
-        "Calls the operator with the required arguments and `opts` for the defaulted ones.",
-    );
-    let attrs = inline_attrs(wdoc, [many_args_attr(ps.len())]);
-    let body = ast::call(p(&["self", "call"]), args);
-    let sig = ast::signature(ast::id("with"), ps, ret(cx, op));
-    out.push(ast::pub_fn(attrs, sig, vec![ast::tail(body)]));
 }

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use proc_macro2::Ident;
 
 use super::defaults::{self, Value};
+use crate::hash::FastHash;
 use crate::ident;
 use crate::model::{Argument, BaseTy, FunctionSchema, Loc, NativeFunction, NativeFunctions, Type};
 
@@ -161,84 +162,45 @@ pub fn plan<'a>(nf: &'a NativeFunctions, namespace: &str) -> Result<Plan<'a>, Ve
 /// Checks what can stop generation of `nf` (Rust names that collide), without
 /// building the rest of the plan: `Ok` here means [`plan`] succeeds.
 pub fn check_names(nf: &NativeFunctions) -> Result<(), Vec<EmitError>> {
-    name_functions(nf.functions.iter()).map(drop)
+    // The argument plans are dropped on the threads that made them.
+    name_functions(nf.functions.iter(), drop).map(drop)
 }
 
 /// From this many functions on, naming runs on rayon's threads.
 const PARALLEL_FROM: usize = 512;
 
-/// An op's Rust names and arguments: the part of planning that can fail.
-struct Named<'a> {
+/// An op's Rust names and what naming keeps of its argument plans (`A`): the part
+/// of planning that can fail.
+struct Named<'a, A> {
     f: &'a NativeFunction,
     op_name: String,
     ident_str: String,
-    args: Vec<ArgPlan<'a>>,
+    args: A,
     method: Option<usize>,
     factory_device: Option<usize>,
+    /// Some argument has a default (the method then has a `_with` form).
+    has_default: bool,
 }
 
-/// Names every function of `fns`; the ops that cannot be expressed are returned
-/// beside them, and naming collisions are the error.
-fn name_functions<'a>(
-    fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
-) -> Result<(Vec<Named<'a>>, Vec<Unsupported>), Vec<EmitError>> {
-    // Each function's names on its own, on rayon's threads for a whole file; the
-    // collisions between them in file order after.
-    let fns: Vec<&'a NativeFunction> = fns.collect();
-    let each = |f: &&'a NativeFunction| {
-        let f = *f;
-        (
-            f,
-            f.func.name.to_string(),
-            ident::op_ident(&f.func.name),
-            plan_args(f),
-        )
-    };
-    let separately: Vec<_> = if fns.len() >= PARALLEL_FROM {
-        use rayon::prelude::*;
-        fns.par_iter().map(each).collect()
-    } else {
-        fns.iter().map(each).collect()
-    };
-    let mut named: Vec<Named<'a>> = Vec::with_capacity(fns.len());
-    let mut unsupported = Vec::new();
-    let mut errors = Vec::new();
-    let mut by_ident: HashMap<&str, (&str, Loc)> = HashMap::with_capacity(fns.len());
-    let mut unsupported_op = |op: &str, f: &NativeFunction, reason: String| {
-        unsupported.push(Unsupported {
-            op: op.to_string(),
-            loc: f.loc,
-            reason,
-        })
-    };
-    for (f, op_name, ident_str, args) in &separately {
-        let ident_str = match ident_str {
-            Ok(s) => s,
-            Err(reason) => {
-                unsupported_op(op_name, f, reason.clone());
-                continue;
-            }
-        };
-        if let Some((other, other_loc)) = by_ident.get(ident_str.as_str()) {
-            errors.push(EmitError {
-                message: format!(
-                    "operators `{other}` and `{op_name}` both map to the Rust name `{ident_str}`"
-                ),
-                loc: f.func.loc,
-                other: Some(*other_loc),
-            });
-            continue;
-        }
-        by_ident.insert(ident_str, (op_name, f.func.loc));
-        if let Err(reason) = args {
-            unsupported_op(op_name, f, reason.clone());
-        }
-    }
-    drop(by_ident);
-    for (f, op_name, ident_str, args) in separately {
-        let (Ok(ident_str), Ok(args)) = (ident_str, args) else {
-            continue;
-        };
+/// What naming learns of one function on its own.
+struct Separately<'a, A> {
+    f: &'a NativeFunction,
+    op_name: String,
+    ident_str: Result<String, String>,
+    /// The kept argument plans, where the self argument and the device are, and
+    /// whether any argument has a default; or why the arguments are unsupported.
+    args: Result<(A, Option<usize>, Option<usize>, bool), String>,
+}
+
+/// Every named op, and the ops that cannot be expressed.
+type NamedAll<'a, A> = (Vec<Named<'a, A>>, Vec<Unsupported>);
+
+/// Names one function; `keep` says what of its argument plans to keep.
+fn name_one<'a, A>(
+    f: &'a NativeFunction,
+    keep: &impl Fn(Vec<ArgPlan<'a>>) -> A,
+) -> Separately<'a, A> {
+    let args = plan_args(f).map(|args| {
         let method = if f.variants.method {
             args.iter()
                 .position(|a| !a.kwarg_only && a.arg.name == "self")
@@ -251,25 +213,93 @@ fn name_functions<'a>(
             args.iter()
                 .position(|a| a.arg.name == "device" && a.ty().base() == BaseTy::Device)
         };
+        let has_default = args.iter().any(|a| a.default.is_some());
+        (keep(args), method, factory_device, has_default)
+    });
+    Separately {
+        f,
+        op_name: f.func.name.to_string(),
+        ident_str: ident::op_ident(&f.func.name),
+        args,
+    }
+}
+
+/// Names every function of `fns`, keeping `keep(args)` of each one's argument
+/// plans; the ops that cannot be expressed are returned beside them, and naming
+/// collisions are the error.
+fn name_functions<'a, A: Send>(
+    fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
+    keep: impl Fn(Vec<ArgPlan<'a>>) -> A + Sync,
+) -> Result<NamedAll<'a, A>, Vec<EmitError>> {
+    // Each function's names on its own, on rayon's threads for a whole file; the
+    // collisions between them in file order after.
+    let fns: Vec<&'a NativeFunction> = fns.collect();
+    let separately: Vec<Separately<'a, A>> = if fns.len() >= PARALLEL_FROM {
+        use rayon::prelude::*;
+        fns.par_iter().map(|f| name_one(f, &keep)).collect()
+    } else {
+        fns.iter().map(|f| name_one(f, &keep)).collect()
+    };
+    let mut named: Vec<Named<'a, A>> = Vec::with_capacity(fns.len());
+    let mut unsupported = Vec::new();
+    let mut errors = Vec::new();
+    let mut by_ident: HashMap<&str, (&str, Loc), FastHash> =
+        HashMap::with_capacity_and_hasher(fns.len(), FastHash::default());
+    let mut unsupported_op = |op: &str, f: &NativeFunction, reason: String| {
+        unsupported.push(Unsupported {
+            op: op.to_string(),
+            loc: f.loc,
+            reason,
+        })
+    };
+    for s in &separately {
+        let ident_str = match &s.ident_str {
+            Ok(i) => i,
+            Err(reason) => {
+                unsupported_op(&s.op_name, s.f, reason.clone());
+                continue;
+            }
+        };
+        if let Some((other, other_loc)) = by_ident.get(ident_str.as_str()) {
+            errors.push(EmitError {
+                message: format!(
+                    "operators `{other}` and `{}` both map to the Rust name `{ident_str}`",
+                    s.op_name
+                ),
+                loc: s.f.func.loc,
+                other: Some(*other_loc),
+            });
+            continue;
+        }
+        by_ident.insert(ident_str, (&s.op_name, s.f.func.loc));
+        if let Err(reason) = &s.args {
+            unsupported_op(&s.op_name, s.f, reason.clone());
+        }
+    }
+    drop(by_ident);
+    for s in separately {
+        let (Ok(ident_str), Ok((args, method, factory_device, has_default))) =
+            (s.ident_str, s.args)
+        else {
+            continue;
+        };
         named.push(Named {
-            f,
-            op_name,
+            f: s.f,
+            op_name: s.op_name,
             ident_str,
             args,
             method,
             factory_device,
+            has_default,
         });
     }
     // Methods: `m` and `m_with` share the trait's namespace.
-    let method_names: HashMap<&str, &str> = named
+    let method_names: HashMap<&str, &str, FastHash> = named
         .iter()
         .filter(|o| o.method.is_some())
         .map(|o| (o.ident_str.as_str(), o.op_name.as_str()))
         .collect();
-    for o in named
-        .iter()
-        .filter(|o| o.method.is_some() && o.args.iter().any(|a| a.default.is_some()))
-    {
+    for o in named.iter().filter(|o| o.method.is_some() && o.has_default) {
         let w = ident::with_method(&o.ident_str);
         if let Some(other) = method_names.get(w.as_str()) {
             errors.push(EmitError {
@@ -294,7 +324,7 @@ pub fn plan_functions<'a>(
     fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
     namespace: &str,
 ) -> Result<Plan<'a>, Vec<EmitError>> {
-    let (named, unsupported) = name_functions(fns)?;
+    let (named, unsupported) = name_functions(fns, |args| args)?;
     let mut ops: Vec<OpPlan<'a>> = named
         .into_iter()
         .map(|n| {
@@ -340,7 +370,7 @@ fn arg_types<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<&'a Type> {
 /// Finds the structured derivations: for each op with a `structured_delegate` whose
 /// out= op takes exactly the op's arguments followed by one out tensor per return.
 fn derive_structured(ops: &[OpPlan<'_>]) -> Vec<(usize, StructuredPlan)> {
-    let index: HashMap<&str, usize> = ops
+    let index: HashMap<&str, usize, FastHash> = ops
         .iter()
         .enumerate()
         .map(|(i, o)| (o.op_name.as_str(), i))

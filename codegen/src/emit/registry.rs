@@ -11,7 +11,7 @@ use syn::Item;
 
 use super::ast::{self, call_path, p};
 use super::plan::{OpPlan, Plan};
-use super::{defaults, doc, op_doc, Ctx};
+use super::{defaults, doc, member_doc, Ctx};
 
 /// The type text with its alias annotation (`Tensor(a!)`, `int[]?`) from the canonical
 /// text of an argument or return, by dropping ` name[=default]`.
@@ -84,7 +84,7 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> Item {
         ast::path(&["OpDef"]),
         fields.into_iter().map(|(f, e)| (ast::id(f), e)),
     );
-    let doc = op_doc(op, "The operator's definition for the dispatcher.");
+    let doc = member_doc("The operator's definition for the dispatcher.");
     ast::static_item(vec![doc], ast::public(), "DEF", ast::ty("OpDef"), value)
 }
 

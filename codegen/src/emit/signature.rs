@@ -10,7 +10,7 @@ use syn::{FnArg, Item};
 
 use super::ast;
 use super::plan::{ArgPlan, OpPlan};
-use super::{op_doc, Ctx};
+use super::{member_doc, Ctx};
 
 /// `name: Type` for each argument (borrowed argument form).
 pub fn inputs<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<FnArg> {
@@ -133,11 +133,10 @@ fn type_alias(attrs: Vec<syn::Attribute>, name: &str, ty: syn::Type) -> Item {
 pub fn sig(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     if op.f.func.returns.len() > 1 {
         let t = cx.types.returns_type(op.return_types());
-        let odoc = op_doc(op, "The operator's returns, in schema order.");
+        let odoc = member_doc("The operator's returns, in schema order.");
         out.push(type_alias(vec![odoc], "Output", t));
     }
-    let doc = op_doc(
-        op,
+    let doc = member_doc(
         "Typed kernel signature: the dispatch key set, then the arguments in schema order.",
     );
     let tys = std::iter::once(ast::ty("DispatchKeySet"))

@@ -13,7 +13,7 @@ use syn::{Expr, Item, Member, Stmt};
 use super::ast::{self, call, call_path, p, reference, try_, var};
 use super::plan::OpPlan;
 use super::signature::{arg_exprs, kernel_fn};
-use super::{op_doc, Ctx};
+use super::{member_doc, Ctx};
 use crate::model::{BaseTy, Type};
 
 /// `support::name(args..)`.
@@ -107,9 +107,7 @@ pub fn structured(cx: &Ctx, op: &OpPlan) -> Option<Item> {
         };
         body.push(ast::tail(ast::ok(result)));
     }
-    let doc = op_doc(
-        op,
-        &format!(
+    let doc = member_doc(&format!(
             "Kernel derived from the out= operator `{}` and the Meta kernel of `{}`: register `kernel(structured)` for any backend key that has the out= kernel.",
             s.out_op, s.meta_op
         ),

@@ -14,7 +14,7 @@ use super::plan::{ArgPlan, OpPlan};
 use super::signature::{
     arg_exprs, inline_attrs, inputs, kernel_fn, many_args_attr, ret, ret_outside,
 };
-use super::{checks, defaults, op_doc, Ctx};
+use super::{checks, defaults, free_doc, member_doc, Ctx};
 use crate::model::{BaseTy, Type};
 
 /// Expressions for a call of `call` with every argument, where defaulted arguments
@@ -49,7 +49,7 @@ pub fn free_fn(cx: &Ctx, op: &OpPlan) -> Item {
         format!("`{}`.", op.qualified)
     };
     let attrs = inline_attrs(
-        op_doc(op, &what),
+        free_doc(op, &what),
         [many_args_attr(ps.len()), cx.non_snake_attr(op)],
     );
     let callee = ast::path_of([ast::id("self"), id.clone(), ast::id("call")]);
@@ -108,12 +108,10 @@ fn boxed_call(op: &OpPlan) -> Expr {
 pub fn entry(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     let ns = || arg_exprs(op.args.iter());
     let ks_and = |first: &str| std::iter::once(p(&[first])).chain(ns());
-    let call_doc = op_doc(
-        op,
+    let call_doc = member_doc(
         "Calls the operator with every argument explicit, dispatching on the key set of its tensor arguments.",
     );
-    let re_doc = op_doc(
-        op,
+    let re_doc = member_doc(
         "Calls the operator with the key set `ks` (a kernel passes its own key set minus its key and those above it).",
     );
     let n = op.args.len();

@@ -1,8 +1,6 @@
 //! Native functions: a schema plus the YAML metadata that says how it is dispatched.
 
-use std::collections::BTreeMap;
-
-use super::{FunctionSchema, Loc, OperatorName};
+use super::{FunctionSchema, Loc, OperatorName, SmallMap};
 
 /// `variants:`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -49,11 +47,11 @@ pub struct NativeFunction {
     /// Location of the entry (the `- func:` item).
     pub loc: Loc,
     /// Location of every key written in the entry, by key name.
-    pub key_locs: BTreeMap<String, Loc>,
+    pub key_locs: SmallMap<&'static str, Loc>,
     pub variants: Variants,
     /// Resolved dispatch table: dispatch key name -> kernel (including the implicit
     /// CompositeImplicitAutograd default). Ordered by key name for determinism.
-    pub dispatch: BTreeMap<String, BackendKernel>,
+    pub dispatch: SmallMap<String, BackendKernel>,
     pub structured: bool,
     pub structured_delegate: Option<OperatorName>,
     pub structured_inherits: Option<String>,
@@ -73,7 +71,7 @@ pub struct NativeFunction {
     pub category_override: Option<String>,
     pub cpp_no_default_args: Vec<String>,
     /// `ufunc_inner_loop:` key -> value, as written.
-    pub ufunc_inner_loop: BTreeMap<String, String>,
+    pub ufunc_inner_loop: SmallMap<String, String>,
     pub is_abstract: bool,
     pub has_composite_implicit_autograd_kernel: bool,
     pub has_composite_explicit_autograd_kernel: bool,
@@ -98,12 +96,12 @@ impl NativeFunction {
             func,
             origin,
             loc,
-            key_locs: BTreeMap::new(),
+            key_locs: SmallMap::new(),
             variants: Variants {
                 function: true,
                 method: false,
             },
-            dispatch: BTreeMap::new(),
+            dispatch: SmallMap::new(),
             structured: false,
             structured_delegate: None,
             structured_inherits: None,
@@ -118,7 +116,7 @@ impl NativeFunction {
             python_module: None,
             category_override: None,
             cpp_no_default_args: Vec::new(),
-            ufunc_inner_loop: BTreeMap::new(),
+            ufunc_inner_loop: SmallMap::new(),
             is_abstract: false,
             has_composite_implicit_autograd_kernel: false,
             has_composite_explicit_autograd_kernel: false,

@@ -12,10 +12,12 @@ mod function;
 mod loc;
 mod query;
 mod schema;
+mod small_map;
 mod types;
 
 pub use function::*;
 pub use loc::*;
 pub use query::*;
 pub use schema::*;
+pub use small_map::SmallMap;
 pub use types::*;

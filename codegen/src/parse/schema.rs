@@ -235,12 +235,15 @@ impl<'a> Parser<'a> {
             Kwarg,
             Out,
         }
-        let mut args = Arguments::default();
+        // All arguments in order, split into the three sections at the end so each
+        // section's vector is allocated at its exact size (a model holds thousands).
+        let mut all: Vec<Argument> = Vec::with_capacity(16);
+        let (mut n_positional, mut n_kwarg) = (0, 0);
         let mut section = Section::Positional;
         // Names borrowed from the schema string: no copy per argument.
         let mut seen: Vec<(&'a str, Token)> = Vec::new();
         if self.eat(Tok::RParen) {
-            return Ok(args);
+            return Ok(Arguments::default());
         }
         loop {
             if self.peek().kind == Tok::Star {
@@ -289,13 +292,10 @@ impl<'a> Parser<'a> {
                 }
                 seen.push((self.text(name_tok), name_tok));
                 match section {
-                    Section::Positional => args.positional.push(arg),
-                    Section::Kwarg if arg.is_write() => {
-                        section = Section::Out;
-                        args.out.push(arg);
-                    }
-                    Section::Kwarg => args.kwarg_only.push(arg),
-                    Section::Out if arg.is_write() => args.out.push(arg),
+                    Section::Positional => n_positional += 1,
+                    Section::Kwarg if arg.is_write() => section = Section::Out,
+                    Section::Kwarg => n_kwarg += 1,
+                    Section::Out if arg.is_write() => {}
                     Section::Out => {
                         return Err(Diagnostic::new(
                             "opal::out_order",
@@ -309,9 +309,15 @@ impl<'a> Parser<'a> {
                         .hint("out arguments (`Tensor(a!) out`) must be the last keyword-only arguments"));
                     }
                 }
+                all.push(arg);
             }
             if self.eat(Tok::RParen) {
-                return Ok(args);
+                let mut rest = all.into_iter();
+                return Ok(Arguments {
+                    positional: rest.by_ref().take(n_positional).collect(),
+                    kwarg_only: rest.by_ref().take(n_kwarg).collect(),
+                    out: rest.collect(),
+                });
             }
             self.expect(Tok::Comma, "`,` or `)` after an argument")?;
         }

@@ -278,30 +278,41 @@ fn parse_whole(src: &str) -> Parsed {
     // only computed when needed.
     let mut lines = None;
     let n = items.len();
-    parse_items(&items, 0, src, &idx, &mut out, |i| {
-        let ol = lines.get_or_insert_with(|| outline(src));
-        ol.get(i).filter(|_| ol.len() == n).map_or(START, |o| o.loc)
-    });
+    out.functions.reserve(n);
+    let functions = &mut out.functions;
+    parse_items(
+        &items,
+        0,
+        src,
+        &idx,
+        &mut out.errors,
+        |i| {
+            let ol = lines.get_or_insert_with(|| outline(src));
+            ol.get(i).filter(|_| ol.len() == n).map_or(START, |o| o.loc)
+        },
+        |_, f| functions.push(f),
+    );
     out
 }
 
-/// Turns top-level items (the first being item number `first`) into functions.
+/// Turns top-level items (the first being item number `first`) into functions,
+/// handing each to `found` with its index in `items`; problems go to `errors`.
 fn parse_items(
     items: &[Node<'_>],
     first: usize,
     src: &str,
     idx: &LineIndex<'_>,
-    out: &mut Parsed,
+    errors: &mut Vec<Diagnostic>,
     mut fallback_loc: impl FnMut(usize) -> Loc,
+    mut found: impl FnMut(usize, NativeFunction),
 ) {
-    out.functions.reserve(items.len());
     for (j, item) in items.iter().enumerate() {
         let i = first + j;
         let entry_loc = item_loc(item, src, idx).unwrap_or_else(|| fallback_loc(i));
         match item {
             Node::Map(m) => {
-                if let Some(f) = parse_entry(m, entry_loc, src, idx, &mut out.errors) {
-                    out.functions.push(f);
+                if let Some(f) = parse_entry(m, entry_loc, src, idx, errors) {
+                    found(j, f);
                 }
             }
             other => {
@@ -311,7 +322,7 @@ fn parse_items(
                     Node::Null => "empty".into(),
                     _ => "a single value".into(),
                 };
-                out.errors.push(
+                errors.push(
                     Diagnostic::new(
                         "opal::entry_not_mapping",
                         entry_loc,
@@ -373,9 +384,22 @@ fn parse_in_pieces<T: Send>(
     }
     // Piece k holds items bounds[k]..bounds[k+1]; the first also holds the preamble.
     let bounds: Vec<usize> = (0..=pieces).map(|k| k * starts.len() / pieces).collect();
-    let results: Vec<Option<Checked<T>>> = (0..pieces)
+    // Each item's function is written straight into its slot of the model's vector
+    // (no per-piece vectors to copy together), with room for the functions autogen
+    // adds so the validator appends in place.
+    let n = starts.len();
+    let mut slots: Vec<Option<NativeFunction>> = Vec::with_capacity(n + n / 4);
+    slots.resize_with(n, || None);
+    let mut parts = Vec::with_capacity(pieces);
+    let mut rest = slots.as_mut_slice();
+    for k in 0..pieces {
+        let (part, tail) = rest.split_at_mut(bounds[k + 1] - bounds[k]);
+        parts.push((k, part));
+        rest = tail;
+    }
+    let results: Vec<Option<PieceResult<T>>> = parts
         .into_par_iter()
-        .map(|k| {
+        .map(|(k, slots)| {
             let (first, last) = (bounds[k], bounds[k + 1]);
             let (from, first_line) = if k == 0 { (0, 1) } else { starts[first] };
             let to = starts.get(last).map_or(src.len(), |s| s.0);
@@ -393,32 +417,54 @@ fn parse_in_pieces<T: Send>(
                 return None;
             }
             let idx = LineIndex::for_range(src, from, to, first_line);
-            let mut out = Parsed::default();
-            parse_items(&items, first, src, &idx, &mut out, |i| {
-                let at = starts[i].0;
-                let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
-                idx.loc(at, src[at..end].trim_end().len())
-            });
-            Some(run_check(out, check))
+            let mut out = PieceResult {
+                errors: Vec::new(),
+                results: Vec::with_capacity(items.len()),
+                check_errors: Vec::new(),
+            };
+            parse_items(
+                &items,
+                first,
+                src,
+                &idx,
+                &mut out.errors,
+                |i| {
+                    let at = starts[i].0;
+                    let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
+                    idx.loc(at, src[at..end].trim_end().len())
+                },
+                |j, mut f| {
+                    out.results.push(check(&mut f, &mut out.check_errors));
+                    slots[j] = Some(f);
+                },
+            );
+            Some(out)
         })
         .collect();
     let mut all = Checked {
         parsed: Parsed::default(),
-        results: Vec::new(),
+        results: Vec::with_capacity(n),
         check_errors: Vec::new(),
     };
-    let n: usize = results.iter().flatten().map(|r| r.results.len()).sum();
-    // Room for the functions autogen adds, so the validator appends in place.
-    all.parsed.functions.reserve(n + n / 4);
-    all.results.reserve(n);
     for r in results {
         let r = r?;
-        all.parsed.functions.extend(r.parsed.functions);
-        all.parsed.errors.extend(r.parsed.errors);
+        all.parsed.errors.extend(r.errors);
         all.results.extend(r.results);
         all.check_errors.extend(r.check_errors);
     }
+    // In place: the same allocation, its filled slots moved to the front (`flatten`
+    // would collect into a new vector).
+    #[allow(clippy::filter_map_identity)]
+    let functions = slots.into_iter().filter_map(|f| f).collect();
+    all.parsed.functions = functions;
     Some(all)
+}
+
+/// One piece's share of a [`Checked`]: its functions went to their slots.
+struct PieceResult<T> {
+    errors: Vec<Diagnostic>,
+    results: Vec<T>,
+    check_errors: Vec<Diagnostic>,
 }
 
 /// Reads the tag names of a `tags.yaml` (a list of `- tag: name` mappings).
@@ -493,7 +539,12 @@ mod tests {
         let whole = parse_whole(&src);
         assert_eq!(whole.functions.len(), 2590);
         match parse_in_pieces(&src, &|_, _| ()) {
-            Some(p) => same(&p.parsed, &whole),
+            Some(p) => {
+                same(&p.parsed, &whole);
+                // The slots' vector is kept, with its room for autogen.
+                let n = p.parsed.functions.len();
+                assert!(p.parsed.functions.capacity() >= n + n / 4);
+            }
             None => assert_eq!(
                 rayon::current_num_threads(),
                 1,

@@ -15,7 +15,7 @@ use super::FastHash;
 use crate::diagnostics::Diagnostic;
 use crate::model::{
     Annotation, Argument, Arguments, BackendKernel, BaseOperatorName, DeviceCheck, FunctionSchema,
-    NativeFunction, OperatorName, Origin, Return, SchemaKind, Type,
+    NativeFunction, OperatorName, Origin, Return, SchemaKind, SmallMap, Type,
 };
 
 fn strip(a: &Argument) -> Argument {
@@ -352,7 +352,7 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
         .cloned()
         .collect();
     tags.push("generated".into());
-    let mut dispatch = BTreeMap::new();
+    let mut dispatch = SmallMap::with_capacity(1);
     dispatch.insert(
         "CompositeExplicitAutograd".to_string(),
         BackendKernel {
@@ -375,14 +375,7 @@ fn generated(base: &NativeFunction, func: FunctionSchema) -> NativeFunction {
     f
 }
 
-/// Generates the functions `autogen:` asks for (appended in torchgen's order) and
-/// reports groups whose `autogen:` names differ from what can be generated.
-pub fn generate(fns: &[NativeFunction], errs: &mut Vec<Diagnostic>) -> Vec<NativeFunction> {
-    let keys: Vec<String> = fns.iter().map(signature_key).collect();
-    generate_with_keys(fns, &keys, errs)
-}
-
-/// [`generate`] with `keys[i]` = [`signature_key`]`(&fns[i])` already computed.
+/// The functions `autogen:` asks for, given `keys[i]` = [`signature_key`]`(&fns[i])`.
 pub fn generate_with_keys(
     fns: &[NativeFunction],
     keys: &[String],

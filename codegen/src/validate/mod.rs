@@ -10,53 +10,11 @@ pub mod keys;
 mod rules;
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::diagnostics::Diagnostic;
 use crate::model::{NativeFunction, NativeFunctions, OperatorName};
 
-pub use rules::cpp_name;
-
-/// FNV-1a-style hashing for the validator's name maps: keys are trusted strings,
-/// where SipHash's flood resistance only costs time. Whole 8-byte words are
-/// mixed in at a time (the autogen grouping keys run to ~160 bytes), and
-/// `finish` folds the high bits down, since the multiply only carries low bits
-/// upwards and the table picks buckets by the low bits.
-#[derive(Default)]
-pub(crate) struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        // murmur3's fmix64.
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        const PRIME: u64 = 0x0100_0000_01b3;
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let mut word = [0; 8];
-            word.copy_from_slice(w);
-            h = (h ^ u64::from_le_bytes(word)).wrapping_mul(PRIME);
-        }
-        for b in words.remainder() {
-            h = (h ^ u64::from(*b)).wrapping_mul(PRIME);
-        }
-        self.0 = h;
-    }
-}
-
-pub(crate) type FastHash = BuildHasherDefault<Fnv>;
+pub(crate) use crate::hash::FastHash;
 
 /// The rules on one function alone, then its autogen grouping key (which depends
 /// on the resolved function only). The loader runs this on each function as soon
@@ -72,38 +30,7 @@ pub(crate) fn check_function(
     autogen::signature_key(f)
 }
 
-/// Validates declared functions (file order) and completes them into the final
-/// model; problems go to `errs`. `known_tags` is `tags.yaml`'s list, `None` when no
-/// tags file was given (tags then go unchecked and none are added).
-pub fn validate(
-    declared: Vec<NativeFunction>,
-    known_tags: Option<&[String]>,
-    errs: &mut Vec<Diagnostic>,
-) -> NativeFunctions {
-    use rayon::prelude::*;
-    let mut fns = declared;
-    // Rules on single functions are independent: run them on rayon's threads,
-    // keeping the errors in function order.
-    let found: Vec<(Vec<Diagnostic>, Vec<String>)> = fns
-        .par_chunks_mut(256)
-        .map(|part| {
-            let mut errs = Vec::new();
-            let keys = part
-                .iter_mut()
-                .map(|f| check_function(f, known_tags, &mut errs))
-                .collect();
-            (errs, keys)
-        })
-        .collect();
-    let mut keys = Vec::with_capacity(fns.len());
-    for (e, k) in found {
-        errs.extend(e);
-        keys.extend(k);
-    }
-    complete(fns, &keys, known_tags, errs)
-}
-
-/// What [`validate`] does after [`check_function`] ran on every function
+/// What loading does after [`check_function`] ran on every function
 /// (`keys[i]` is its result for `fns[i]`): the rules between functions and the
 /// functions `autogen:` adds.
 pub(crate) fn complete(

@@ -405,11 +405,12 @@ pub fn resolve(f: &mut NativeFunction, known_tags: Option<&[String]>, errs: &mut
         for k in keys::UFUNC {
             let loc = key_loc(f, "ufunc_inner_loop");
             let kernel = format!("ufunc_{}_{k}", f.func.name.name);
-            f.dispatch.entry(k.to_string()).or_insert(BackendKernel {
-                kernel,
-                implicit: true,
-                loc,
-            });
+            f.dispatch
+                .get_or_insert_with(k.to_string(), || BackendKernel {
+                    kernel,
+                    implicit: true,
+                    loc,
+                });
         }
     }
     let cia = f.dispatch.contains_key("CompositeImplicitAutograd");

@@ -139,7 +139,8 @@ fn a_generated_plugin_builds_loads_and_runs() {
         None,
     )
     .unwrap_or_else(|e| panic!("{}", e.render(false, 100)));
-    let code = opal_codegen::backend::plugin::generate_plugin_code(&inputs, "libgen.so")
+    let code = opal_codegen::backend::run::resolve_inputs(&inputs)
+        .generate_plugin("libgen.so")
         .unwrap_or_else(|e| panic!("{}", e.render(false, 100)));
     assert!(code.not_generated.is_empty(), "{:?}", code.not_generated);
     // Pointwise ops get an opt-in out entry (ABI 1.2), registered when opted in.

@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use crate::derivatives::model::{Body, DerivativeEntry, Derivatives, Mode, OutputDifferentiable};
+use crate::derivatives::model::{
+    Body, DerivativeEntry, Derivatives, Formula, Mode, OutputDifferentiable,
+};
 use crate::diagnostics::Diagnostic;
 use crate::emit::plan::{self, OpPlan};
 use crate::emit::{format_file, Ctx, RuntimePath};
@@ -195,6 +197,18 @@ fn tensor_arg(t: &Type) -> Option<TensorArg> {
     }
 }
 
+/// What a kernel saves of its arguments (see `KernelCtx::save_inputs`).
+struct InputSaves {
+    /// Tensor saves, before recording.
+    saves: Vec<TokenStream>,
+    /// Clones of non-tensor values, after the forward call.
+    value_saves: Vec<TokenStream>,
+    /// The rebinding of each saved value inside the node.
+    loads: Vec<TokenStream>,
+    /// The formulas' variables.
+    vars: BTreeMap<String, Val>,
+}
+
 struct KernelCtx<'a, 'm> {
     cx: &'a Ctx,
     op: &'a OpPlan<'m>,
@@ -207,6 +221,238 @@ struct KernelCtx<'a, 'm> {
 }
 
 impl KernelCtx<'_, '_> {
+    /// The compute block of one backward formula (its gradients, each computed
+    /// when needed) and the tensor inputs it fills; `None` when the formula has no
+    /// gradient here or does not translate (the reason then goes to `errs`).
+    fn formula_compute(
+        &self,
+        f: &Formula,
+        vars: &BTreeMap<String, Val>,
+        tensor_args: &[(usize, TensorArg)],
+        errs: &mut Vec<Diagnostic>,
+    ) -> Option<(Vec<usize>, TokenStream)> {
+        let op = self.op;
+        let arg_slot = |name: &str| -> Option<usize> {
+            tensor_args
+                .iter()
+                .position(|(i, _)| op.args[*i].arg.name == name)
+        };
+        if f.body == Body::NonDifferentiable {
+            return None;
+        }
+        let mut slots = Vec::new();
+        for k in &f.keys {
+            match arg_slot(&k.name) {
+                Some(s) => slots.push(s),
+                None => errs.push(self.error(
+                    k.loc,
+                    format!("`{}` is not a tensor argument of `{}`", k.name, op.op_name),
+                )),
+            }
+        }
+        if slots.len() != f.keys.len() {
+            return None;
+        }
+        let expr = match &f.body {
+            Body::NonDifferentiable => return None,
+            Body::Expr(e) => e,
+            _ => return None,
+        };
+        let mut scope_vars = vars.clone();
+        if f.uses_grad_input_mask() {
+            let m = slots.iter().map(|s| {
+                let s = proc_macro2::Literal::usize_unsuffixed(*s);
+                quote!(__needs[#s])
+            });
+            scope_vars.insert(
+                "grad_input_mask".into(),
+                Val::new(quote!(vec![#(#m),*]), Ty::List(Box::new(Ty::Bool))),
+            );
+        }
+        let scope = Scope {
+            vars: scope_vars,
+            native: self.index,
+            helpers: self.helpers,
+        };
+        let val = match scope.expr(expr) {
+            Ok(v) => v,
+            Err(u) => {
+                let start = u.span.start as usize;
+                let end = u.span.end as usize;
+                errs.push(self.error(
+                    f.loc_of(start, end),
+                    format!(
+                            "cannot translate the formula of `{}` for {}: {}",
+                            op.op_name,
+                            f.keys
+                                .iter()
+                                .map(|k| k.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            u.reason
+                        ),
+                ));
+                return None;
+            }
+        };
+        let cond = slots.iter().map(|s| {
+            let s = proc_macro2::Literal::usize_unsuffixed(*s);
+            quote!(__needs[#s])
+        });
+        let value = val.owned();
+        let gvars: Vec<_> = slots.iter().map(|s| format_ident!("__g{}", s)).collect();
+        let list_slot = |s: usize| tensor_args[s].1 == TensorArg::List;
+        let expected = if slots.len() == 1 {
+            if list_slot(slots[0]) {
+                Ty::List(Box::new(Ty::Tensor))
+            } else {
+                Ty::Tensor
+            }
+        } else {
+            Ty::Tuple(slots.len())
+        };
+        if val.ty != expected {
+            errs.push(self.error(
+                f.loc,
+                format!(
+                    "the formula of `{}` for {} gives a value of type {}, expected {}",
+                    op.op_name,
+                    f.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
+                    val.ty,
+                    expected
+                ),
+            ));
+            return None;
+        }
+        let block = if slots.len() == 1 {
+            let g = &gvars[0];
+            quote! {
+                if #(#cond)||* {
+                    #g = Some(#value);
+                }
+            }
+        } else {
+            let tmp: Vec<_> = slots.iter().map(|s| format_ident!("__t{}", s)).collect();
+            quote! {
+                if #(#cond)||* {
+                    let (#(#tmp),*) = #value;
+                    #(#gvars = Some(#tmp);)*
+                }
+            }
+        };
+        Some((slots, block))
+    }
+
+    /// The outputs the formulas read (under every name they may use: `result`,
+    /// `resultN`, the return's own name), saved after the forward call: the saves,
+    /// with their loads inside the node and their variables for the formulas.
+    fn save_outputs(
+        &self,
+        out_vars: &[proc_macro2::Ident],
+        used: &BTreeSet<String>,
+        loads: &mut Vec<TokenStream>,
+        vars: &mut BTreeMap<String, Val>,
+    ) -> Result<Vec<TokenStream>, Vec<Diagnostic>> {
+        let (entry, node) = (self.entry, &self.node);
+        let returns = &self.op.f.func.returns;
+        let single = returns.len() == 1;
+        let mut out_saves = Vec::new();
+        for (i, r) in returns.iter().enumerate() {
+            let v = &out_vars[i];
+            let mut aliases = vec![if single {
+                "result".to_string()
+            } else {
+                format!("result{i}")
+            }];
+            if let Some(n) = &r.name {
+                aliases.push(n.clone());
+            }
+            if single {
+                aliases.push("result0".to_string());
+            }
+            if !aliases.iter().any(|a| used.contains(a)) {
+                continue;
+            }
+            let Some(ty) = Ty::of_schema(&r.ty) else {
+                return Err(vec![self.error(entry.loc, "an output formulas cannot use")]);
+            };
+            let s = format_ident!("__saved_{}", v);
+            let label = aliases[0].as_str();
+            if ty == Ty::Tensor {
+                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
+                loads.push(quote!(let #v = #s.get()?;));
+            } else {
+                return Err(vec![
+                    self.error(entry.loc, "a saved output that is not one tensor")
+                ]);
+            }
+            for a in aliases {
+                vars.insert(a, Val::place(quote!(#v), ty.clone()));
+            }
+        }
+        Ok(out_saves)
+    }
+
+    /// The arguments the formulas read: tensors saved before recording (the
+    /// original of an in-place `self`), other values cloned after the forward call;
+    /// with their loads inside the node and their variables for the formulas.
+    fn save_inputs(&self, used: &BTreeSet<String>) -> Result<InputSaves, Vec<Diagnostic>> {
+        let (op, entry, node) = (self.op, self.entry, &self.node);
+        let mut saves = Vec::new();
+        let mut value_saves = Vec::new();
+        let mut loads = Vec::new();
+        let mut vars: BTreeMap<String, Val> = BTreeMap::new();
+        for a in &op.args {
+            if !used.contains(&a.arg.name) {
+                continue;
+            }
+            let n = a.ident();
+            let s = format_ident!("__saved_{}", a.arg.name);
+            let aname = &a.arg.name;
+            let Some(ty) = Ty::of_schema(a.ty()) else {
+                return Err(vec![self.error(
+                    entry.loc,
+                    format!("argument `{aname}` has a type formulas cannot use"),
+                )]);
+            };
+            match tensor_arg(a.ty()) {
+                Some(TensorArg::One) if self.inplace && a.arg.is_write() => {
+                    saves.push(
+                        quote!(let #s = SavedTensor::input(&h::original(#n)?, #node, #aname);),
+                    );
+                    loads.push(quote!(let #n = #s.get()?;));
+                }
+                Some(TensorArg::One) => {
+                    saves.push(quote!(let #s = SavedTensor::input(#n, #node, #aname);));
+                    loads.push(quote!(let #n = #s.get()?;));
+                }
+                Some(TensorArg::Optional) => {
+                    saves.push(quote!(let #s = #n.map(|t| SavedTensor::input(t, #node, #aname));));
+                    loads.push(quote!(let #n = #s.as_ref().map(SavedTensor::get).transpose()?;));
+                }
+                Some(TensorArg::List) => {
+                    saves.push(quote!(let #s: Vec<SavedTensor> = #n.iter().map(|t| SavedTensor::input(t, #node, #aname)).collect();));
+                    loads.push(quote!(let #n = #s.iter().map(SavedTensor::get).collect::<Result<Vec<Tensor>>>()?;));
+                }
+                None => {
+                    // After the forward call, which still takes the parameter.
+                    // (A value parameter is moved into the node as it is.)
+                    if Types::passing(a.ty()) != Passing::Value {
+                        let owned = arg_to_owned(quote!(#n), a.ty());
+                        value_saves.push(quote!(let #n = #owned;));
+                    }
+                }
+            }
+            vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
+        }
+        Ok(InputSaves {
+            saves,
+            value_saves,
+            loads,
+            vars,
+        })
+    }
+
     fn kernel(&self) -> Result<TokenStream, Vec<Diagnostic>> {
         let op = self.op;
         let entry = self.entry;
@@ -350,87 +596,13 @@ impl KernelCtx<'_, '_> {
 
         // What the formulas read: saved before recording, rebound inside the node.
         let node = &self.node;
-        let mut saves = Vec::new();
-        let mut value_saves = Vec::new();
-        let mut loads = Vec::new();
-        let mut vars: BTreeMap<String, Val> = BTreeMap::new();
-        for a in &op.args {
-            if !used.contains(&a.arg.name) {
-                continue;
-            }
-            let n = a.ident();
-            let s = format_ident!("__saved_{}", a.arg.name);
-            let aname = &a.arg.name;
-            let Some(ty) = Ty::of_schema(a.ty()) else {
-                return Err(vec![self.error(
-                    entry.loc,
-                    format!("argument `{aname}` has a type formulas cannot use"),
-                )]);
-            };
-            match tensor_arg(a.ty()) {
-                Some(TensorArg::One) if self.inplace && a.arg.is_write() => {
-                    saves.push(
-                        quote!(let #s = SavedTensor::input(&h::original(#n)?, #node, #aname);),
-                    );
-                    loads.push(quote!(let #n = #s.get()?;));
-                }
-                Some(TensorArg::One) => {
-                    saves.push(quote!(let #s = SavedTensor::input(#n, #node, #aname);));
-                    loads.push(quote!(let #n = #s.get()?;));
-                }
-                Some(TensorArg::Optional) => {
-                    saves.push(quote!(let #s = #n.map(|t| SavedTensor::input(t, #node, #aname));));
-                    loads.push(quote!(let #n = #s.as_ref().map(SavedTensor::get).transpose()?;));
-                }
-                Some(TensorArg::List) => {
-                    saves.push(quote!(let #s: Vec<SavedTensor> = #n.iter().map(|t| SavedTensor::input(t, #node, #aname)).collect();));
-                    loads.push(quote!(let #n = #s.iter().map(SavedTensor::get).collect::<Result<Vec<Tensor>>>()?;));
-                }
-                None => {
-                    // After the forward call, which still takes the parameter.
-                    // (A value parameter is moved into the node as it is.)
-                    if Types::passing(a.ty()) != Passing::Value {
-                        let owned = arg_to_owned(quote!(#n), a.ty());
-                        value_saves.push(quote!(let #n = #owned;));
-                    }
-                }
-            }
-            vars.insert(a.arg.name.clone(), Val::place(quote!(#n), ty));
-        }
-        let mut out_saves = Vec::new();
-        for (i, r) in returns.iter().enumerate() {
-            let v = &out_vars[i];
-            let mut aliases = vec![if single {
-                "result".to_string()
-            } else {
-                format!("result{i}")
-            }];
-            if let Some(n) = &r.name {
-                aliases.push(n.clone());
-            }
-            if single {
-                aliases.push("result0".to_string());
-            }
-            if !aliases.iter().any(|a| used.contains(a)) {
-                continue;
-            }
-            let Some(ty) = Ty::of_schema(&r.ty) else {
-                return Err(vec![self.error(entry.loc, "an output formulas cannot use")]);
-            };
-            let s = format_ident!("__saved_{}", v);
-            let label = aliases[0].as_str();
-            if ty == Ty::Tensor {
-                out_saves.push(quote!(let #s = SavedTensor::output(&#v, #node, #label)?;));
-                loads.push(quote!(let #v = #s.get()?;));
-            } else {
-                return Err(vec![
-                    self.error(entry.loc, "a saved output that is not one tensor")
-                ]);
-            }
-            for a in aliases {
-                vars.insert(a, Val::place(quote!(#v), ty.clone()));
-            }
-        }
+        let InputSaves {
+            mut saves,
+            value_saves,
+            mut loads,
+            mut vars,
+        } = self.save_inputs(&used)?;
+        let out_saves = self.save_outputs(&out_vars, &used, &mut loads, &mut vars)?;
         if used.contains("grad") {
             loads.push(quote!(let grad = h::grad_at(__grads, 0);));
             vars.insert("grad".into(), Val::place(quote!(grad), Ty::Tensor));
@@ -444,120 +616,15 @@ impl KernelCtx<'_, '_> {
         }
 
         // One gradient variable per tensor input, filled by the formulas.
-        let arg_slot = |name: &str| -> Option<usize> {
-            tensor_args
-                .iter()
-                .position(|(i, _)| op.args[*i].arg.name == name)
-        };
         let mut computes = Vec::new();
         let mut errs = Vec::new();
         let mut covered = vec![false; tensor_args.len()];
         for f in &formulas {
-            if f.body == Body::NonDifferentiable {
-                continue;
-            }
-            let mut slots = Vec::new();
-            for k in &f.keys {
-                match arg_slot(&k.name) {
-                    Some(s) => slots.push(s),
-                    None => errs.push(self.error(
-                        k.loc,
-                        format!("`{}` is not a tensor argument of `{}`", k.name, op.op_name),
-                    )),
+            if let Some((slots, block)) = self.formula_compute(f, &vars, &tensor_args, &mut errs) {
+                for s in slots {
+                    covered[s] = true;
                 }
-            }
-            if slots.len() != f.keys.len() {
-                continue;
-            }
-            let expr = match &f.body {
-                Body::NonDifferentiable => continue,
-                Body::Expr(e) => e,
-                _ => continue,
-            };
-            let mut scope_vars = vars.clone();
-            if f.uses_grad_input_mask() {
-                let m = slots.iter().map(|s| {
-                    let s = proc_macro2::Literal::usize_unsuffixed(*s);
-                    quote!(__needs[#s])
-                });
-                scope_vars.insert(
-                    "grad_input_mask".into(),
-                    Val::new(quote!(vec![#(#m),*]), Ty::List(Box::new(Ty::Bool))),
-                );
-            }
-            let scope = Scope {
-                vars: scope_vars,
-                native: self.index,
-                helpers: self.helpers,
-            };
-            let val = match scope.expr(expr) {
-                Ok(v) => v,
-                Err(u) => {
-                    let start = u.span.start as usize;
-                    let end = u.span.end as usize;
-                    errs.push(self.error(
-                        f.loc_of(start, end),
-                        format!(
-                                "cannot translate the formula of `{}` for {}: {}",
-                                op.op_name,
-                                f.keys
-                                    .iter()
-                                    .map(|k| k.name.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                u.reason
-                            ),
-                    ));
-                    continue;
-                }
-            };
-            let cond = slots.iter().map(|s| {
-                let s = proc_macro2::Literal::usize_unsuffixed(*s);
-                quote!(__needs[#s])
-            });
-            let value = val.owned();
-            let gvars: Vec<_> = slots.iter().map(|s| format_ident!("__g{}", s)).collect();
-            let list_slot = |s: usize| tensor_args[s].1 == TensorArg::List;
-            let expected = if slots.len() == 1 {
-                if list_slot(slots[0]) {
-                    Ty::List(Box::new(Ty::Tensor))
-                } else {
-                    Ty::Tensor
-                }
-            } else {
-                Ty::Tuple(slots.len())
-            };
-            if val.ty != expected {
-                errs.push(self.error(
-                    f.loc,
-                    format!(
-                        "the formula of `{}` for {} gives a value of type {}, expected {}",
-                        op.op_name,
-                        f.keys.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", "),
-                        val.ty,
-                        expected
-                    ),
-                ));
-                continue;
-            }
-            for s in &slots {
-                covered[*s] = true;
-            }
-            if slots.len() == 1 {
-                let g = &gvars[0];
-                computes.push(quote! {
-                    if #(#cond)||* {
-                        #g = Some(#value);
-                    }
-                });
-            } else {
-                let tmp: Vec<_> = slots.iter().map(|s| format_ident!("__t{}", s)).collect();
-                computes.push(quote! {
-                    if #(#cond)||* {
-                        let (#(#tmp),*) = #value;
-                        #(#gvars = Some(#tmp);)*
-                    }
-                });
+                computes.push(block);
             }
         }
         if !errs.is_empty() {
