@@ -2,13 +2,15 @@
 //! the CPU kernels and the Meta (shape-only) kernels cannot disagree: broadcasting,
 //! `-1` in a requested shape, contiguous strides and the strides of a view, which
 //! result dtype may be written where, and which `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
-//! Pooling geometry lives in [`pool`].
+//! Pooling geometry lives in [`pool`], the geometry of views such as `diagonal` in
+//! [`geometry`].
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
 
 use crate::{DType, OpalError, Result, Scalar};
 
+pub mod geometry;
 pub mod pool;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the

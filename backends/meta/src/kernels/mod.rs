@@ -16,10 +16,12 @@ pub mod index;
 pub mod index_b;
 pub mod linalg;
 pub mod nn;
+pub mod overloads;
 pub mod pointwise;
 pub mod pool3d;
 pub mod reduce;
 pub mod scalar_binary;
+pub mod strided;
 pub mod unary_math;
 pub mod view;
 

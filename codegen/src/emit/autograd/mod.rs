@@ -82,8 +82,16 @@ pub fn generate(
             n.name.inplace = true;
             n.to_string()
         };
-        let variants =
-            std::iter::once((*op, false)).chain(ops.get(inplace_name.as_str()).map(|o| (*o, true)));
+        // Only an in-place op over the same argument types is that variant: `pow_.Scalar`
+        // updates a tensor base, so it belongs to `pow.Tensor_Scalar`, not to
+        // `pow.Scalar` (whose base is a Scalar).
+        let types =
+            |o: &OpPlan| -> Vec<Type> { o.f.func.arguments.all().map(|a| a.ty.clone()).collect() };
+        let variants = std::iter::once((*op, false)).chain(
+            ops.get(inplace_name.as_str())
+                .filter(|o| types(o) == types(op))
+                .map(|o| (*o, true)),
+        );
         for (op, inplace) in variants {
             let node = if inplace {
                 format!("{node}_")
