@@ -3,7 +3,7 @@
 //! `-1` in a requested shape, contiguous strides and the strides of a view, which
 //! result dtype may be written where, and which `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
 //! Pooling geometry lives in [`pool`], the geometry of views such as `diagonal` in
-//! [`geometry`].
+//! [`geometry`], group norm's argument checks in [`norm`].
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
@@ -11,6 +11,7 @@
 use crate::{DType, OpalError, Result, Scalar};
 
 pub mod geometry;
+pub mod norm;
 pub mod pool;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the

@@ -13,7 +13,7 @@ use opal::dispatch::{DispatchKey, Dispatcher};
 use opal_tests::scratch;
 use std::collections::BTreeMap;
 
-/// Core operators Opal does not define yet (13 of PyTorch 2.15's 193).
+/// Core operators Opal does not define yet (11 of PyTorch 2.15's 193).
 const NOT_YET_DEFINED: &[&str] = &[
     "_cdist_forward",
     "_embedding_bag",
@@ -24,8 +24,6 @@ const NOT_YET_DEFINED: &[&str] = &[
     "grid_sampler_2d",
     "index_put",
     "masked_scatter",
-    "native_group_norm",
-    "native_group_norm_backward",
     "nonzero",
     "randperm",
 ];

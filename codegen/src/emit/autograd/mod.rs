@@ -134,7 +134,7 @@ pub fn generate(
         /// shapes a person would not write (nested parentheses, clones of `Copy`
         /// values, unused bindings of an unused gradient); the allowance covers the
         /// whole module once instead of each kernel.
-        #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, clippy::approx_constant, reason = "generated from formulas")]
+        #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, clippy::approx_constant, non_snake_case, reason = "generated from formulas")]
         mod formulas {
             use super::*;
 
