@@ -389,6 +389,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "clamp_backward_min_max(Tensor grad, Tensor self, Tensor? min, Tensor? max, bool[] mask) -> Tensor*2",
     "pow_backward_exponent(Tensor grad, Scalar self, Tensor exponent, Tensor result) -> Tensor @pow_backward_exponent_scalar",
     "diagonal_backward_symint(Tensor grad, int[] input_sizes, int offset, int dim1, int dim2) -> Tensor",
+    "masked_scatter_backward_symint(Tensor grad, Tensor mask, int[] sizes) -> Tensor",
 ];
 
 /// Whether `name` is a helper of [`IMPLEMENTED`].

@@ -1,6 +1,6 @@
 //! Backward helpers of the core opset's last group of overloads and views:
 //! `prod` over one dim, `clamp` with tensor bounds, `pow` with a Scalar base and
-//! `diagonal`, under PyTorch's names (the signatures are listed in
+//! `diagonal`, and of `masked_scatter`'s source, under PyTorch's names (the signatures are listed in
 //! `opal_codegen::derivatives::helpers::IMPLEMENTED`).
 //!
 //! Owns: these helpers. Must not: record graph nodes or touch tensor data other
@@ -124,4 +124,23 @@ pub fn diagonal_backward_symint(
     let diag = ops::diagonal::call(&zeros, offset, dim1, dim2)?;
     ops::add_tensor_::call(&diag, grad, &Scalar::Int(1))?;
     Ok(zeros)
+}
+
+pub fn masked_scatter_backward_symint(
+    grad: &Tensor,
+    mask: &Tensor,
+    sizes: &[i64],
+) -> Result<Tensor> {
+    // The source elements that were written, in order, then zeros for the unused rest.
+    let n: i64 = sizes.iter().product();
+    let mask = ops::expand(mask, grad.sizes())?;
+    let taken = ops::index_tensor(grad, &[Some(mask)])?;
+    let rest = n - taken.numel();
+    let flat = if rest > 0 {
+        let zeros = zeros_of(&[rest], TensorOptions::of(grad))?;
+        ops::cat(&[taken, zeros])?
+    } else {
+        taken
+    };
+    ops::reshape(&flat, sizes)
 }
