@@ -13,9 +13,9 @@
 use super::{add, expand_indices, lin};
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
-use crate::nn::io::{err, make_output, with_slice};
+use crate::nn::io::{err, with_slice};
 use crate::shape::remap::{contiguous_strides, for_each_index};
-use opal::{OpalError, Result, Tensor};
+use opal::{MemoryFormat, OpalError, Result, Tensor};
 
 /// Where the indexing result's elements live in `self` (contiguous offsets): the
 /// result is `[pre dims.., broadcast index dims.., post dims..]`, element
@@ -84,22 +84,37 @@ fn plan(self_: &Tensor, indices: &[Option<Tensor>], op: &str) -> Result<Plan> {
         })
         .collect();
     let mut block = Vec::with_capacity(bshape.iter().product::<i64>().max(0) as usize);
-    for_each_index(&bshape, |bidx| {
-        let mut at = 0usize;
-        for (u, (&d, x)) in used.iter().zip(&idx).enumerate() {
-            let v = x.values[lin(bidx, &bstrides[u])];
-            if v < -ss[d] || v >= ss[d] {
-                return Err(OpalError::msg(format!(
-                    "{op}: index {v} is out of bounds for dimension {d} with size {}",
-                    ss[d]
-                )));
+    let oob = |v: i64, d: usize| {
+        OpalError::msg(format!(
+            "{op}: index {v} is out of bounds for dimension {d} with size {}",
+            ss[d]
+        ))
+    };
+    if let ([d], [x]) = (&used[..], &idx[..]) {
+        // One index tensor (the common `x[i] = v`): its values, in order, are the
+        // block.
+        let (size, stride) = (ss[*d], sst[*d] as usize);
+        for &v in &x.values {
+            if v < -size || v >= size {
+                return Err(oob(v, *d));
             }
-            let w = if v < 0 { v + ss[d] } else { v };
-            at += w as usize * sst[d] as usize;
+            block.push((if v < 0 { v + size } else { v }) as usize * stride);
         }
-        block.push(at);
-        Ok(())
-    })?;
+    } else {
+        for_each_index(&bshape, |bidx| {
+            let mut at = 0usize;
+            for (u, (&d, x)) in used.iter().zip(&idx).enumerate() {
+                let v = x.values[lin(bidx, &bstrides[u])];
+                if v < -ss[d] || v >= ss[d] {
+                    return Err(oob(v, d));
+                }
+                let w = if v < 0 { v + ss[d] } else { v };
+                at += w as usize * sst[d] as usize;
+            }
+            block.push(at);
+            Ok(())
+        })?;
+    }
     let mut shape: Vec<i64> = pre_dims.iter().map(|&d| ss[d]).collect();
     shape.extend_from_slice(&bshape);
     shape.extend(post_dims.iter().map(|&d| ss[d]));
@@ -211,6 +226,30 @@ fn check_values(self_: &Tensor, values: &Tensor, op: &str) -> Result<()> {
     Ok(())
 }
 
+/// Writes by the plan into `t` (contiguous, of `T`'s dtype) under its exclusive
+/// borrow. `values` must not share `t`'s storage.
+fn write_into(
+    t: &Tensor,
+    indices: &[Option<Tensor>],
+    values: &Tensor,
+    accumulate: bool,
+    op: &str,
+) -> Result<()> {
+    let p = plan(t, indices, op)?;
+    dispatch_all!(t.dtype(), op, |T| {
+        let guard = t.write::<T>()?;
+        let n = guard.numel();
+        let ptr = t.data_ptr::<T>()?;
+        // SAFETY: `t` is contiguous with `n` elements of `T` from `ptr`, and `guard`
+        // holds the exclusive borrow of its storage while the slice lives (`values`
+        // has storage of its own, so nothing else reads or writes it meanwhile).
+        let out = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
+        let r = put_into(out, &p, values, accumulate, op);
+        drop(guard);
+        r
+    })
+}
+
 /// `index_put`: a copy of `self` with `values` (broadcast to the indexing result)
 /// written at `self[indices]`, or added there with `accumulate`.
 pub fn index_put(
@@ -221,14 +260,9 @@ pub fn index_put(
 ) -> Result<Tensor> {
     const OP: &str = "index_put";
     check_values(self_, values, OP)?;
-    let p = plan(self_, indices, OP)?;
-    let dt = self_.dtype();
-    dispatch_all!(dt, OP, |T| with_slice::<T, _>(self_, |xs| {
-        make_output::<T>(self_.sizes(), dt, |o| {
-            o.copy_from_slice(xs);
-            put_into(o, &p, values, accumulate, OP)
-        })
-    }))
+    let r = crate::shape::clone(self_, Some(MemoryFormat::Contiguous))?;
+    write_into(&r, indices, values, accumulate, OP)?;
+    Ok(r)
 }
 
 /// `index_put_`: [`index_put`] in place (written into `self` directly when it is
@@ -246,20 +280,8 @@ pub fn index_put_(
         crate::copy::copy_into(self_, &r, OP)?;
         return Ok(self_.clone());
     }
-    let p = plan(self_, indices, OP)?;
     // The values may share `self`'s storage: read them out first.
     let values = crate::shape::clone(values, None)?;
-    dispatch_all!(self_.dtype(), OP, |T| {
-        let guard = self_.write::<T>()?;
-        let n = guard.numel();
-        let ptr = self_.data_ptr::<T>()?;
-        // SAFETY: `self_` is contiguous with `n` elements of `T` from `ptr`, and
-        // `guard` holds the exclusive borrow of its storage while the slice lives
-        // (`values` is a separate copy, so nothing else reads it meanwhile).
-        let out = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
-        let r = put_into(out, &p, &values, accumulate, OP);
-        drop(guard);
-        r
-    })?;
+    write_into(self_, indices, &values, accumulate, OP)?;
     Ok(self_.clone())
 }
