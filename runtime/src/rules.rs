@@ -2,14 +2,20 @@
 //! the CPU kernels and the Meta (shape-only) kernels cannot disagree: broadcasting,
 //! `-1` in a requested shape, contiguous strides and the strides of a view, which
 //! result dtype may be written where, and which `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
-//! Pooling geometry lives in [`pool`].
+//! Pooling geometry lives in [`pool`], the geometry of views such as `diagonal` in
+//! [`geometry`], group norm's argument checks in [`norm`],
+//! `randperm`'s in [`random`], `masked_scatter`'s and `index_put`'s in [`indexing`].
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
 
 use crate::{DType, OpalError, Result, Scalar};
 
+pub mod geometry;
+pub mod indexing;
+pub mod norm;
 pub mod pool;
+pub mod random;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the
 /// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b

@@ -383,6 +383,13 @@ pub const IMPLEMENTED: &[&str] = &[
     "mse_loss_double_backward(Tensor grad, Tensor self, int reduction) -> Tensor",
     "max_pool_double_backward(Tensor grad, Tensor indices, int dims) -> Tensor",
     "embedding_dense_double_backward_symint(Tensor grad, Tensor indices, int padding_idx) -> Tensor",
+    // Core ATen opset, group e
+    "prod_backward(Tensor grad, Tensor self, Tensor result, int dim, bool keepdim) -> Tensor @prod_backward_dim",
+    "clamp_backward(Tensor grad, Tensor self, Tensor? min, Tensor? max) -> Tensor @clamp_backward_tensor",
+    "clamp_backward_min_max(Tensor grad, Tensor self, Tensor? min, Tensor? max, bool[] mask) -> Tensor*2",
+    "pow_backward_exponent(Tensor grad, Scalar self, Tensor exponent, Tensor result) -> Tensor @pow_backward_exponent_scalar",
+    "diagonal_backward_symint(Tensor grad, int[] input_sizes, int offset, int dim1, int dim2) -> Tensor",
+    "masked_scatter_backward_symint(Tensor grad, Tensor mask, int[] sizes) -> Tensor",
 ];
 
 /// Whether `name` is a helper of [`IMPLEMENTED`].

@@ -27,6 +27,9 @@ use crate::rules::pool::{adaptive_window, avg_pool_windows};
 use crate::tensor::wrap_dim;
 use crate::{DType, Device, Layout, Scalar, Tensor};
 
+mod overloads;
+pub use overloads::*;
+
 /// `wrap_dim` for helpers (messages name the backward pass).
 fn wd(dim: i64, ndim: usize) -> Result<usize> {
     wrap_dim("backward", dim, ndim)
@@ -373,37 +376,44 @@ pub fn prod_backward(grad: &Tensor, self_: &Tensor, result: &Tensor) -> Result<T
     if self_.numel() == 0 {
         return zeros_as(self_);
     }
-    // d prod / d x_i = prod of the others: the product of everything before i times
-    // everything after i, which needs no division (zeros are fine).
+    // d prod / d x_i = prod of the others.
     let flat = ops::reshape(self_, &[-1])?;
-    let n = flat.numel();
-    let one = ops::ones_like(&ops::narrow(&flat, 0, 0, 1)?)?;
-    let before = ops::cat(&[one.clone(), ops::narrow(&flat, 0, 0, n - 1)?])?;
-    let after = ops::cat(&[ops::narrow(&flat, 0, 1, n - 1)?, one])?;
-    let excl_before = cumprod(&before)?;
-    let excl_after = ops::flip(&cumprod(&ops::flip(&after, &[0])?)?, &[0])?;
-    let others = ops::reshape(&ops::mul_tensor(&excl_before, &excl_after)?, self_.sizes())?;
+    let others = ops::reshape(&product_of_others(&flat, 0)?, self_.sizes())?;
     let _ = result;
     ops::mul_tensor(&ops::expand(grad, self_.sizes())?, &others)
 }
 
-/// Cumulative product of a 1-d tensor, as exp(cumsum(log|x|)) with signs and zeros
+/// Cumulative product along `dim`, as exp(cumsum(log|x|)) with signs and zeros
 /// tracked separately (no cumprod kernel is needed).
-fn cumprod(x: &Tensor) -> Result<Tensor> {
+fn cumprod(x: &Tensor, dim: i64) -> Result<Tensor> {
     let zero = ops::eq_scalar(x, &Scalar::Int(0))?;
     let safe = ops::masked_fill_scalar(x, &zero, &Scalar::Int(1))?;
-    let mag = ops::exp(&ops::cumsum(&ops::log(&ops::abs(&safe)?)?, 0)?)?;
+    let mag = ops::exp(&ops::cumsum(&ops::log(&ops::abs(&safe)?)?, dim)?)?;
     let neg = cmp(ops::lt_tensor, &safe, &Scalar::Int(0))?;
-    let neg_count = ops::cumsum::call(&neg, 0, Some(DType::I64))?;
+    let neg_count = ops::cumsum::call(&neg, dim, Some(DType::I64))?;
     let odd = cmp(ops::remainder_tensor, &neg_count, &Scalar::Int(2))?;
     let sign = ops::add_scalar(&ops::mul_scalar(&odd, &Scalar::Int(-2))?, &Scalar::Int(1))?;
-    let zeros_seen = ops::cumsum::call(&zero, 0, Some(DType::I64))?;
+    let zeros_seen = ops::cumsum::call(&zero, dim, Some(DType::I64))?;
     let any_zero = cmp(ops::gt_tensor, &zeros_seen, &Scalar::Int(0))?;
     let v = ops::mul_tensor(
         &mag,
         &ops::_to_copy::call(&sign, Some(x.dtype()), None, None, None, false, None)?,
     )?;
     ops::masked_fill_scalar(&v, &any_zero, &Scalar::Int(0))
+}
+
+/// The product of every element of `x` along `dim` but the one at each position:
+/// the product of those before it times those after it, which needs no division
+/// (zeros are fine).
+fn product_of_others(x: &Tensor, dim: usize) -> Result<Tensor> {
+    let d = dim as i64;
+    let n = x.sizes()[dim];
+    let one = ops::ones_like(&ops::narrow(x, d, 0, 1)?)?;
+    let before = ops::cat::call(&[one.clone(), ops::narrow(x, d, 0, n - 1)?], d)?;
+    let after = ops::cat::call(&[ops::narrow(x, d, 1, n - 1)?, one], d)?;
+    let excl_before = cumprod(&before, d)?;
+    let excl_after = ops::flip(&cumprod(&ops::flip(&after, &[d])?, d)?, &[d])?;
+    ops::mul_tensor(&excl_before, &excl_after)
 }
 
 pub fn restore_reduced_dims(t: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {

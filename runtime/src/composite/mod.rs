@@ -24,6 +24,7 @@
 //! `Tensor` methods that touch no data, which is what makes the kernels
 //! backend-independent), or register anything for a backend key.
 
+mod diagonal;
 mod dropout;
 mod linalg;
 mod nn;
@@ -32,8 +33,10 @@ mod pad;
 mod pool;
 mod resample;
 mod shape;
+mod storage;
 mod symbolic;
 mod tensor;
+mod variance;
 mod views;
 
 use crate::dispatch::Dispatcher;

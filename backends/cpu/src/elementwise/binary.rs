@@ -1,5 +1,5 @@
 //! Binary arithmetic kernels: add, sub, mul, div (true / trunc / floor),
-//! remainder, pow, atan2, maximum, minimum.
+//! remainder and fmod, pow, atan2, maximum, minimum.
 //!
 //! Owns: the promotion and argument checks of these ops (alpha rules, bool
 //! subtraction, integer division by zero) and their element loops. Must not:
@@ -375,8 +375,20 @@ pub fn div_tensor_mode_(
 
 // ---------------------------------------------------------------- remainder
 
-#[allow(unused_comparisons, clippy::absurd_extreme_comparisons)] // sign tests are vacuous only for u8
 pub(crate) fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+    modulo_impl(a, b, true, dest, op)
+}
+
+/// The remainder of `a / b` truncated toward zero (`fmod`, the sign of the dividend)
+/// or, with `floor`, floored (`remainder`, Python's modulus: the sign of the divisor).
+#[allow(unused_comparisons, clippy::absurd_extreme_comparisons)] // sign tests are vacuous only for u8
+pub(crate) fn modulo_impl(
+    a: &Tensor,
+    b: &Tensor,
+    floor: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     if rt == DType::Bool {
         return Err(OpalError::msg(format!(
@@ -388,7 +400,7 @@ pub(crate) fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -
             return dispatch_float!(rt, op, |T, C| map2::<T, T, T>(o, x, y, op, |p, q| {
                 let (p, q) = (p.up(), q.up());
                 let mut m = p % q;
-                if m != 0.0 && ((q < 0.0) != (m < 0.0)) {
+                if floor && m != 0.0 && ((q < 0.0) != (m < 0.0)) {
                     m += q;
                 }
                 T::down(m)
@@ -401,7 +413,7 @@ pub(crate) fn remainder_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -
                 return 0;
             }
             let m = p.wrapping_rem(q);
-            if m != 0 && ((m < 0) != (q < 0)) {
+            if floor && m != 0 && ((m < 0) != (q < 0)) {
                 m.wrapping_add(q)
             } else {
                 m
@@ -458,7 +470,7 @@ fn ipow(base: i64, exp: i64) -> i64 {
     r
 }
 
-fn pow_tt_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+pub(crate) fn pow_tt_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     if rt == DType::Bool {
         return Err(OpalError::msg(format!(

@@ -12,6 +12,7 @@
 pub mod activation;
 pub mod backward;
 pub mod binary;
+pub mod overloads;
 pub mod scalar_binary;
 pub mod select;
 pub mod ternary;

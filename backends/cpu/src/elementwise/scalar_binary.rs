@@ -11,7 +11,7 @@ use crate::out::Dest;
 use opal::{Result, Scalar, Tensor};
 
 /// `other` as a 0-dim tensor of the dtype `self_ (op) other` promotes to.
-fn wrapped(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
+pub(super) fn wrapped(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
     scalar_tensor(other, result_type_scalar(self_, other)?)
 }
 

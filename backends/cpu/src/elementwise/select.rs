@@ -108,6 +108,40 @@ pub fn masked_fill_scalar_(self_: &Tensor, mask: &Tensor, value: &Scalar) -> Res
     masked_fill_impl(self_, mask, value, true)
 }
 
+/// `x` clamped to `[lo, hi]` (either bound optional; `hi` wins when `lo > hi`). A
+/// NaN input stays NaN and a NaN bound propagates, as PyTorch's clamp does.
+#[inline(always)]
+pub(crate) fn clamp_float<C: num_traits::Float>(x: C, lo: Option<C>, hi: Option<C>) -> C {
+    if x.is_nan() {
+        return x;
+    }
+    let mut x = x;
+    if let Some(l) = lo {
+        x = if l.is_nan() || x < l { l } else { x };
+    }
+    if let Some(h) = hi {
+        x = if h.is_nan() || x > h { h } else { x };
+    }
+    x
+}
+
+/// [`clamp_float`] for integers: `x` clamped to `[lo, hi]`, `hi` winning.
+#[inline(always)]
+pub(crate) fn clamp_ord<T: PartialOrd>(x: T, lo: Option<T>, hi: Option<T>) -> T {
+    let mut x = x;
+    if let Some(l) = lo {
+        if x < l {
+            x = l;
+        }
+    }
+    if let Some(h) = hi {
+        if x > h {
+            x = h;
+        }
+    }
+    x
+}
+
 fn clamp_impl(
     self_: &Tensor,
     min: Option<&Scalar>,
@@ -139,38 +173,13 @@ fn clamp_impl(
             return dispatch_float!(rt, op, |T, C| {
                 let lo: Option<C> = min.map(scalar_as);
                 let hi: Option<C> = max.map(scalar_as);
-                map1::<T, T>(o, a, op, move |v| {
-                    let mut x = v.up();
-                    if x.is_nan() {
-                        return v;
-                    }
-                    if let Some(l) = lo {
-                        // A NaN bound propagates too.
-                        x = if l.is_nan() || x < l { l } else { x };
-                    }
-                    if let Some(h) = hi {
-                        x = if h.is_nan() || x > h { h } else { x };
-                    }
-                    T::down(x)
-                })
+                map1::<T, T>(o, a, op, move |v| T::down(clamp_float(v.up(), lo, hi)))
             });
         }
         dispatch_numeric!(rt, op, |T| {
             let lo: Option<T> = min.map(scalar_as);
             let hi: Option<T> = max.map(scalar_as);
-            map1::<T, T>(o, a, op, move |mut x| {
-                if let Some(l) = lo {
-                    if x < l {
-                        x = l;
-                    }
-                }
-                if let Some(h) = hi {
-                    if x > h {
-                        x = h;
-                    }
-                }
-                x
-            })
+            map1::<T, T>(o, a, op, move |x| clamp_ord(x, lo, hi))
         })
     })
 }

@@ -1,13 +1,17 @@
 //! Factory ops: `empty`, `zeros`, `ones`, `full`, `eye`, `arange.start_step`,
 //! `linspace`, `zeros_like`, `ones_like`, `full_like`, and the random `rand`,
-//! `randn`, `randint` (in `random`).
+//! `randn`, `randint` (in `random`), `empty_strided` (in `strided`), `randperm` (in `permutation`).
 //!
 //! Owns: default-dtype inference (PyTorch's rules for fill values and ranges),
 //! size checks and element generation. Must not: touch the runtime's internals.
 
+mod permutation;
 mod random;
+mod strided;
 
+pub use permutation::*;
 pub use random::*;
+pub use strided::empty_strided;
 
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;

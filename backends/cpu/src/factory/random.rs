@@ -12,7 +12,7 @@ use crate::nn::io::{check_nbytes, err, in_op, make_output};
 use opal::generator::PhiloxState;
 use opal::{DType, Device, DeviceType, Generator, Layout, Result, Tensor};
 
-fn generator(g: Option<&Generator>) -> Generator {
+pub(super) fn generator(g: Option<&Generator>) -> Generator {
     g.cloned()
         .unwrap_or_else(|| Generator::default_for(DeviceType::Cpu))
 }

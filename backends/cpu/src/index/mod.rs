@@ -7,6 +7,8 @@
 //! Must not: touch the runtime's internals or other parts' kernels.
 
 pub mod copies;
+pub mod masked;
+pub mod put;
 pub mod scatter_reduce;
 
 use crate::copy::{copy_into, to_vec_as};
@@ -367,14 +369,14 @@ pub fn index_select_out(self_: &Tensor, dim: i64, index: &Tensor, out: &Tensor) 
 }
 
 /// One integer index per indexed dim: values and their shape.
-struct DimIndex {
-    values: Vec<i64>,
-    shape: Vec<i64>,
+pub(crate) struct DimIndex {
+    pub(crate) values: Vec<i64>,
+    pub(crate) shape: Vec<i64>,
 }
 
 /// Turns the user's indices into one optional integer index per self dim; a k-dim
 /// boolean mask becomes k integer indices (the coordinates of its true entries).
-fn expand_indices(
+pub(crate) fn expand_indices(
     self_: &Tensor,
     indices: &[Option<Tensor>],
     op: &str,

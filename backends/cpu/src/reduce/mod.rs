@@ -18,6 +18,7 @@
 //!   an output tensor in the original dim order.
 
 pub mod minmax;
+pub mod overloads;
 pub mod scan;
 pub mod sort;
 pub mod sum;

@@ -1,5 +1,5 @@
 //! Accumulating reductions: sum, mean, prod, all, any, var/std, logsumexp,
-//! linalg_vector_norm.
+//! linalg_vector_norm (their other overloads are in [`super::overloads`]).
 //!
 //! Owns: these ops' dtype rules (integers sum into int64, mean/var need floats,
 //! `dtype=` overrides) and their row kernels. Floats accumulate in f64, integers
@@ -12,7 +12,7 @@ use crate::{dispatch_float, dispatch_int_bool};
 use opal::{DType, OpalError, Result, Scalar, Tensor};
 
 /// Sum/prod result dtype: `dtype=` if given, integers and bool widen to int64.
-fn accumulate_dtype(input: DType, dtype: Option<DType>) -> DType {
+pub(super) fn accumulate_dtype(input: DType, dtype: Option<DType>) -> DType {
     match dtype {
         Some(d) => d,
         None if input.is_integral(true) => DType::I64,
@@ -24,7 +24,7 @@ fn accumulate_dtype(input: DType, dtype: Option<DType>) -> DType {
 /// `float_reduce` (given the input and the mask of reduced dims, usually
 /// [`by_rows`]), integers row by row with `int_row` in wrapping i64.
 #[allow(clippy::too_many_arguments)]
-fn reduce_acc(
+pub(super) fn reduce_acc(
     self_: &Tensor,
     dims: Option<&[i64]>,
     keepdim: bool,
@@ -62,7 +62,9 @@ fn reduce_acc(
 
 /// A float reduction done row by row with `row`, over the layout of [`Rows`]
 /// (kept dims outer, reduced dims inner, in f64).
-fn by_rows(row: impl Fn(&[f64]) -> f64 + Sync) -> impl Fn(&Tensor, &[bool]) -> Result<Vec<f64>> {
+pub(super) fn by_rows(
+    row: impl Fn(&[f64]) -> f64 + Sync,
+) -> impl Fn(&Tensor, &[bool]) -> Result<Vec<f64>> {
     move |t, mask| map_rows::<f64, f64>(&Rows::new(t, mask, DType::F64)?, &row)
 }
 
@@ -258,7 +260,7 @@ pub fn sum_intlist_out(
     )
 }
 
-fn mean_impl(
+pub(super) fn mean_impl(
     self_: &Tensor,
     dims: Option<&[i64]>,
     keepdim: bool,
@@ -325,16 +327,28 @@ fn truth_impl(
     dest: Dest<'_>,
     op: &str,
 ) -> Result<Tensor> {
+    let mask = dim_mask(dims, self_.dim(), op)?;
+    truth_over(self_, &mask, keepdim, all, dest, op)
+}
+
+/// `all` / `any` of `self_` over the dims set in `mask`.
+pub(super) fn truth_over(
+    self_: &Tensor,
+    mask: &[bool],
+    keepdim: bool,
+    all: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     // PyTorch keeps uint8 for uint8 inputs; everything else gives bool.
     let rd = if self_.dtype() == DType::U8 {
         DType::U8
     } else {
         DType::Bool
     };
-    let mask = dim_mask(dims, self_.dim(), op)?;
-    let shape = reduced_shape(self_.sizes(), &mask, keepdim);
+    let shape = reduced_shape(self_.sizes(), mask, keepdim);
     write_result(dest, &shape, rd, op, |o| {
-        let rows = Rows::new(self_, &mask, DType::Bool)?;
+        let rows = Rows::new(self_, mask, DType::Bool)?;
         let v = map_rows::<bool, bool>(&rows, |r| {
             if all {
                 r.iter().all(|&x| x)

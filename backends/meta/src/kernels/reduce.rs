@@ -39,7 +39,7 @@ pub fn reduction(
 
 /// `out=` of a reduction with a `dtype` argument: with no dtype the result is
 /// computed in `out`'s dtype, with one `out` must have it.
-fn reduction_out(
+pub(super) fn reduction_out(
     op: &str,
     result: &Tensor,
     requested: Option<DType>,

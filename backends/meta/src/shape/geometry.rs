@@ -56,14 +56,7 @@ pub use opal::rules::{contiguous_strides, view_strides};
 /// Channels-last strides for a 4-d (`N, C, H, W`) or 5-d shape: channels vary
 /// fastest, then the spatial dims, then the batch.
 pub fn channels_last_strides(sizes: &[i64]) -> Option<Vec<i64>> {
-    if sizes.len() != 4 && sizes.len() != 5 {
-        return None;
-    }
-    // Memory order from fastest to slowest: C, last spatial .. first spatial, N.
-    let mut order = vec![1];
-    order.extend((2..sizes.len()).rev());
-    order.push(0);
-    Some(strides_for_order(sizes, &order))
+    opal::rules::geometry::channels_last_strides(sizes)
 }
 
 /// Channels-last strides when `channels_last` is asked for and the rank allows it,

@@ -84,8 +84,16 @@ pub fn generate(
             n.name.inplace = true;
             n.to_string()
         };
-        let variants =
-            std::iter::once((*op, false)).chain(ops.get(inplace_name.as_str()).map(|o| (*o, true)));
+        // Only an in-place op over the same argument types is that variant: `pow_.Scalar`
+        // updates a tensor base, so it belongs to `pow.Tensor_Scalar`, not to
+        // `pow.Scalar` (whose base is a Scalar).
+        let types =
+            |o: &OpPlan| -> Vec<Type> { o.f.func.arguments.all().map(|a| a.ty.clone()).collect() };
+        let variants = std::iter::once((*op, false)).chain(
+            ops.get(inplace_name.as_str())
+                .filter(|o| types(o) == types(op))
+                .map(|o| (*o, true)),
+        );
         for (op, inplace) in variants {
             let node = if inplace {
                 format!("{node}_")
@@ -128,7 +136,7 @@ pub fn generate(
         /// shapes a person would not write (nested parentheses, clones of `Copy`
         /// values, unused bindings of an unused gradient); the allowance covers the
         /// whole module once instead of each kernel.
-        #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, clippy::approx_constant, reason = "generated from formulas")]
+        #[allow(clippy::too_many_arguments, clippy::vec_init_then_push, clippy::unnecessary_to_owned, clippy::useless_vec, clippy::nonminimal_bool, clippy::clone_on_copy, unused_variables, unused_parens, clippy::double_parens, clippy::unnecessary_cast, unused_mut, clippy::let_and_return, clippy::redundant_clone, clippy::useless_conversion, clippy::approx_constant, non_snake_case, reason = "generated from formulas")]
         mod formulas {
             use super::*;
 
