@@ -9,6 +9,7 @@
 
 use crate::{DType, OpalError, Result, Scalar};
 
+pub mod fold;
 pub mod pool;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the

@@ -22,7 +22,6 @@ const NOT_YET_DEFINED: &[&str] = &[
     "_pdist_forward",
     "any.dims",
     "clamp.Tensor",
-    "col2im",
     "diagonal",
     "empty_strided",
     "fmod.Scalar",

@@ -12,6 +12,7 @@ pub mod autogen;
 pub mod compare;
 pub mod dropout;
 pub mod factory;
+pub mod fold;
 pub mod index;
 pub mod index_b;
 pub mod linalg;
