@@ -15,11 +15,9 @@ use std::collections::BTreeMap;
 
 /// Core operators Opal does not define yet (24 of PyTorch 2.15's 193).
 const NOT_YET_DEFINED: &[&str] = &[
-    "_cdist_forward",
     "_embedding_bag",
     "_fft_c2r",
     "_fft_r2c",
-    "_pdist_forward",
     "any.dims",
     "clamp.Tensor",
     "diagonal",

@@ -11,6 +11,7 @@ pub(crate) mod vecmath;
 
 mod conv;
 mod conv_core;
+mod distance;
 mod dropout;
 mod embedding;
 mod fold;
@@ -23,6 +24,7 @@ mod softmax;
 mod softmax_core;
 
 pub use conv::*;
+pub use distance::*;
 pub use dropout::*;
 pub use embedding::*;
 pub use fold::*;

@@ -10,6 +10,7 @@
 
 pub mod autogen;
 pub mod compare;
+pub mod distance;
 pub mod dropout;
 pub mod factory;
 pub mod fold;
