@@ -12,6 +12,7 @@ use crate::{DType, OpalError, Result, Scalar};
 pub mod distance;
 pub mod fold;
 pub mod pool;
+pub mod sampling;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the
 /// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b

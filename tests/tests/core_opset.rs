@@ -24,7 +24,6 @@ const NOT_YET_DEFINED: &[&str] = &[
     "empty_strided",
     "fmod.Scalar",
     "fmod.Tensor",
-    "grid_sampler_2d",
     "index_put",
     "masked_scatter",
     "mean",

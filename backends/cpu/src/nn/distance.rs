@@ -6,11 +6,11 @@
 //! matrix-product form of the Euclidean distance. Must not: restate the argument
 //! checks or result shapes (`opal::rules::distance`).
 
-use super::io::{make_output, with_slice, Compute};
+use super::io::{by_f32_f64, make_output, with_slice, Compute};
 use crate::dtype_dispatch::Elem;
 use crate::parallel::fork_chunks_mut;
 use opal::rules::distance::{cdist_backward_shape, cdist_shape, pdist_backward_shape, pdist_shape};
-use opal::{DType, OpalError, Result, Tensor};
+use opal::{OpalError, Result, Tensor};
 
 /// The norm of the differences, by `p`: each has its own arithmetic.
 #[derive(Clone, Copy)]
@@ -130,17 +130,6 @@ fn by_rows<C: Compute>(ys: &mut [C], width: usize, row: impl Fn(usize, &mut [C])
     });
 }
 
-/// Runs `f::<f32>` or `f::<f64>` for an f32 / f64 dtype (the rules have refused
-/// the others).
-macro_rules! by_dtype {
-    ($dt:expr, $f:ident ( $($a:expr),* )) => {
-        match $dt {
-            DType::F64 => $f::<f64>($($a),*),
-            _ => $f::<f32>($($a),*),
-        }
-    };
-}
-
 /// The geometry of a cdist problem: the broadcast batch and where each of its
 /// entries reads `x1` and `x2`.
 struct Pairs {
@@ -230,7 +219,7 @@ pub fn _cdist_forward(
             })
         })
     }
-    by_dtype!(x1.dtype(), run(x1, x2, &shape, &g, Norm::of(p), by_product))
+    by_f32_f64!(x1.dtype(), run(x1, x2, &shape, &g, Norm::of(p), by_product))
 }
 
 /// One row of a distance gradient: `dst[k] = sum_j grad_j * d dist_j / d xi[k]`
@@ -305,7 +294,7 @@ pub fn _cdist_backward(
             })
         })
     }
-    by_dtype!(
+    by_f32_f64!(
         x1.dtype(),
         run([grad, x1, x2, cdist], &shape, &g, Norm::of(p))
     )
@@ -353,7 +342,7 @@ pub fn _pdist_forward(self_: &Tensor, p: f64) -> Result<Tensor> {
             })
         })
     }
-    by_dtype!(self_.dtype(), run(self_, &shape, Norm::of(p)))
+    by_f32_f64!(self_.dtype(), run(self_, &shape, Norm::of(p)))
 }
 
 /// Gradient of `_pdist_forward` with respect to its input.
@@ -391,7 +380,7 @@ pub fn _pdist_backward(grad: &Tensor, self_: &Tensor, p: f64, pdist: &Tensor) ->
             })
         })
     }
-    by_dtype!(
+    by_f32_f64!(
         self_.dtype(),
         run([grad, self_, pdist], &shape, Norm::of(p))
     )

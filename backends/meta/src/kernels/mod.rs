@@ -14,6 +14,7 @@ pub mod distance;
 pub mod dropout;
 pub mod factory;
 pub mod fold;
+pub mod grid_sample;
 pub mod index;
 pub mod index_b;
 pub mod linalg;
