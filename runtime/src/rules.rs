@@ -9,6 +9,7 @@
 
 use crate::{DType, OpalError, Result, Scalar};
 
+pub mod bag;
 pub mod distance;
 pub mod fold;
 pub mod pool;

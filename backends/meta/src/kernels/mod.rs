@@ -12,6 +12,7 @@ pub mod autogen;
 pub mod compare;
 pub mod distance;
 pub mod dropout;
+pub mod embedding_bag;
 pub mod factory;
 pub mod fold;
 pub mod grid_sample;
