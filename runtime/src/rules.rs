@@ -14,6 +14,7 @@ pub mod distance;
 pub mod fold;
 pub mod pool;
 pub mod sampling;
+pub mod spectral;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the
 /// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b

@@ -14,6 +14,7 @@ pub mod distance;
 pub mod dropout;
 pub mod embedding_bag;
 pub mod factory;
+pub mod fft;
 pub mod fold;
 pub mod grid_sample;
 pub mod index;
