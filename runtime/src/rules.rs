@@ -11,11 +11,16 @@
 
 use crate::{DType, OpalError, Result, Scalar};
 
+pub mod bag;
+pub mod distance;
+pub mod fold;
 pub mod geometry;
 pub mod indexing;
 pub mod norm;
 pub mod pool;
 pub mod random;
+pub mod sampling;
+pub mod spectral;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the
 /// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b

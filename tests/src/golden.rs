@@ -76,6 +76,9 @@ pub fn st_dtype(d: safetensors::Dtype) -> Result<DType, String> {
     })
 }
 
+/// Key suffix of a complex tensor stored as its real view (see [`load`]).
+pub const COMPLEX_SUFFIX: &str = "#complex";
+
 /// Loads `<dir>/<cases_file>` and `<dir>/tensors.safetensors`.
 pub fn load(dir: &Path, cases_file: &str) -> Golden {
     let cases_path = dir.join(cases_file);
@@ -93,8 +96,23 @@ pub fn load(dir: &Path, cases_file: &str) -> Golden {
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("invalid safetensors file");
     let mut tensors = HashMap::new();
     for (name, view) in st.tensors() {
-        let dtype = st_dtype(view.dtype()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let shape: Vec<i64> = view.shape().iter().map(|&s| s as i64).collect();
+        let mut dtype = st_dtype(view.dtype()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut shape: Vec<i64> = view.shape().iter().map(|&s| s as i64).collect();
+        // safetensors (this crate's version) has no complex dtypes: a complex
+        // tensor is stored as its real view, pairs in a last dim of 2, under its
+        // key plus COMPLEX_SUFFIX.
+        let name = match name.strip_suffix(COMPLEX_SUFFIX) {
+            Some(base) => {
+                dtype = match dtype {
+                    DType::F32 => DType::C64,
+                    DType::F64 => DType::C128,
+                    d => panic!("{name}: a complex tensor stored as {d:?}"),
+                };
+                assert_eq!(shape.pop(), Some(2), "{name}: no last dim of 2");
+                base.to_string()
+            }
+            None => name,
+        };
         let t = Tensor::from_bytes(view.data(), &shape, dtype)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         tensors.insert(name, t);

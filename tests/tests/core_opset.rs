@@ -4,25 +4,13 @@
 //! it on CPU and on Meta. The list is read from PyTorch's own
 //! `native_functions.yaml` in `../shared/fixtures/pytorch-2.15/`, so the count cannot
 //! drift: an operator PyTorch adds to the set, or one dropped here, fails the test.
-//! The operators not defined yet are listed exactly ([`NOT_YET_DEFINED`]): defining
-//! one fails the test until it leaves the list.
+//! Every one of them is defined: a missing one fails the test with its name.
 //!
 //! Owns: the opset's completeness. Must not: check values (the golden tests do).
 
 use opal::dispatch::{DispatchKey, Dispatcher};
 use opal_tests::scratch;
 use std::collections::BTreeMap;
-
-/// Core operators Opal does not define yet (7 of PyTorch 2.15's 193).
-const NOT_YET_DEFINED: &[&str] = &[
-    "_cdist_forward",
-    "_embedding_bag",
-    "_fft_c2r",
-    "_fft_r2c",
-    "_pdist_forward",
-    "col2im",
-    "grid_sampler_2d",
-];
 
 /// `name.overload` -> canonical schema of every entry tagged `core` in `yaml`.
 fn core_schemas(yaml: &std::path::Path) -> BTreeMap<String, String> {
@@ -63,10 +51,9 @@ fn the_core_tag_marks_pytorchs_193_operators_with_their_schemas() {
         })
         .collect();
     assert!(
-        missing == NOT_YET_DEFINED && extra.is_empty() && differing.is_empty(),
-        "core opset differs from PyTorch 2.15's:\n{} missing (listed: {}): {missing:?}\n{} tagged core here only: {extra:?}\n{} with another schema:\n{}",
+        missing.is_empty() && extra.is_empty() && differing.is_empty(),
+        "core opset differs from PyTorch 2.15's:\n{} missing: {missing:?}\n{} tagged core here only: {extra:?}\n{} with another schema:\n{}",
         missing.len(),
-        NOT_YET_DEFINED.len(),
         extra.len(),
         differing.len(),
         differing.join("\n")
@@ -84,9 +71,6 @@ fn every_core_operator_has_a_cpu_and_a_meta_kernel() {
     ];
     let mut problems = Vec::new();
     for name in pytorch_core().keys() {
-        if NOT_YET_DEFINED.contains(&name.as_str()) {
-            continue;
-        }
         let Some(op) = Dispatcher::global().find(&format!("aten::{name}")) else {
             problems.push(format!("{name}: not defined"));
             continue;

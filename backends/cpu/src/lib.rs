@@ -47,4 +47,5 @@ pub mod linalg;
 pub mod nn;
 mod registration;
 pub mod shape;
+pub mod spectral;
 pub use registration::init;

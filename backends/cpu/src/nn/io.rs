@@ -30,6 +30,19 @@ pub(crate) fn compute_dtype(d: DType, op: &str) -> Result<DType> {
     }
 }
 
+/// `f::<f64>(args)` for an f64 `dtype`, else `f::<f32>(args)`: for kernels whose
+/// argument checks have already refused every dtype but f32 and f64 (or that
+/// compute f16 / bf16 in f32).
+macro_rules! by_f32_f64 {
+    ($dt:expr, $f:ident ( $($a:expr),* )) => {
+        match $dt {
+            ::opal::DType::F64 => $f::<f64>($($a),*),
+            _ => $f::<f32>($($a),*),
+        }
+    };
+}
+pub(crate) use by_f32_f64;
+
 /// Error `"<op>: <text>"`.
 pub(crate) fn err(op: &str, text: impl std::fmt::Display) -> OpalError {
     OpalError::msg(format!("{op}: {text}"))

@@ -11,9 +11,13 @@ pub(crate) mod vecmath;
 
 mod conv;
 mod conv_core;
+mod distance;
 mod dropout;
 mod embedding;
 mod group_norm;
+mod embedding_bag;
+mod fold;
+mod grid_sample;
 mod loss;
 mod norm;
 mod norm_core;
@@ -23,9 +27,13 @@ mod softmax;
 mod softmax_core;
 
 pub use conv::*;
+pub use distance::*;
 pub use dropout::*;
 pub use embedding::*;
 pub use group_norm::*;
+pub use embedding_bag::*;
+pub use fold::*;
+pub use grid_sample::*;
 pub use loss::*;
 pub use norm::*;
 pub use pool::*;

@@ -10,9 +10,14 @@
 
 pub mod autogen;
 pub mod compare;
+pub mod distance;
 pub mod dropout;
+pub mod embedding_bag;
 pub mod factory;
 pub mod group_norm;
+pub mod fft;
+pub mod fold;
+pub mod grid_sample;
 pub mod index;
 pub mod index_b;
 pub mod linalg;
