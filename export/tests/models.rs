@@ -50,34 +50,13 @@ fn run_on(m: &Model, program: &ExportedProgram, dev: &str) -> Result<(), String>
     Ok(())
 }
 
-/// Runs every model of `dir`; with `lenient`, a model naming operators Opal lacks
-/// must instead fail to load with an error naming one of them.
-fn run_dir(dir: &Path, lenient: bool) {
+/// Runs every model of `dir` on cpu, emu and meta against PyTorch's outputs.
+fn run_dir(dir: &Path) {
     let mut failures = Vec::new();
     let mut ran = 0;
     for m in models(dir) {
         let program = match ExportedProgram::load(&m.path) {
             Ok(p) => p,
-            Err(e) if lenient => {
-                let open = ExportedProgram::open(&m.path, &LoadLimits::default())
-                    .unwrap_or_else(|e| panic!("{}: {e}", m.name));
-                let report = open.inspect(device("cpu").unwrap());
-                let missing: Vec<String> = report
-                    .with(|s| matches!(s, Support::Missing(_)))
-                    .iter()
-                    .filter_map(|o| o.op.clone())
-                    .collect();
-                let msg = e.to_string();
-                if missing.is_empty() || !missing.iter().any(|op| msg.contains(op.as_str())) {
-                    failures.push(format!(
-                        "{}: load failed ({msg}) but inspect reports missing {missing:?}",
-                        m.name
-                    ));
-                } else {
-                    eprintln!("{}: skipped, Opal lacks {missing:?}", m.name);
-                }
-                continue;
-            }
             Err(e) => {
                 failures.push(format!("{}: {e}", m.name));
                 continue;
@@ -96,23 +75,23 @@ fn run_dir(dir: &Path, lenient: bool) {
 
 #[test]
 fn shared_models_run_on_cpu_emu_and_meta() {
-    run_dir(&shared_dir(), false);
+    run_dir(&shared_dir());
 }
 
 #[test]
 fn own_models_run_on_cpu_emu_and_meta() {
-    run_dir(
-        &dir_from_env("OPAL_EXPORT_MODELS_DIR", "export/tests/fixtures/models"),
-        false,
-    );
+    run_dir(&dir_from_env(
+        "OPAL_EXPORT_MODELS_DIR",
+        "export/tests/fixtures/models",
+    ));
 }
 
 #[test]
-fn extra_models_run_or_name_the_missing_operator() {
-    run_dir(
-        &dir_from_env("OPAL_EXTRA_MODELS_DIR", "tests/fixtures/models"),
-        true,
-    );
+fn extra_models_run_on_cpu_emu_and_meta() {
+    run_dir(&dir_from_env(
+        "OPAL_EXTRA_MODELS_DIR",
+        "tests/fixtures/models",
+    ));
 }
 
 #[test]
