@@ -282,7 +282,7 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
         }
     }
     let manifest = format!(
-        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.3\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
+        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.4\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
         dev = spec.device.value,
         key = spec.dispatch_key.value.as_str(),
         ops = manifest_ops.join(",\n"),
@@ -414,7 +414,7 @@ mod tests {
             "{m}"
         );
         assert!(
-            code.manifest.contains("\"abi\": \"1.3\""),
+            code.manifest.contains("\"abi\": \"1.4\""),
             "{}",
             code.manifest
         );

@@ -19,6 +19,12 @@
 
 extern crate alloc;
 
+mod device;
+
+pub use device::{
+    OpalDeviceHooks, OpalEvent, OpalMemoryStats, OpalOwnedStr, DEVICE_HOOKS_SIZE_1_4,
+};
+
 use alloc::boxed::Box;
 use alloc::string::String;
 use core::ffi::c_void;
@@ -31,8 +37,11 @@ pub const ABI_MAJOR: u32 = 1;
 /// and [`OpalHostApi::tensor_empty_info`]; 1.2 added out entries
 /// ([`OpalRegistrar::register_out_kernel`], [`result_rule`]); 1.3 added the
 /// element count and contiguity to [`OpalTensorInfo`] ([`OpalTensorInfo::numel`],
-/// [`OpalTensorInfo::contiguous`]).
-pub const ABI_MINOR: u32 = 3;
+/// [`OpalTensorInfo::contiguous`]); 1.4 added the device runtime
+/// ([`OpalRegistrar::register_device_hooks`], [`OpalDeviceHooks`]) and the
+/// current device and stream ([`OpalHostApi::current_device`],
+/// [`OpalHostApi::current_stream`]).
+pub const ABI_MINOR: u32 = 4;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
 /// it (reading runs no plugin code) before calling anything.
@@ -503,10 +512,22 @@ pub struct OpalHostApi {
         out: *mut OpalTensor,
         info: *mut OpalTensorInfo,
     ) -> OpalStatus,
+    /// (1.4) This thread's current device index of a device type ([`device_type`]
+    /// code), as `DeviceGuard` and `set_device` set it (0 until set); -1 for an
+    /// unknown code. No status: it cannot fail otherwise.
+    pub current_device: unsafe extern "C" fn(device_type: i32) -> i32,
+    /// (1.4) This thread's current stream id of device `index` of a device type
+    /// (0, the default stream, until set); -1 for an unknown code. Kernels that
+    /// queue work read it to pick their queue.
+    pub current_stream: unsafe extern "C" fn(device_type: i32, index: i32) -> i64,
 }
 
 /// The size of the 1.0 layout of [`OpalHostApi`].
 pub const HOST_API_SIZE_1_0: usize = core::mem::offset_of!(OpalHostApi, tensor_empty_info);
+
+/// The size of the 1.1 to 1.3 layout of [`OpalHostApi`] (a 1.4 plugin checks
+/// `size` covers [`OpalHostApi::current_device`] before calling it).
+pub const HOST_API_SIZE_1_3: usize = core::mem::offset_of!(OpalHostApi, current_device);
 
 /// A kernel: `user` is the pointer given at registration; `op` the qualified op
 /// name; `args` borrowed; `rets` has room for `nrets` values (the op's returns),
@@ -612,6 +633,12 @@ pub struct OpalRegistrar {
         entry: OpalTypedFn,
         user: *mut c_void,
     ) -> OpalStatus,
+    /// (1.4) Makes `hooks` the device runtime of the plugin's device type (device
+    /// count, current device, streams, events, memory statistics, pinned memory,
+    /// backend metadata, autocast dtypes). The host copies the table (and what it
+    /// points to) during the call; `hooks.user` must stay valid for the process.
+    pub register_device_hooks:
+        unsafe extern "C" fn(ctx: *mut c_void, hooks: *const OpalDeviceHooks) -> OpalStatus,
 }
 
 /// The size of the 1.0 layout of [`OpalRegistrar`] (a reader of an older producer's
@@ -621,6 +648,10 @@ pub const REGISTRAR_SIZE_1_0: usize = core::mem::offset_of!(OpalRegistrar, regis
 /// The size of the 1.1 layout of [`OpalRegistrar`] (a plugin checks `size` covers
 /// [`OpalRegistrar::register_out_kernel`] before calling it).
 pub const REGISTRAR_SIZE_1_1: usize = core::mem::offset_of!(OpalRegistrar, register_out_kernel);
+
+/// The size of the 1.2 and 1.3 layout of [`OpalRegistrar`] (a plugin checks
+/// `size` covers [`OpalRegistrar::register_device_hooks`] before calling it).
+pub const REGISTRAR_SIZE_1_3: usize = core::mem::offset_of!(OpalRegistrar, register_device_hooks);
 
 /// How the host makes the result of an out entry
 /// ([`OpalRegistrar::register_out_kernel`], ABI 1.2).

@@ -10,18 +10,23 @@
 //! like the linked emu. Its memory is emulated device memory the host does not
 //! address directly (the allocator says so); data moves only through its transfer.
 //! Every other op, and every case a kernel declines (mixed dtypes, other dtypes),
-//! runs on the CPU through the host's CPU fallback, as with the linked emu. Not
-//! covered: emu's memory pool statistics and device hooks (device counts, memory
-//! statistics), `view` and the native factories, which here run through the
-//! CPU fallback with the same results.
+//! runs on the CPU through the host's CPU fallback, as with the linked emu. Its
+//! device runtime (ABI 1.4, [`runtime`]): two devices with a memory pool each and
+//! their statistics, a pinned host allocator, streams, backend metadata and the
+//! autocast dtype. Not covered: the linked emu's asynchronous queue (kernels here
+//! run synchronously), `view` and the native factories, which here run through
+//! the CPU fallback with the same results.
 //!
-//! Owns: the plugin's kernels, allocator and transfer. Must not: depend on `opal`.
+//! Owns: the plugin's kernels, transfer and registration. Must not: depend on
+//! `opal`.
 
 use opal_plugin_sdk::strided::{broadcast_shape, broadcast_strides, for_each_offset};
 use opal_plugin_sdk::{
-    export_plugin, out_entry, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar,
-    Tensor, Transfer, Value,
+    export_plugin, out_entry, typed_entry, DType, Error, Registrar, Result, Scalar, Tensor,
+    Transfer, Value,
 };
+
+pub mod runtime;
 
 /// Copies element by element between two tensors of one dtype and shape.
 fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
@@ -59,10 +64,6 @@ impl Transfer for EmuTransfer {
     }
 }
 
-/// Emulated device memory: host blocks the host does not address directly.
-static MEMORY: HostMemory = HostMemory {
-    host_accessible: false,
-};
 static TRANSFER: EmuTransfer = EmuTransfer;
 
 /// Element types the kernels compute in, as the linked emu's `Num`.
@@ -378,13 +379,16 @@ out_entry! {
     fn relu_out_entry(self_: Tensor) -> out(ELEMENTWISE) = relu_into;
 }
 
-/// Registers the allocator, the CPU fallback with the transfer, and the kernels:
+/// Registers the allocator (emu's pools), the CPU fallback with the transfer, the
+/// device runtime, and the kernels:
 /// boxed, plus typed entries (ABI 1.1) for every op but the pinned `sum`, whose
 /// schema differs from the host's (adapted calls go through the boxed kernel),
 /// and out entries (ABI 1.2) for the elementwise ops, which the host calls with
 /// a result it made when both operands have one size, dtype and device.
 pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
-    reg.allocator(&MEMORY)?.cpu_fallback(&TRANSFER)?;
+    reg.allocator(&runtime::POOLS)?
+        .cpu_fallback(&TRANSFER)?
+        .device_runtime(&runtime::RUNTIME)?;
     reg.kernel("aten::add.Tensor", add)?
         .kernel("aten::sub.Tensor", sub)?
         .kernel("aten::mul.Tensor", mul)?

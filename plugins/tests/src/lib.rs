@@ -53,19 +53,26 @@ pub fn built_plugins(tmp: &Path) -> PathBuf {
     .clone()
 }
 
+/// Builds the test plugin with `feature` (`abi-1-x`) into
+/// `<tmp>/plugin-build-1-x` once per `dir` (one cell per feature).
+fn built_test_plugin_with(dir: &OnceLock<PathBuf>, tmp: &Path, feature: &str) -> PathBuf {
+    dir.get_or_init(|| {
+        let version = feature.trim_start_matches("abi-");
+        cargo_build(
+            &tmp.join(format!("plugin-build-{version}")),
+            &["opal-test-plugin"],
+            &[feature],
+        )
+    })
+    .clone()
+}
+
 /// Builds the test plugin with its feature `abi-1-0` (declaring ABI 1.0, boxed
 /// kernels only) into `<tmp>/plugin-build-1-0` once per process and returns the
 /// directory holding `libopal_test_plugin.so`.
 pub fn built_test_plugin_abi_1_0(tmp: &Path) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        cargo_build(
-            &tmp.join("plugin-build-1-0"),
-            &["opal-test-plugin"],
-            &["abi-1-0"],
-        )
-    })
-    .clone()
+    built_test_plugin_with(&DIR, tmp, "abi-1-0")
 }
 
 /// Builds the test plugin with its feature `abi-1-1` (declaring ABI 1.1, no out
@@ -73,14 +80,15 @@ pub fn built_test_plugin_abi_1_0(tmp: &Path) -> PathBuf {
 /// directory holding `libopal_test_plugin.so`.
 pub fn built_test_plugin_abi_1_1(tmp: &Path) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        cargo_build(
-            &tmp.join("plugin-build-1-1"),
-            &["opal-test-plugin"],
-            &["abi-1-1"],
-        )
-    })
-    .clone()
+    built_test_plugin_with(&DIR, tmp, "abi-1-1")
+}
+
+/// Builds the test plugin with its feature `abi-1-3` (declaring ABI 1.3, as
+/// built before device runtimes) into `<tmp>/plugin-build-1-3` once per process
+/// and returns the directory holding `libopal_test_plugin.so`.
+pub fn built_test_plugin_abi_1_3(tmp: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    built_test_plugin_with(&DIR, tmp, "abi-1-3")
 }
 
 /// The test plugin's out-entry calls (config word `count`) of the copy loaded from
@@ -156,7 +164,7 @@ pub struct Spec<'a> {
     pub device: &'a str,
     /// `PrivateUse1`..3.
     pub key: &'a str,
-    /// `"1.3"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
+    /// `"1.4"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
     /// for [`built_test_plugin_abi_1_1`]'s).
     pub abi: &'a str,
     /// The entry symbol, when not the default.
@@ -174,7 +182,7 @@ impl<'a> Spec<'a> {
             name,
             device,
             key,
-            abi: "1.3",
+            abi: "1.4",
             entry: None,
             config: "",
             ops: vec![

@@ -303,6 +303,8 @@ pub static HOST_API: OpalHostApi = OpalHostApi {
     tensor_empty,
     call_op,
     tensor_empty_info,
+    current_device: super::device_hooks::current_device,
+    current_stream: super::device_hooks::current_stream,
 };
 
 /// A plugin's kernel function and its user pointer.
@@ -479,11 +481,27 @@ impl Bridge {
     }
 }
 
-/// A plugin's allocator as a runtime [`Allocator`].
-struct PluginAllocator {
+/// A plugin's allocator as a runtime [`Allocator`]: its device's, or (ABI 1.4)
+/// its device runtime's pinned host allocator.
+pub(super) struct PluginAllocator {
     plugin: String,
     raw: OpalAllocator,
+    pinned: bool,
 }
+
+impl PluginAllocator {
+    /// The allocator of `plugin`'s table `raw` (`pinned`: pinned host memory).
+    pub(super) fn new(plugin: String, raw: OpalAllocator, pinned: bool) -> Self {
+        PluginAllocator {
+            plugin,
+            raw,
+            pinned,
+        }
+    }
+}
+
+/// The alignment the ABI requires of a plugin allocator's blocks.
+const ALLOC_ALIGN: usize = 64;
 
 // SAFETY: the ABI requires allocator functions to be callable from any thread.
 unsafe impl Send for PluginAllocator {}
@@ -497,12 +515,24 @@ unsafe impl Allocator for PluginAllocator {
         let idx = device.index().map_or(0, i32::from);
         // SAFETY: the plugin's allocator, called as the ABI describes.
         let p = unsafe { (self.raw.alloc)(self.raw.user, nbytes, idx) };
-        NonNull::new(p).ok_or_else(|| {
+        let p = NonNull::new(p).ok_or_else(|| {
             OpalError::msg(format!(
                 "plugin '{}''s allocator failed to allocate {nbytes} bytes on {device}",
                 self.plugin
             ))
-        })
+        })?;
+        if !(p.as_ptr() as usize).is_multiple_of(ALLOC_ALIGN) {
+            // SAFETY: the block came from this allocator's `alloc(nbytes, idx)`;
+            // it is handed back, never used.
+            unsafe { (self.raw.free)(self.raw.user, p.as_ptr(), nbytes, idx) };
+            return Err(OpalError::msg(format!(
+                "plugin '{}''s allocator returned {:p} for {nbytes} bytes on {device}, \
+                 not aligned to {ALLOC_ALIGN} bytes as the ABI requires",
+                self.plugin,
+                p.as_ptr()
+            )));
+        }
+        Ok(p)
     }
 
     unsafe fn deallocate(&self, device: Device, ptr: NonNull<u8>, nbytes: usize) {
@@ -513,6 +543,10 @@ unsafe impl Allocator for PluginAllocator {
 
     fn host_accessible(&self) -> bool {
         self.raw.host_accessible != 0
+    }
+
+    fn is_pinned(&self) -> bool {
+        self.pinned
     }
 }
 
@@ -571,6 +605,11 @@ pub struct Registration {
     fallback: Fallback,
     transfer: Option<OpalTransfer>,
     allocator: Option<OpalAllocator>,
+    /// The device runtime (1.4), copied and checked when registered.
+    device_hooks: Option<super::device_hooks::Hooks>,
+    /// The plugin's ABI minor version: a 1.4 plugin without device hooks gets
+    /// the default device runtime, an older one none (as before 1.4).
+    pub abi_minor: u32,
     /// Ops whose kernel the plugin registered but that stay disabled.
     pub skipped: Vec<String>,
 }
@@ -594,6 +633,8 @@ impl Registration {
             fallback: Fallback::None,
             transfer: None,
             allocator: None,
+            device_hooks: None,
+            abi_minor: opal_plugin_abi::ABI_MINOR,
             skipped: Vec::new(),
         }
     }
@@ -609,6 +650,7 @@ impl Registration {
             register_allocator,
             register_typed_kernel,
             register_out_kernel,
+            register_device_hooks,
         }
     }
 
@@ -621,11 +663,20 @@ impl Registration {
             .find(|d| d.backend_key() == self.key)
             .ok_or_else(|| OpalError::msg(format!("no device type for {}", self.key)))?;
         if let Some(a) = self.allocator {
-            let a: &'static PluginAllocator = Box::leak(Box::new(PluginAllocator {
-                plugin: self.plugin.to_string(),
-                raw: a,
-            }));
+            let a: &'static PluginAllocator = Box::leak(Box::new(PluginAllocator::new(
+                self.plugin.to_string(),
+                a,
+                false,
+            )));
             crate::tensor::register_allocator(dev, a);
+        }
+        match self.device_hooks {
+            Some(h) => crate::device_runtime::register_hooks(dev, h.into_device_hooks(dev))?,
+            None if self.abi_minor >= 4 => crate::device_runtime::register_hooks(
+                dev,
+                Box::new(super::device_hooks::DefaultHooks),
+            )?,
+            None => {}
         }
         if let Some(t) = self.transfer {
             let t: &'static PluginTransfer = Box::leak(Box::new(PluginTransfer {
@@ -886,6 +937,20 @@ unsafe extern "C" fn register_out_kernel(
         if rule == opal_plugin_abi::result_rule::ELEMENTWISE {
             r.outs.push((name, code.to_string(), entry, user));
         }
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn register_device_hooks(
+    ctx: *mut c_void,
+    hooks: *const opal_plugin_abi::OpalDeviceHooks,
+) -> OpalStatus {
+    guarded("register_device_hooks", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: null or a readable table, with what it points to, for the call
+        // (ABI).
+        r.device_hooks = Some(unsafe { super::device_hooks::Hooks::copy(&r.plugin, hooks) }?);
         Ok(())
     })
 }

@@ -31,6 +31,7 @@
 //! backends.
 
 mod adapt;
+mod device_hooks;
 #[cfg(unix)]
 mod dl;
 mod host;
@@ -451,6 +452,7 @@ fn load_library(
     let entry: OpalPluginEntry =
         unsafe { std::mem::transmute::<*mut libc::c_void, OpalPluginEntry>(entry) };
     let mut reg = host::Registration::new(&m.name, m.key, plans, disabled);
+    reg.abi_minor = ver.minor;
     let registrar = reg.registrar();
     // SAFETY: the host table is static; the registrar's ctx is `reg`, alive and not
     // otherwise used during the call; the config string outlives the call.
