@@ -12,10 +12,11 @@
 //! Every other op, and every case a kernel declines (mixed dtypes, other dtypes),
 //! runs on the CPU through the host's CPU fallback, as with the linked emu. Its
 //! device runtime (ABI 1.4, [`runtime`]): two devices with a memory pool each and
-//! their statistics, a pinned host allocator, streams, backend metadata and the
-//! autocast dtype. Not covered: the linked emu's asynchronous queue (kernels here
-//! run synchronously), `view` and the native factories, which here run through
-//! the CPU fallback with the same results.
+//! their statistics, a pinned host allocator, streams and events on timelines
+//! ([`timeline`]), backend metadata and the autocast dtype; the linked emu's
+//! device-runtime suite runs on it. Not covered: the linked emu's worker threads
+//! (kernels here compute when called), `view` and the native factories, which
+//! here run through the CPU fallback with the same results.
 //!
 //! Owns: the plugin's kernels, transfer and registration. Must not: depend on
 //! `opal`.
@@ -27,6 +28,7 @@ use opal_plugin_sdk::{
 };
 
 pub mod runtime;
+pub mod timeline;
 
 /// Copies element by element between two tensors of one dtype and shape.
 fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
@@ -56,7 +58,9 @@ fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
 struct EmuTransfer;
 
 impl Transfer for EmuTransfer {
+    /// Waits for the device's streams first, as a copy to the host does.
     fn to_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+        timeline::synchronize_device(src.device()?.index.unwrap_or(0))?;
         copy_strided(src, dst)
     }
     fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
@@ -385,7 +389,8 @@ out_entry! {
 /// schema differs from the host's (adapted calls go through the boxed kernel),
 /// and out entries (ABI 1.2) for the elementwise ops, which the host calls with
 /// a result it made when both operands have one size, dtype and device.
-pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
+pub fn init(reg: &mut Registrar, config: &str) -> Result<()> {
+    runtime::RUNTIME.configure(config)?;
     reg.allocator(&runtime::POOLS)?
         .cpu_fallback(&TRANSFER)?
         .device_runtime(&runtime::RUNTIME)?;
@@ -408,3 +413,19 @@ pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
 }
 
 export_plugin!(init);
+
+/// What tests ask the plugin directly (found with `dlsym` in the loaded copy):
+/// `what` 0 queues `arg` milliseconds of work on stream `stream` of device
+/// `index` ([`timeline::hold`]; returns 0, or `u64::MAX` for an unknown stream),
+/// 1 returns the pinned bytes in use, 2 device `index`'s pool bytes in use; other
+/// values return `u64::MAX`.
+#[no_mangle]
+pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg: u64) -> u64 {
+    std::panic::catch_unwind(|| match what {
+        0 => timeline::hold(index, stream, arg).map_or(u64::MAX, |()| 0),
+        1 => runtime::PINNED.bytes_in_use(),
+        2 => runtime::POOLS.bytes_in_use(index),
+        _ => u64::MAX,
+    })
+    .unwrap_or(u64::MAX)
+}

@@ -5,18 +5,19 @@
 //! allocator, streams, emu's backend-metadata encoding and its autocast dtype
 //! (float16 only).
 //!
-//! Kernels run synchronously: every stream's work has run when a kernel returns,
-//! so streams and events are those of a synchronous device (a new stream is a
-//! distinct id of the device's stream pool; events complete when recorded).
+//! The device count is 2, or what the config word `devices=N` (1 or 2) says (a
+//! second copy of the plugin stands for the linked `emu2` with `devices=1`).
+//! Streams and events are timelines ([`crate::timeline`]).
 //!
 //! Owns: the pools and the runtime. Must not: know kernels.
 
-use opal_plugin_sdk::{Allocator, DType, DeviceRuntime, Error, MemoryStats, Result};
+use crate::timeline;
+use opal_plugin_sdk::{Allocator, DType, DeviceRuntime, Error, Event, MemoryStats, Result};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// Devices of the plugin's device type.
+/// The most devices of the plugin's device type (the default count).
 pub const DEVICES: usize = 2;
 /// Streams per device, the default stream (0) included (as the linked emu).
 pub const STREAMS: i64 = 32;
@@ -62,6 +63,11 @@ impl Pools {
         Ok(p.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// Bytes held by live tensors on device `index` (0 for an unknown one).
+    pub fn bytes_in_use(&self, index: i32) -> u64 {
+        self.pool(index).map_or(0, |p| p.in_use)
+    }
+
     fn stats(&self, index: i32) -> Result<MemoryStats> {
         let p = self.pool(index)?;
         Ok(MemoryStats {
@@ -74,6 +80,9 @@ impl Pools {
 
 impl Allocator for Pools {
     fn alloc(&self, nbytes: usize, index: i32) -> *mut u8 {
+        if index < 0 || index as usize >= RUNTIME.count() {
+            return std::ptr::null_mut();
+        }
         let Ok(mut p) = self.pool(index) else {
             return std::ptr::null_mut();
         };
@@ -137,6 +146,13 @@ pub static PINNED: Pinned = Pinned {
     bytes: AtomicU64::new(0),
 };
 
+impl Pinned {
+    /// Bytes of pinned host memory held by live tensors.
+    pub fn bytes_in_use(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
 impl Allocator for Pinned {
     fn alloc(&self, nbytes: usize, index: i32) -> *mut u8 {
         let p = opal_plugin_sdk::HostMemory {
@@ -171,18 +187,48 @@ const META_VERSION: &str = "emu-v1;";
 
 /// The emu device runtime.
 pub struct EmuRuntime {
+    /// The number of devices (set by the config before registration).
+    count: AtomicUsize,
     /// The next stream id handed out per device (round robin over `1..STREAMS`).
     next_stream: [AtomicI64; DEVICES],
 }
 
 /// The plugin's runtime.
 pub static RUNTIME: EmuRuntime = EmuRuntime {
+    count: AtomicUsize::new(DEVICES),
     next_stream: [const { AtomicI64::new(0) }; DEVICES],
 };
 
+impl EmuRuntime {
+    /// The number of devices.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Takes the device count from the config word `devices=N` (1 to
+    /// [`DEVICES`]), if any.
+    pub fn configure(&self, config: &str) -> Result<()> {
+        for w in config.split(',').map(str::trim) {
+            if let Some(n) = w.strip_prefix("devices=") {
+                let n: usize = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=DEVICES).contains(n))
+                    .ok_or_else(|| {
+                        Error::msg(format!(
+                            "emu plugin config: devices={n}, expected 1 to {DEVICES}"
+                        ))
+                    })?;
+                self.count.store(n, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl DeviceRuntime for EmuRuntime {
     fn device_count(&self) -> usize {
-        DEVICES
+        self.count()
     }
 
     fn new_stream(&self, index: i32) -> Result<i64> {
@@ -196,6 +242,22 @@ impl DeviceRuntime for EmuRuntime {
 
     fn stream_exists(&self, _index: i32, id: i64) -> bool {
         (0..STREAMS).contains(&id)
+    }
+
+    fn query_stream(&self, index: i32, id: i64) -> Result<bool> {
+        timeline::query(index, id)
+    }
+
+    fn synchronize_stream(&self, index: i32, id: i64) -> Result<()> {
+        timeline::synchronize(index, id)
+    }
+
+    fn synchronize_device(&self, index: i32) -> Result<()> {
+        timeline::synchronize_device(index)
+    }
+
+    fn create_event(&self, _index: i32, _timing: bool) -> Result<Box<dyn Event>> {
+        Ok(Box::new(timeline::EmuEvent::default()))
     }
 
     fn memory_stats(&self, index: i32) -> Result<MemoryStats> {

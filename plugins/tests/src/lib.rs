@@ -107,6 +107,14 @@ pub fn test_plugin_calls(lib: &Path) -> (u64, u64) {
 
 /// The exported `opal_test_plugin_calls` of the loaded library `lib`.
 fn calls_of(lib: &Path) -> extern "C" fn(u32) -> u64 {
+    let f = loaded_symbol(lib, "opal_test_plugin_calls");
+    // SAFETY: the test plugin defines the symbol as `extern "C" fn(u32) -> u64`.
+    unsafe { std::mem::transmute::<*mut std::ffi::c_void, extern "C" fn(u32) -> u64>(f) }
+}
+
+/// The address of symbol `name` in the already loaded library `lib` (panics when
+/// it is not loaded or lacks the symbol).
+pub fn loaded_symbol(lib: &Path, name: &str) -> *mut std::ffi::c_void {
     use std::ffi::{c_char, c_int, c_void, CString};
     use std::os::unix::ffi::OsStrExt;
     extern "C" {
@@ -120,15 +128,11 @@ fn calls_of(lib: &Path) -> extern "C" fn(u32) -> u64 {
     // library (it runs no initialisers).
     let h = unsafe { dlopen(path.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
     assert!(!h.is_null(), "{} is not loaded", lib.display());
+    let sym = CString::new(name).unwrap();
     // SAFETY: a live handle and a NUL-terminated name.
-    let f = unsafe { dlsym(h, c"opal_test_plugin_calls".as_ptr()) };
-    assert!(
-        !f.is_null(),
-        "no opal_test_plugin_calls in {}",
-        lib.display()
-    );
-    // SAFETY: the test plugin defines the symbol as `extern "C" fn(u32) -> u64`.
-    unsafe { std::mem::transmute::<*mut c_void, extern "C" fn(u32) -> u64>(f) }
+    let f = unsafe { dlsym(h, sym.as_ptr()) };
+    assert!(!f.is_null(), "no {name} in {}", lib.display());
+    f
 }
 
 /// A new empty directory (mode 0700) under `tmp`, replacing one of the same name
