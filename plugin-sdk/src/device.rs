@@ -191,7 +191,7 @@ pub fn current_stream(kind: DeviceKind, index: i32) -> Result<i64> {
 
 /// The host's table when it has the 1.4 functions; an error naming both versions
 /// otherwise.
-fn host_1_4(what: &str) -> Result<&'static abi::OpalHostApi> {
+pub(crate) fn host_1_4(what: &str) -> Result<&'static abi::OpalHostApi> {
     let h = host()?;
     if !abi::has_field(h.size, std::mem::size_of::<abi::OpalHostApi>()) {
         return Err(Error {

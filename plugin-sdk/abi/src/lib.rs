@@ -40,7 +40,8 @@ pub const ABI_MAJOR: u32 = 1;
 /// [`OpalTensorInfo::contiguous`]); 1.4 added the device runtime
 /// ([`OpalRegistrar::register_device_hooks`], [`OpalDeviceHooks`]) and the
 /// current device and stream ([`OpalHostApi::current_device`],
-/// [`OpalHostApi::current_stream`]).
+/// [`OpalHostApi::current_stream`]), and generators ([`OpalHostApi::generator_default`]
+/// and the functions after it, [`tag::GENERATOR`]).
 pub const ABI_MINOR: u32 = 4;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
@@ -236,6 +237,8 @@ pub mod tag {
     /// `MemoryFormat`: `i` is the host's code (0 contiguous, 1 preserve,
     /// 2 channels-last, 3 channels-last-3d).
     pub const MEMORY_FORMAT: u32 = 11;
+    /// (1.4) `Generator`: `ptr` is a borrowed [`super::OpalGenerator`] handle.
+    pub const GENERATOR: u32 = 12;
 }
 
 /// Kinds of a [`tag::SCALAR`] value.
@@ -520,6 +523,64 @@ pub struct OpalHostApi {
     /// (0, the default stream, until set); -1 for an unknown code. Kernels that
     /// queue work read it to pick their queue.
     pub current_stream: unsafe extern "C" fn(device_type: i32, index: i32) -> i64,
+    /// (1.4) An owned handle (released with [`OpalHostApi::generator_release`])
+    /// to the default generator of device `index` of a device type (-1: the
+    /// thread's current device); each index has its own.
+    pub generator_default:
+        unsafe extern "C" fn(device_type: i32, index: i32, out: *mut OpalGenerator) -> OpalStatus,
+    /// (1.4) Releases an owned generator handle (null is ignored).
+    pub generator_release: unsafe extern "C" fn(g: OpalGenerator),
+    /// (1.4) Seeds the generator: its stream restarts at offset 0 of `seed`.
+    pub generator_manual_seed: unsafe extern "C" fn(g: OpalGenerator, seed: u64) -> OpalStatus,
+    /// (1.4) Writes the generator's seed to `out`.
+    pub generator_initial_seed: unsafe extern "C" fn(g: OpalGenerator, out: *mut u64) -> OpalStatus,
+    /// (1.4) Draws `n` values of [`draw`] kind `kind` into `out` (room for `n`
+    /// of them), in order, under one lock: exactly the numbers the host's own
+    /// kernels draw for that kind.
+    pub generator_draw:
+        unsafe extern "C" fn(g: OpalGenerator, kind: u32, n: usize, out: *mut c_void) -> OpalStatus,
+    /// (1.4) Reserves `blocks` Philox-4x32-10 blocks for a kernel that generates
+    /// them itself: writes the seed (the key) and the first block's offset (the
+    /// counter) and advances the generator past them.
+    pub generator_reserve: unsafe extern "C" fn(
+        g: OpalGenerator,
+        blocks: u64,
+        seed: *mut u64,
+        offset: *mut u64,
+    ) -> OpalStatus,
+    /// (1.4) Writes the generator's state (at most `cap` bytes) to `buf` and its
+    /// length to `len`; a `cap` too small writes nothing, sets `len` and fails.
+    pub generator_get_state: unsafe extern "C" fn(
+        g: OpalGenerator,
+        buf: *mut u8,
+        cap: usize,
+        len: *mut usize,
+    ) -> OpalStatus,
+    /// (1.4) Restores a state from `generator_get_state` (a refused state
+    /// changes nothing).
+    pub generator_set_state:
+        unsafe extern "C" fn(g: OpalGenerator, bytes: *const u8, len: usize) -> OpalStatus,
+}
+
+/// A generator handle: a host generator (its state shared by every handle to it).
+/// Owned handles (from [`OpalHostApi::generator_default`]) are released once;
+/// borrowed ones ([`tag::GENERATOR`] arguments) are valid for the call.
+#[repr(transparent)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OpalGenerator(pub *mut c_void);
+
+/// Kinds of [`OpalHostApi::generator_draw`]: what one value is.
+pub mod draw {
+    /// `u32`: 32 random bits.
+    pub const U32: u32 = 0;
+    /// `f32`: uniform in `[0, 1)` from 24 random bits (the host's `rand` for
+    /// float32).
+    pub const UNIFORM_F32: u32 = 1;
+    /// `f64`: uniform in `[0, 1)` from 53 random bits (the host's `rand` for
+    /// float64).
+    pub const UNIFORM_F64: u32 = 2;
+    /// `f64`: standard normal (the host's `randn`).
+    pub const NORMAL_F64: u32 = 3;
 }
 
 /// The size of the 1.0 layout of [`OpalHostApi`].

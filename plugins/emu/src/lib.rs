@@ -27,6 +27,7 @@ use opal_plugin_sdk::{
     Transfer, Value,
 };
 
+pub mod random;
 pub mod runtime;
 pub mod timeline;
 
@@ -399,7 +400,9 @@ pub fn init(reg: &mut Registrar, config: &str) -> Result<()> {
         .kernel("aten::mul.Tensor", mul)?
         .kernel("aten::mm", mm)?
         .kernel("aten::relu", relu)?
-        .kernel("aten::sum", sum)?;
+        .kernel("aten::sum", sum)?
+        .kernel("aten::rand", random::rand)?
+        .kernel("aten::randn", random::randn)?;
     reg.typed_kernel("aten::add.Tensor", add_entry())?
         .typed_kernel("aten::sub.Tensor", sub_entry())?
         .typed_kernel("aten::mul.Tensor", mul_entry())?
@@ -417,14 +420,15 @@ export_plugin!(init);
 /// What tests ask the plugin directly (found with `dlsym` in the loaded copy):
 /// `what` 0 queues `arg` milliseconds of work on stream `stream` of device
 /// `index` ([`timeline::hold`]; returns 0, or `u64::MAX` for an unknown stream),
-/// 1 returns the pinned bytes in use, 2 device `index`'s pool bytes in use; other
-/// values return `u64::MAX`.
+/// 1 returns the pinned bytes in use, 2 device `index`'s pool bytes in use, 3 the
+/// native random kernel calls so far; other values return `u64::MAX`.
 #[no_mangle]
 pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg: u64) -> u64 {
     std::panic::catch_unwind(|| match what {
         0 => timeline::hold(index, stream, arg).map_or(u64::MAX, |()| 0),
         1 => runtime::PINNED.bytes_in_use(),
         2 => runtime::POOLS.bytes_in_use(index),
+        3 => random::CALLS.load(std::sync::atomic::Ordering::Relaxed),
         _ => u64::MAX,
     })
     .unwrap_or(u64::MAX)

@@ -8,25 +8,28 @@
 //! PrivateUse2 and built for 1.3 at PrivateUse3, once per process.
 
 use opal::device;
-use opal::{ops, Device, DeviceType, Tensor};
+use opal::{ops, DType, Device, DeviceType, Generator, Tensor};
 use opal_plugin_tests::{
     built_plugins, built_test_plugin_abi_1_3, init_cpu, install_emu, install_test_plugin,
-    private_dir, Spec,
+    loaded_symbol, private_dir, Spec,
 };
-use std::path::Path;
-use std::sync::Once;
+use std::path::{Path, PathBuf};
+use std::sync::{Once, OnceLock};
 
 fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
 }
+
+/// The loaded emu plugin's directory.
+static EMU_DIR: OnceLock<PathBuf> = OnceLock::new();
 
 fn setup() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         init_cpu();
         let built = built_plugins(tmp());
-        let dir = private_dir(tmp(), "emu-hooks");
-        install_emu(&built, &dir);
+        let dir = EMU_DIR.get_or_init(|| private_dir(tmp(), "emu-hooks"));
+        install_emu(&built, dir);
         let info = opal::plugin::load_manifest(&dir.join("emu.opal-plugin.json")).expect("emu");
         assert_eq!(info.abi, Some((1, 4)));
         install_test_plugin(
@@ -107,4 +110,64 @@ fn a_plugin_built_for_1_3_has_no_device_runtime() {
         r.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap(),
         [1.0, 0.0]
     );
+}
+
+/// The emu plugin's native random kernel calls so far (its probe).
+fn native_random_calls() -> u64 {
+    setup();
+    let dir = EMU_DIR.get().expect("set up");
+    let f = loaded_symbol(&dir.join("libopal_emu_plugin.so"), "opal_emu_plugin_probe");
+    // SAFETY: the emu plugin defines the symbol with this type.
+    let f = unsafe {
+        std::mem::transmute::<*mut std::ffi::c_void, extern "C" fn(u32, i32, i64, u64) -> u64>(f)
+    };
+    f(3, 0, 0, 0)
+}
+
+/// `rand` and `randn` run natively in the emu plugin, drawing from the host's
+/// default generator of the target index: a seed gives the numbers the host's
+/// CPU kernels give for it, and each index keeps its own stream.
+#[test]
+fn random_factories_are_native_and_draw_the_devices_generator() {
+    setup();
+    let (e0, e1) = (
+        Device::new(DeviceType::PrivateUse1, Some(0)),
+        Device::new(DeviceType::PrivateUse1, Some(1)),
+    );
+    let on = |d, dt, normal: bool| {
+        let t = if normal {
+            ops::randn::call(&[7], Some(dt), None, Some(d), None)
+        } else {
+            ops::rand::call(&[7], Some(dt), None, Some(d), None)
+        }
+        .unwrap();
+        assert_eq!((t.device(), t.dtype()), (d, dt));
+        t.to(Device::cpu()).unwrap()
+    };
+    let before = native_random_calls();
+    let (g0, g1) = (
+        Generator::default_for_device(e0),
+        Generator::default_for_device(e1),
+    );
+    g1.manual_seed(42);
+    let a = on(e1, DType::F32, false).to_vec::<f32>().unwrap();
+    let n = on(e1, DType::F64, true).to_vec::<f64>().unwrap();
+    assert_eq!(native_random_calls(), before + 2, "both ran in the plugin");
+    // The same draws from a generator seeded alike, as the host's kernels take them.
+    let r = Generator::new(Device::cpu());
+    r.manual_seed(42);
+    let want_a: Vec<f32> = r.with_state(|st| (0..7).map(|_| st.next_f32()).collect());
+    let want_n: Vec<f64> = r.with_state(|st| (0..7).map(|_| st.next_normal()).collect());
+    assert_eq!((a.clone(), n), (want_a, want_n));
+    // emu:0 keeps its own stream.
+    g0.manual_seed(5);
+    let first = on(e0, DType::F32, false).to_vec::<f32>().unwrap();
+    g1.manual_seed(42);
+    assert_eq!(on(e1, DType::F32, false).to_vec::<f32>().unwrap(), a);
+    g0.manual_seed(5);
+    assert_eq!(on(e0, DType::F32, false).to_vec::<f32>().unwrap(), first);
+    // Without a dtype the plugin declines: the CPU fallback answers, on emu.
+    let calls = native_random_calls();
+    let t = ops::rand::call(&[3], None, None, Some(e1), None).unwrap();
+    assert_eq!((t.device(), native_random_calls()), (e1, calls));
 }

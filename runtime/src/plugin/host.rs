@@ -27,7 +27,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// Runs `f`, turning an `Err` or a panic into a status.
-fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
+pub(super) fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => OpalStatus::OK,
         Ok(Err(e)) => value::status_of(&e),
@@ -305,6 +305,14 @@ pub static HOST_API: OpalHostApi = OpalHostApi {
     tensor_empty_info,
     current_device: super::device_hooks::current_device,
     current_stream: super::device_hooks::current_stream,
+    generator_default: super::generators::generator_default,
+    generator_release: super::generators::generator_release,
+    generator_manual_seed: super::generators::generator_manual_seed,
+    generator_initial_seed: super::generators::generator_initial_seed,
+    generator_draw: super::generators::generator_draw,
+    generator_reserve: super::generators::generator_reserve,
+    generator_get_state: super::generators::generator_get_state,
+    generator_set_state: super::generators::generator_set_state,
 };
 
 /// A plugin's kernel function and its user pointer.

@@ -34,6 +34,7 @@ mod adapt;
 mod device_hooks;
 #[cfg(unix)]
 mod dl;
+mod generators;
 mod host;
 pub mod manifest;
 mod security;
