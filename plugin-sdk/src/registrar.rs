@@ -214,25 +214,83 @@ impl Registrar<'_> {
     /// from `init`, so the host refuses the plugin with that message; one that
     /// can run without (as a synchronous one-stream device) ignores it.
     pub fn device_runtime(&mut self, rt: &'static dyn crate::DeviceRuntime) -> Result<&mut Self> {
-        if !abi::has_field(self.raw.size, std::mem::size_of::<OpalRegistrar>()) {
-            let (major, minor) = crate::host()
-                .map(|h| (h.abi_major, h.abi_minor))
-                .unwrap_or((abi::ABI_MAJOR, 3));
-            return Err(Error {
-                code: abi::code::ABI_MISMATCH,
-                message: format!(
-                    "the plugin was built for ABI {}.{} and registers a device runtime, \
-                     which needs ABI 1.4; this host has ABI {major}.{minor}",
-                    abi::ABI_MAJOR,
-                    abi::ABI_MINOR
-                ),
-            });
-        }
+        self.needs_1_4("a device runtime")?;
         let table = crate::device::table(rt);
         // SAFETY: the registrar is valid during init and its size covers the
         // field; the host copies the table and what it points to (all leaked,
         // alive for the process).
         let st = unsafe { (self.raw.register_device_hooks)(self.raw.ctx, &table) };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+}
+
+impl Registrar<'_> {
+    /// An `ABI_MISMATCH` error naming both versions when the host's registrar
+    /// lacks the 1.4 function `what`.
+    fn needs_1_4(&self, what: &str) -> Result<()> {
+        if abi::has_field(self.raw.size, std::mem::size_of::<OpalRegistrar>()) {
+            return Ok(());
+        }
+        let (major, minor) = crate::host()
+            .map(|h| (h.abi_major, h.abi_minor))
+            .unwrap_or((abi::ABI_MAJOR, 3));
+        Err(Error {
+            code: abi::code::ABI_MISMATCH,
+            message: format!(
+                "the plugin was built for ABI {}.{} and registers {what}, which needs \
+                 ABI 1.4; this host has ABI {major}.{minor}",
+                abi::ABI_MAJOR,
+                abi::ABI_MINOR
+            ),
+        })
+    }
+
+    /// Differentiates op `name` itself (ABI 1.4): the host records a node named
+    /// `node` whose backward is `backward`, called with the gradients of the op's
+    /// tensor returns (`Value::None` for none), then its tensor arguments, then its
+    /// tensor returns, and returning one gradient per tensor argument
+    /// (`Value::None`: none). The op must be in the manifest with the host's
+    /// schema. An `ABI_MISMATCH` error on an older host.
+    pub fn autograd_kernel(
+        &mut self,
+        name: &str,
+        node: &str,
+        backward: KernelFn,
+    ) -> Result<&mut Self> {
+        self.needs_1_4("a backward kernel")?;
+        // SAFETY: the registrar is valid during init and its size covers the
+        // field; `backward` is a fn pointer alive for the process.
+        let st = unsafe {
+            (self.raw.register_autograd_kernel)(
+                self.raw.ctx,
+                OpalStr::borrow(name),
+                OpalStr::borrow(node),
+                kernel_trampoline,
+                backward as *mut c_void,
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
+    /// Declares an operator of the plugin's namespace (its device name) with
+    /// `kernel` (ABI 1.4): `schema` is qualified and has no default values
+    /// (`emu::fused_add_relu(Tensor self, Tensor other) -> Tensor`). An
+    /// `ABI_MISMATCH` error on an older host.
+    pub fn custom_op(&mut self, schema: &str, kernel: KernelFn) -> Result<&mut Self> {
+        self.needs_1_4("its own operator")?;
+        // SAFETY: as in `autograd_kernel`.
+        let st = unsafe {
+            (self.raw.register_custom_op)(
+                self.raw.ctx,
+                OpalStr::borrow(schema),
+                kernel_trampoline,
+                kernel as *mut c_void,
+            )
+        };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
         Ok(self)
@@ -421,6 +479,24 @@ mod tests {
         OpalStatus::OK
     }
 
+    unsafe extern "C" fn reg_autograd(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalStr,
+        _: OpalKernelFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn reg_custom(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalKernelFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+
     fn registrar(size: usize) -> OpalRegistrar {
         OpalRegistrar {
             size,
@@ -432,6 +508,8 @@ mod tests {
             register_typed_kernel: reg_typed,
             register_out_kernel: reg_out,
             register_device_hooks: reg_hooks,
+            register_autograd_kernel: reg_autograd,
+            register_custom_op: reg_custom,
         }
     }
 
@@ -455,7 +533,9 @@ mod tests {
         };
         assert_eq!(e.code, abi::code::ABI_MISMATCH);
         assert!(
-            e.message.contains("ABI 1.4") && e.message.contains("this host has ABI 1.3"),
+            e.message
+                .contains("registers a device runtime, which needs ABI 1.4")
+                && e.message.contains("this host has ABI 1.3"),
             "{}",
             e.message
         );

@@ -700,6 +700,32 @@ pub struct OpalRegistrar {
     /// points to) during the call; `hooks.user` must stay valid for the process.
     pub register_device_hooks:
         unsafe extern "C" fn(ctx: *mut c_void, hooks: *const OpalDeviceHooks) -> OpalStatus,
+    /// (1.4) Differentiates op `name` (listed in the manifest, with the host's
+    /// schema) itself: the host registers a kernel at the plugin's autograd key
+    /// (ahead of the one generated from derivatives) that runs the op below the
+    /// autograd keys and, when an input requires grad, records a node named
+    /// `node` whose backward calls `backward` (a kernel) with the gradients of
+    /// the op's tensor returns (`NONE` for none), then its tensor arguments, then
+    /// its tensor returns; `backward` returns one gradient per tensor argument
+    /// (`NONE`: none).
+    pub register_autograd_kernel: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        name: OpalStr,
+        node: OpalStr,
+        backward: OpalKernelFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
+    /// (1.4) Declares an operator of the plugin's own namespace (its device
+    /// name): `schema` is qualified (`emu::fused_add_relu(Tensor self, Tensor
+    /// other) -> Tensor`, no default values), and `kernel` serves it at the
+    /// plugin's dispatch key. Callable by name (`Dispatcher::call_boxed`) and
+    /// from exported programs (`torch.ops.emu.fused_add_relu.default`).
+    pub register_custom_op: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        schema: OpalStr,
+        kernel: OpalKernelFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
 }
 
 /// The size of the 1.0 layout of [`OpalRegistrar`] (a reader of an older producer's

@@ -27,6 +27,7 @@ use opal_plugin_sdk::{
     Transfer, Value,
 };
 
+pub mod extend;
 pub mod random;
 pub mod runtime;
 pub mod timeline;
@@ -113,7 +114,7 @@ impl Num for i32 {
 }
 
 #[derive(Copy, Clone)]
-enum Binary {
+pub(crate) enum Binary {
     Add,
     Sub,
     Mul,
@@ -157,7 +158,7 @@ fn binary_boxed(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
 }
 
 /// `self (op) other` when both are one dtype on one device; declined otherwise.
-fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+pub(crate) fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let dt = a.dtype()?;
     if b.dtype()? != dt
         || a.device()? != b.device()?
@@ -225,7 +226,7 @@ fn relu_into(a: &Tensor, out: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn relu_k(a: &Tensor) -> Result<Tensor> {
+pub(crate) fn relu_k(a: &Tensor) -> Result<Tensor> {
     let out = Tensor::empty(a.sizes(), a.dtype()?, a.device()?)?;
     match a.dtype()? {
         DType::F32 => relu_t::<f32>(a, &out),
@@ -403,6 +404,16 @@ pub fn init(reg: &mut Registrar, config: &str) -> Result<()> {
         .kernel("aten::sum", sum)?
         .kernel("aten::rand", random::rand)?
         .kernel("aten::randn", random::randn)?;
+    reg.autograd_kernel(
+        "aten::sigmoid",
+        "EmuSigmoidBackward",
+        extend::sigmoid_backward,
+    )?;
+    // A copy installed under another device name (config `no-custom-op`) cannot
+    // declare operators of the `emu` namespace.
+    if !config.split(',').any(|w| w.trim() == "no-custom-op") {
+        reg.custom_op(extend::FUSED_ADD_RELU, extend::fused_add_relu)?;
+    }
     reg.typed_kernel("aten::add.Tensor", add_entry())?
         .typed_kernel("aten::sub.Tensor", sub_entry())?
         .typed_kernel("aten::mul.Tensor", mul_entry())?
@@ -421,7 +432,8 @@ export_plugin!(init);
 /// `what` 0 queues `arg` milliseconds of work on stream `stream` of device
 /// `index` ([`timeline::hold`]; returns 0, or `u64::MAX` for an unknown stream),
 /// 1 returns the pinned bytes in use, 2 device `index`'s pool bytes in use, 3 the
-/// native random kernel calls so far; other values return `u64::MAX`.
+/// native random kernel calls so far, 4 the native `EmuSigmoidBackward` calls, 5
+/// the native `emu::fused_add_relu` calls; other values return `u64::MAX`.
 #[no_mangle]
 pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg: u64) -> u64 {
     std::panic::catch_unwind(|| match what {
@@ -429,6 +441,8 @@ pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg:
         1 => runtime::PINNED.bytes_in_use(),
         2 => runtime::POOLS.bytes_in_use(index),
         3 => random::CALLS.load(std::sync::atomic::Ordering::Relaxed),
+        4 => extend::BACKWARD_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+        5 => extend::FUSED_CALLS.load(std::sync::atomic::Ordering::Relaxed),
         _ => u64::MAX,
     })
     .unwrap_or(u64::MAX)

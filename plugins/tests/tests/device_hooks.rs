@@ -112,8 +112,9 @@ fn a_plugin_built_for_1_3_has_no_device_runtime() {
     );
 }
 
-/// The emu plugin's native random kernel calls so far (its probe).
-fn native_random_calls() -> u64 {
+/// The emu plugin's probe `what` (3: native random kernel calls, 4: native
+/// backward calls, 5: native custom-op calls).
+fn probe(what: u32) -> u64 {
     setup();
     let dir = EMU_DIR.get().expect("set up");
     let f = loaded_symbol(&dir.join("libopal_emu_plugin.so"), "opal_emu_plugin_probe");
@@ -121,7 +122,11 @@ fn native_random_calls() -> u64 {
     let f = unsafe {
         std::mem::transmute::<*mut std::ffi::c_void, extern "C" fn(u32, i32, i64, u64) -> u64>(f)
     };
-    f(3, 0, 0, 0)
+    f(what, 0, 0, 0)
+}
+
+fn native_random_calls() -> u64 {
+    probe(3)
 }
 
 /// `rand` and `randn` run natively in the emu plugin, drawing from the host's
@@ -170,4 +175,66 @@ fn random_factories_are_native_and_draw_the_devices_generator() {
     let calls = native_random_calls();
     let t = ops::rand::call(&[3], None, None, Some(e1), None).unwrap();
     assert_eq!((t.device(), native_random_calls()), (e1, calls));
+}
+
+fn sigmoid_grad(device: Device) -> (String, Vec<f32>) {
+    let x = floats(&[-1.0, 2.0, -3.0, 4.0]).to(device).unwrap();
+    x.set_requires_grad(true).unwrap();
+    let y = ops::sigmoid(&x).unwrap();
+    let name = y.grad_fn().unwrap().name().to_string();
+    ops::sum(&y).unwrap().backward().unwrap();
+    let g = x.grad().unwrap().to(Device::cpu()).unwrap();
+    (name, g.to_vec::<f32>().unwrap())
+}
+
+/// The emu plugin differentiates `sigmoid` itself: its node, its backward kernel,
+/// registered at AutogradPrivateUse1; CPU tensors keep the generated node, and
+/// both give the same gradient.
+#[test]
+fn the_plugin_differentiates_sigmoid_itself() {
+    setup();
+    let before = probe(4);
+    let (emu_node, emu_grad) = sigmoid_grad(Device::new(DeviceType::PrivateUse1, Some(0)));
+    let (cpu_node, cpu_grad) = sigmoid_grad(Device::cpu());
+    assert_eq!(
+        (emu_node.as_str(), cpu_node.as_str()),
+        ("EmuSigmoidBackward", "SigmoidBackward0")
+    );
+    assert_eq!(emu_grad, cpu_grad);
+    assert_eq!(probe(4), before + 1, "the plugin's backward ran");
+    let sigmoid = opal::dispatch::Dispatcher::global()
+        .find("aten::sigmoid")
+        .unwrap();
+    assert!(sigmoid.has_kernel_for(opal::dispatch::DispatchKey::AutogradPrivateUse1));
+}
+
+/// The plugin's own operator `emu::fused_add_relu` is defined with its schema and
+/// callable by name; its kernel computes on emu tensors.
+#[test]
+fn the_plugins_own_operator_is_callable_by_name() {
+    setup();
+    let op = opal::dispatch::Dispatcher::global()
+        .find("emu::fused_add_relu")
+        .expect("defined");
+    assert_eq!(
+        op.schema(),
+        Some("fused_add_relu(Tensor self, Tensor other) -> Tensor")
+    );
+    let e = Device::new(DeviceType::PrivateUse1, Some(1));
+    let a = floats(&[1.0, -2.0, 3.0]).to(e).unwrap();
+    let b = floats(&[0.5, 1.0, -4.0]).to(e).unwrap();
+    let before = probe(5);
+    let mut stack = vec![opal::IValue::Tensor(a), opal::IValue::Tensor(b)];
+    opal::dispatch::Dispatcher::global()
+        .call_boxed("emu::fused_add_relu", &mut stack)
+        .unwrap();
+    let [opal::IValue::Tensor(r)] = stack.as_slice() else {
+        panic!("one tensor back, got {stack:?}");
+    };
+    assert_eq!(r.device(), e);
+    assert_eq!(
+        r.to(Device::cpu()).unwrap().to_vec::<f32>().unwrap(),
+        [1.5, 0.0, 0.0]
+    );
+    assert_eq!(probe(5), before + 1);
 }

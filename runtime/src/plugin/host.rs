@@ -318,8 +318,8 @@ pub static HOST_API: OpalHostApi = OpalHostApi {
 /// A plugin's kernel function and its user pointer.
 #[derive(Copy, Clone)]
 pub struct RawKernel {
-    f: OpalKernelFn,
-    user: *mut c_void,
+    pub(super) f: OpalKernelFn,
+    pub(super) user: *mut c_void,
 }
 
 // SAFETY: the ABI requires kernels (and what their user pointer refers to) to be
@@ -400,10 +400,29 @@ fn call_raw(
             m.push(v)?;
         }
     }
-    m.rets.resize(def.returns.len(), OpalValue::NONE);
-    let name = op.name();
+    Ok(match invoke(plugin, k, op.name(), m, def.returns.len())? {
+        None => true,
+        Some(rets) => {
+            stack.truncate(base);
+            stack.extend(rets);
+            false
+        }
+    })
+}
+
+/// Calls plugin kernel `k` as op (or backward node) `name` with the arguments in
+/// `m` and room for `nrets` returns: `None` when it declined, else its returns
+/// (owned by the host).
+pub(super) fn invoke(
+    plugin: &str,
+    k: RawKernel,
+    name: &str,
+    mut m: Marshal,
+    nrets: usize,
+) -> Result<Option<Vec<IValue>>> {
+    m.rets.resize(nrets, OpalValue::NONE);
     // SAFETY: the plugin's kernel gets borrowed values that live until it returns
-    // (`stack` and `m` are not touched meanwhile) and room for the op's returns.
+    // (what they point to is not touched meanwhile) and room for `nrets` returns.
     let st = unsafe {
         (k.f)(
             k.user,
@@ -419,7 +438,7 @@ fn call_raw(
         let _ = unsafe { st.into_result() };
         release_all(&m.rets);
         m.give_back();
-        return Ok(true);
+        return Ok(None);
     }
     // SAFETY: a status from the plugin, consumed once.
     if let Err(e) = unsafe { value::check(st, || format!("{name}: plugin '{plugin}''s kernel")) } {
@@ -427,17 +446,17 @@ fn call_raw(
         m.give_back();
         return Err(e);
     }
-    stack.truncate(base);
+    let mut out = Vec::with_capacity(nrets);
     let mut err = None;
     for r in &m.rets {
         // SAFETY: returns are owned by the host after the call (ABI).
         match unsafe { value::from_abi(r, true) } {
-            Ok(v) => stack.push(v),
+            Ok(v) => out.push(v),
             Err(e) => err = err.or(Some(e)),
         }
     }
     m.give_back();
-    err.map_or(Ok(false), Err)
+    err.map_or(Ok(Some(out)), Err)
 }
 
 /// Releases tensor handles a plugin wrote to `rets` before failing or declining.
@@ -618,6 +637,12 @@ pub struct Registration {
     /// The plugin's ABI minor version: a 1.4 plugin without device hooks gets
     /// the default device runtime, an older one none (as before 1.4).
     pub abi_minor: u32,
+    /// The plugin's device name: the namespace of its own operators.
+    pub device: String,
+    /// Backward kernels of ops the plugin differentiates itself (1.4).
+    pub(super) autograd: Vec<super::extend::AutogradKernel>,
+    /// The plugin's own operators (1.4).
+    pub(super) custom: Vec<super::extend::CustomOp>,
     /// Ops whose kernel the plugin registered but that stay disabled.
     pub skipped: Vec<String>,
 }
@@ -643,6 +668,9 @@ impl Registration {
             allocator: None,
             device_hooks: None,
             abi_minor: opal_plugin_abi::ABI_MINOR,
+            device: plugin.to_string(),
+            autograd: Vec::new(),
+            custom: Vec::new(),
             skipped: Vec::new(),
         }
     }
@@ -659,6 +687,8 @@ impl Registration {
             register_typed_kernel,
             register_out_kernel,
             register_device_hooks,
+            register_autograd_kernel: super::extend::register_autograd_kernel,
+            register_custom_op: super::extend::register_custom_op,
         }
     }
 
@@ -766,6 +796,7 @@ impl Registration {
             done.push((name, is_typed));
         }
         lib.leak();
+        super::extend::apply(&self.plugin, self.key, self.autograd, self.custom)?;
         Ok(done)
     }
 }
@@ -795,7 +826,7 @@ fn out_refusal(op: &OperatorHandle, typed_code: &str, out_code: &str) -> Option<
 /// # Safety
 /// `ctx` is the `ctx` of a registrar made by [`Registration::registrar`] whose
 /// registration is alive and not otherwise borrowed (during the entry call).
-unsafe fn reg<'a>(ctx: *mut c_void) -> Result<&'a mut Registration> {
+pub(super) unsafe fn reg<'a>(ctx: *mut c_void) -> Result<&'a mut Registration> {
     // SAFETY: forwarded contract.
     unsafe { ctx.cast::<Registration>().as_mut() }
         .ok_or_else(|| OpalError::msg("null registrar context"))
@@ -964,7 +995,7 @@ unsafe extern "C" fn register_device_hooks(
 }
 
 /// A plugin's op name as the dispatcher knows it: `add.Tensor` is `aten::add.Tensor`.
-fn qualified(name: &str) -> String {
+pub(super) fn qualified(name: &str) -> String {
     if name.contains("::") {
         name.to_string()
     } else {

@@ -25,7 +25,7 @@ fn emu_library() -> &'static Path {
         let dir = private_dir(tmp, "emu-suite");
         for (name, key, config) in [
             ("emu", "PrivateUse1", ""),
-            ("emu2", "PrivateUse2", "devices=1"),
+            ("emu2", "PrivateUse2", "devices=1,no-custom-op"),
         ] {
             let lib = format!("lib{name}_plugin.so");
             std::fs::copy(built.join("libopal_emu_plugin.so"), dir.join(&lib)).unwrap();
