@@ -10,21 +10,27 @@ fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
 }
 
+/// Runs test `t` again in a child process whose plugin path has the emu plugin
+/// (strict: a failing plugin fails the child).
+fn parent(t: &str) {
+    let built = built_plugins(tmp());
+    let dir = private_dir(tmp(), &format!("{t}-plugins"));
+    install_emu(&built, &dir);
+    let home = private_dir(tmp(), &format!("{t}-home"));
+    let d = dir.to_str().unwrap();
+    let (ok, out) = run_child(
+        t,
+        &home,
+        &[("OPAL_PLUGIN_PATH", d), ("OPAL_PLUGIN_STRICT", "1")],
+    );
+    assert!(ok, "child failed:\n{out}");
+}
+
 #[test]
 fn an_exported_program_runs_on_the_autoloaded_emu_plugin() {
     const T: &str = "an_exported_program_runs_on_the_autoloaded_emu_plugin";
     if !is_child(T) {
-        let built = built_plugins(tmp());
-        let dir = private_dir(tmp(), &format!("{T}-plugins"));
-        install_emu(&built, &dir);
-        let home = private_dir(tmp(), &format!("{T}-home"));
-        let d = dir.to_str().unwrap();
-        let (ok, out) = run_child(
-            T,
-            &home,
-            &[("OPAL_PLUGIN_PATH", d), ("OPAL_PLUGIN_STRICT", "1")],
-        );
-        assert!(ok, "child failed:\n{out}");
+        parent(T);
         return;
     }
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../export/tests/fixtures/models");
@@ -60,17 +66,7 @@ fn an_exported_program_runs_on_the_autoloaded_emu_plugin() {
 fn an_exported_program_calls_the_plugins_own_operator() {
     const T: &str = "an_exported_program_calls_the_plugins_own_operator";
     if !is_child(T) {
-        let built = built_plugins(tmp());
-        let dir = private_dir(tmp(), &format!("{T}-plugins"));
-        install_emu(&built, &dir);
-        let home = private_dir(tmp(), &format!("{T}-home"));
-        let d = dir.to_str().unwrap();
-        let (ok, out) = run_child(
-            T,
-            &home,
-            &[("OPAL_PLUGIN_PATH", d), ("OPAL_PLUGIN_STRICT", "1")],
-        );
-        assert!(ok, "child failed:\n{out}");
+        parent(T);
         return;
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fused_add_relu.pt2");
