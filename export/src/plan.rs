@@ -112,6 +112,7 @@ pub(crate) enum SymOut {
 
 /// What a target is, before resolution against a device.
 pub(crate) enum Target {
+    /// An operator of the dispatcher (`aten::add.Tensor`, or a plugin's own).
     Aten(String),
     Builtin(&'static str),
     Other,
@@ -120,14 +121,21 @@ pub(crate) enum Target {
 const BUILTINS: [&str; 7] = ["getitem", "add", "sub", "mul", "floordiv", "mod", "neg"];
 
 /// Classifies a serialized target: `torch.ops.aten.add.Tensor` is `aten::add.Tensor`
-/// (`.default` is no overload); `_operator.getitem` and `<built-in function
+/// (`.default` is no overload), and an operator of another namespace (a plugin's
+/// own, `torch.ops.emu.fused_add_relu.default`) is `emu::fused_add_relu`, looked
+/// up in the dispatcher alike; `_operator.getitem` and `<built-in function
 /// getitem>` are builtins.
 pub(crate) fn classify(target: &str) -> Target {
-    if let Some(rest) = target.strip_prefix("torch.ops.aten.") {
+    let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if let Some((ns, rest)) = target
+        .strip_prefix("torch.ops.")
+        .and_then(|t| t.split_once('.'))
+        .filter(|(ns, rest)| ident(ns) && !rest.is_empty())
+    {
         return Target::Aten(match rest.rsplit_once('.') {
-            Some((name, "default")) => format!("aten::{name}"),
-            Some((name, ov)) => format!("aten::{name}.{ov}"),
-            None => format!("aten::{rest}"),
+            Some((name, "default")) => format!("{ns}::{name}"),
+            Some((name, ov)) => format!("{ns}::{name}.{ov}"),
+            None => format!("{ns}::{rest}"),
         });
     }
     let b = target
@@ -647,7 +655,11 @@ mod tests {
         assert_eq!(name("torch.ops.aten.add.Tensor"), "aten::add.Tensor");
         assert_eq!(name("_operator.getitem"), "builtin getitem");
         assert_eq!(name("<built-in function add>"), "builtin add");
-        assert_eq!(name("torch.ops.mylib.op.default"), "other");
+        assert_eq!(name("torch.ops.mylib.op.default"), "mylib::op");
+        assert_eq!(
+            name("torch.ops.emu.fused_add_relu.out"),
+            "emu::fused_add_relu.out"
+        );
         assert_eq!(name("math.sqrt"), "other");
     }
 

@@ -194,16 +194,22 @@ fn an_unknown_aten_target_is_refused() {
 }
 
 #[test]
-fn a_custom_target_is_refused() {
+fn an_operator_of_an_undeclared_namespace_is_refused() {
     edit_node_err(
         "custom_op",
         "tanh",
         |n| n["target"] = "torch.ops.mylib.fancy.default".into(),
-        &[
-            "node 'tanh'",
-            "torch.ops.mylib.fancy.default",
-            "not an ATen operator",
-        ],
+        &["node 'tanh'", "mylib::fancy", "not defined in Opal"],
+    );
+}
+
+#[test]
+fn a_target_outside_torch_ops_is_refused() {
+    edit_node_err(
+        "other_target",
+        "tanh",
+        |n| n["target"] = "math.tanh".into(),
+        &["node 'tanh'", "math.tanh", "not an ATen operator"],
     );
 }
 

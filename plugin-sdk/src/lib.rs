@@ -31,12 +31,16 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub mod args;
+pub mod device;
+mod generator;
 mod registrar;
 pub mod strided;
 mod tensor;
 pub mod typed;
 mod value;
 
+pub use device::{DeviceRuntime, Event, HostEvent, MemoryStats};
+pub use generator::Generator;
 pub use registrar::{Allocator, HostMemory, KernelFn, Registrar, Transfer};
 pub use tensor::{DType, Device, DeviceKind, Tensor};
 pub use typed::{OutKernel, TypedKernel};

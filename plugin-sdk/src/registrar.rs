@@ -196,19 +196,116 @@ impl<'a> Registrar<'a> {
 
     /// Makes `a` the allocator of the plugin's device.
     pub fn allocator(&mut self, a: &'static dyn Allocator) -> Result<&mut Self> {
-        let user: &'static &'static dyn Allocator = Box::leak(Box::new(a));
-        let table = OpalAllocator {
-            size: std::mem::size_of::<OpalAllocator>(),
-            user: user as *const &dyn Allocator as *mut c_void,
-            alloc: alloc_trampoline,
-            free: free_trampoline,
-            host_accessible: i32::from(a.host_accessible()),
-        };
+        let table = allocator_table(a);
         // SAFETY: the registrar is valid during init; the host copies the table.
         let st = unsafe { (self.raw.register_allocator)(self.raw.ctx, &table) };
         // SAFETY: a host status, consumed once.
         unsafe { check(st) }?;
         Ok(self)
+    }
+}
+
+impl Registrar<'_> {
+    /// Makes `rt` the device runtime of the plugin's device type (ABI 1.4: device
+    /// count, current device, streams, events, memory statistics, pinned memory,
+    /// backend metadata, autocast dtypes). On a host older than 1.4 (whose
+    /// registrar lacks the function) this is an `ABI_MISMATCH` error naming both
+    /// versions: a plugin that cannot run without its device runtime returns it
+    /// from `init`, so the host refuses the plugin with that message; one that
+    /// can run without (as a synchronous one-stream device) ignores it.
+    pub fn device_runtime(&mut self, rt: &'static dyn crate::DeviceRuntime) -> Result<&mut Self> {
+        self.needs_1_4("a device runtime")?;
+        let table = crate::device::table(rt);
+        // SAFETY: the registrar is valid during init and its size covers the
+        // field; the host copies the table and what it points to (all leaked,
+        // alive for the process).
+        let st = unsafe { (self.raw.register_device_hooks)(self.raw.ctx, &table) };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+}
+
+impl Registrar<'_> {
+    /// An `ABI_MISMATCH` error naming both versions when the host's registrar
+    /// lacks the 1.4 function `what`.
+    fn needs_1_4(&self, what: &str) -> Result<()> {
+        if abi::has_field(self.raw.size, std::mem::size_of::<OpalRegistrar>()) {
+            return Ok(());
+        }
+        let (major, minor) = crate::host()
+            .map(|h| (h.abi_major, h.abi_minor))
+            .unwrap_or((abi::ABI_MAJOR, 3));
+        Err(Error {
+            code: abi::code::ABI_MISMATCH,
+            message: format!(
+                "the plugin was built for ABI {}.{} and registers {what}, which needs \
+                 ABI 1.4; this host has ABI {major}.{minor}",
+                abi::ABI_MAJOR,
+                abi::ABI_MINOR
+            ),
+        })
+    }
+
+    /// Differentiates op `name` itself (ABI 1.4): the host records a node named
+    /// `node` whose backward is `backward`, called with the gradients of the op's
+    /// tensor returns (`Value::None` for none), then its tensor arguments, then its
+    /// tensor returns, and returning one gradient per tensor argument
+    /// (`Value::None`: none). The op must be in the manifest with the host's
+    /// schema. An `ABI_MISMATCH` error on an older host.
+    pub fn autograd_kernel(
+        &mut self,
+        name: &str,
+        node: &str,
+        backward: KernelFn,
+    ) -> Result<&mut Self> {
+        self.needs_1_4("a backward kernel")?;
+        // SAFETY: the registrar is valid during init and its size covers the
+        // field; `backward` is a fn pointer alive for the process.
+        let st = unsafe {
+            (self.raw.register_autograd_kernel)(
+                self.raw.ctx,
+                OpalStr::borrow(name),
+                OpalStr::borrow(node),
+                kernel_trampoline,
+                backward as *mut c_void,
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
+    /// Declares an operator of the plugin's namespace (its device name) with
+    /// `kernel` (ABI 1.4): `schema` is qualified and has no default values
+    /// (`emu::fused_add_relu(Tensor self, Tensor other) -> Tensor`). An
+    /// `ABI_MISMATCH` error on an older host.
+    pub fn custom_op(&mut self, schema: &str, kernel: KernelFn) -> Result<&mut Self> {
+        self.needs_1_4("its own operator")?;
+        // SAFETY: as in `autograd_kernel`.
+        let st = unsafe {
+            (self.raw.register_custom_op)(
+                self.raw.ctx,
+                OpalStr::borrow(schema),
+                kernel_trampoline,
+                kernel as *mut c_void,
+            )
+        };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+}
+
+/// The ABI table of `a` (its `user` leaked: the host keeps calling it).
+pub(crate) fn allocator_table(a: &'static dyn Allocator) -> OpalAllocator {
+    let user: &'static &'static dyn Allocator = Box::leak(Box::new(a));
+    OpalAllocator {
+        size: std::mem::size_of::<OpalAllocator>(),
+        user: user as *const &dyn Allocator as *mut c_void,
+        alloc: alloc_trampoline,
+        free: free_trampoline,
+        host_accessible: i32::from(a.host_accessible()),
     }
 }
 
@@ -372,6 +469,81 @@ mod tests {
         OUT_CALLS.fetch_add(1, Ordering::Relaxed);
         OpalStatus::OK
     }
+    static HOOKS_CALLS: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn reg_hooks(_: *mut c_void, t: *const abi::OpalDeviceHooks) -> OpalStatus {
+        // SAFETY: the registrar passes the SDK's table, readable for the call.
+        let t = unsafe { &*t };
+        assert_eq!(t.size, abi::DEVICE_HOOKS_SIZE_1_4);
+        assert_eq!((t.device_count, t.available), (3, 1));
+        HOOKS_CALLS.fetch_add(1, Ordering::Relaxed);
+        OpalStatus::OK
+    }
+
+    unsafe extern "C" fn reg_autograd(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalStr,
+        _: OpalKernelFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+    unsafe extern "C" fn reg_custom(
+        _: *mut c_void,
+        _: OpalStr,
+        _: OpalKernelFn,
+        _: *mut c_void,
+    ) -> OpalStatus {
+        OpalStatus::OK
+    }
+
+    fn registrar(size: usize) -> OpalRegistrar {
+        OpalRegistrar {
+            size,
+            ctx: std::ptr::null_mut(),
+            register_kernel: reg_kernel,
+            register_fallback: reg_fallback,
+            use_cpu_fallback: cpu_fb,
+            register_allocator: reg_alloc,
+            register_typed_kernel: reg_typed,
+            register_out_kernel: reg_out,
+            register_device_hooks: reg_hooks,
+            register_autograd_kernel: reg_autograd,
+            register_custom_op: reg_custom,
+        }
+    }
+
+    struct Three;
+    impl crate::DeviceRuntime for Three {
+        fn device_count(&self) -> usize {
+            3
+        }
+    }
+
+    /// A 1.4 plugin on a 1.3 host (a registrar without `register_device_hooks`)
+    /// gets an ABI mismatch naming both versions; on a 1.4 host its table is
+    /// registered.
+    #[test]
+    fn a_device_runtime_needs_a_1_4_registrar() {
+        static RT: Three = Three;
+        let raw = registrar(abi::REGISTRAR_SIZE_1_3);
+        let e = match Registrar::new(&raw).unwrap().device_runtime(&RT) {
+            Err(e) => e,
+            Ok(_) => panic!("a 1.3 registrar took a device runtime"),
+        };
+        assert_eq!(e.code, abi::code::ABI_MISMATCH);
+        assert!(
+            e.message
+                .contains("registers a device runtime, which needs ABI 1.4")
+                && e.message.contains("this host has ABI 1.3"),
+            "{}",
+            e.message
+        );
+        assert_eq!(HOOKS_CALLS.load(Ordering::Relaxed), 0);
+        let raw = registrar(std::mem::size_of::<OpalRegistrar>());
+        Registrar::new(&raw).unwrap().device_runtime(&RT).unwrap();
+        assert_eq!(HOOKS_CALLS.load(Ordering::Relaxed), 1);
+    }
 
     crate::out_entry! {
         fn relu_out(self_: Tensor) -> out(ELEMENTWISE) = |_: &crate::Tensor, _: &crate::Tensor| Ok(());
@@ -382,16 +554,7 @@ mod tests {
     /// with the typed entry's code and its rule.
     #[test]
     fn out_entries_are_registered_only_where_the_registrar_has_the_function() {
-        let mut raw = OpalRegistrar {
-            size: abi::REGISTRAR_SIZE_1_1,
-            ctx: std::ptr::null_mut(),
-            register_kernel: reg_kernel,
-            register_fallback: reg_fallback,
-            use_cpu_fallback: cpu_fb,
-            register_allocator: reg_alloc,
-            register_typed_kernel: reg_typed,
-            register_out_kernel: reg_out,
-        };
+        let mut raw = registrar(abi::REGISTRAR_SIZE_1_1);
         let k = relu_out();
         assert_eq!((k.code(), k.rule()), ("T>1", abi::result_rule::ELEMENTWISE));
         Registrar::new(&raw)

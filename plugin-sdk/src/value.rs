@@ -3,7 +3,7 @@
 //!
 //! Owns: value marshalling on the plugin side. Must not: call the host.
 
-use crate::abi::{scalar_kind, tag, OpalTensor, OpalValue};
+use crate::abi::{self, scalar_kind, tag, OpalTensor, OpalValue};
 use crate::{DType, Device, Error, Result, Tensor};
 
 /// A `Scalar` argument.
@@ -58,6 +58,8 @@ pub enum Value {
     MemoryFormat(i64),
     /// A list, with the tag of its elements (arguments only in ABI 1.0).
     List(u32, Vec<Value>),
+    /// (1.4) `Generator` (arguments only: borrowed for the call).
+    Generator(crate::Generator),
 }
 
 impl Value {
@@ -145,6 +147,11 @@ fn scalar_like(v: &Value) -> Result<OpalValue> {
         },
         Value::Layout(l) => OpalValue::with_i(tag::LAYOUT, *l),
         Value::MemoryFormat(m) => OpalValue::with_i(tag::MEMORY_FORMAT, *m),
+        // Borrowed for the call (a host refuses one returned by a kernel).
+        Value::Generator(g) => OpalValue {
+            ptr: g.handle().0,
+            ..OpalValue::with_i(tag::GENERATOR, 0)
+        },
         Value::Str(_) | Value::List(..) => {
             return Err(Error::msg(
                 "strings and lists cannot be returned in ABI 1.0",
@@ -182,6 +189,9 @@ pub(crate) unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<Value> {
         tag::DTYPE => Value::DType(DType::from_code(v.i)?),
         tag::DEVICE => Value::Device(Device::from_code(v.i, i64::from(v.aux) - 1)?),
         tag::LAYOUT => Value::Layout(v.i),
+        tag::GENERATOR if !owned => {
+            Value::Generator(crate::Generator::borrowed(abi::OpalGenerator(v.ptr))?)
+        }
         tag::MEMORY_FORMAT => Value::MemoryFormat(v.i),
         tag::STR if !owned => {
             let s = crate::abi::OpalStr {

@@ -106,7 +106,7 @@ pub fn setup() -> Result<Setup> {
         std::fs::set_permissions(dir.join(&so), std::fs::Permissions::from_mode(0o755))
             .map_err(|e| OpalError::msg(e.to_string()))?;
         let m = format!(
-            r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.3", "ops": {ops_json}}}"#
+            r#"{{"name": "{name}", "library": "{so}", "device": "{name}", "dispatch_key": "{key}", "abi": "1.4", "ops": {ops_json}}}"#
         );
         let mp = dir.join(format!("{name}.opal-plugin.json"));
         std::fs::write(&mp, m).map_err(|e| OpalError::msg(e.to_string()))?;

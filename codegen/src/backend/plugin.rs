@@ -282,7 +282,7 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
         }
     }
     let manifest = format!(
-        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.3\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
+        "{{\n  \"name\": \"{dev}\",\n  \"library\": \"{library}\",\n  \"device\": \"{dev}\",\n  \"dispatch_key\": \"{key}\",\n  \"abi\": \"1.4\",\n  \"ops\": [\n{ops}\n  ]\n}}\n",
         dev = spec.device.value,
         key = spec.dispatch_key.value.as_str(),
         ops = manifest_ops.join(",\n"),
@@ -297,10 +297,11 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
          use opal_plugin_sdk::{{args, DType, Device, Registrar, Result, Scalar, Tensor, Value}};\n\n\
          /// The kernels of `{backend}` as a plugin, one per supported op, typed after\n\
          /// the schema each was written against.\n\
-         pub trait {trait_name} {{\n{methods}{transfer}}}\n\n\
-         {shims}\n\
-         /// Registers every kernel{fb} (call it from the plugin's `init`).\n\
-         pub fn register<K: {trait_name}>(reg: &mut Registrar) -> Result<()> {{\n{cpu_line}{regs}    Ok(())\n}}\n\n\
+         pub trait {trait_name} {{\n{methods}{transfer}{hooks}}}\n\n\
+         {shims}\n{adapter}\n\
+         /// Registers every kernel{fb}, and the device runtime when\n\
+         /// `DEVICE_RUNTIME` is true (call it from the plugin's `init`).\n\
+         pub fn register<K: {trait_name} + 'static>(reg: &mut Registrar) -> Result<()> {{\n{cpu_line}{regs}    if K::DEVICE_RUNTIME {{\n        reg.device_runtime(Box::leak(Box::new(__DeviceRuntime::<K>(std::marker::PhantomData))))?;\n    }}\n    Ok(())\n}}\n\n\
          /// Ops of the backend YAML that are not generated for the plugin, and why.\n\
          pub const NOT_GENERATED: &[(&str, &str)] = &[{ng}];\n\n\
          /// The plugin's manifest (`{device}.opal-plugin.json`).\n\
@@ -313,6 +314,8 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
             ""
         },
         shims = shims,
+        hooks = device_hooks(&spec.backend.value),
+        adapter = device_adapter(&trait_name),
         fb = if cpu { " and the CPU fallback" } else { "" },
         cpu_line = if cpu { "    reg.cpu_fallback(K::transfer())?;\n" } else { "" },
         regs = regs,
@@ -329,6 +332,107 @@ pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> Plugin
         manifest,
         not_generated,
     }
+}
+
+/// The device hooks that can fail: name, parameters, their names, the `Ok` type.
+const FALLIBLE_HOOKS: [(&str, &str, &str, &str); 11] = [
+    ("set_device", "index: i32", "index", "()"),
+    ("new_stream", "index: i32", "index", "i64"),
+    ("query_stream", "index: i32, id: i64", "index, id", "bool"),
+    (
+        "synchronize_stream",
+        "index: i32, id: i64",
+        "index, id",
+        "()",
+    ),
+    ("synchronize_device", "index: i32", "index", "()"),
+    (
+        "create_event",
+        "index: i32, timing: bool",
+        "index, timing",
+        "Box<dyn opal_plugin_sdk::Event>",
+    ),
+    (
+        "memory_stats",
+        "index: i32",
+        "index",
+        "opal_plugin_sdk::MemoryStats",
+    ),
+    ("reset_peak_memory_stats", "index: i32", "index", "()"),
+    ("empty_cache", "index: i32", "index", "()"),
+    (
+        "serialize_backend_meta",
+        "key: &str, value: &str",
+        "key, value",
+        "Option<String>",
+    ),
+    (
+        "deserialize_backend_meta",
+        "key: &str, text: &str",
+        "key, text",
+        "String",
+    ),
+];
+
+/// The device-runtime hooks of the plugin's kernel trait (ABI 1.4): an opt-in
+/// `DEVICE_RUNTIME` constant and one method per hook whose body says, as a
+/// `NotImplemented` error, that `backend` has not written it (the few hooks that
+/// cannot fail describe one synchronous device with its default stream).
+fn device_hooks(backend: &str) -> String {
+    let ni = |hook: &str| {
+        format!(
+            "Err(opal_plugin_sdk::Error::not_implemented(\"{backend}'s device hook `{hook}`\"))"
+        )
+    };
+    let mut h = String::from(
+        "    /// Registers the device runtime below (ABI 1.4) when true; until then\n    \
+         /// the host gives the device its default runtime.\n    \
+         const DEVICE_RUNTIME: bool = false;\n",
+    );
+    let _ = write!(
+        h,
+        "    /// Devices of the type (hook `device_count`).\n    fn device_count() -> usize {{\n        1\n    }}\n    \
+         /// Whether stream `id` exists (hook `stream_exists`): the default stream only.\n    \
+         fn stream_exists(index: i32, id: i64) -> bool {{\n        let _ = index;\n        id == 0\n    }}\n    \
+         /// Pinned host memory (hook `host_allocator`): none.\n    \
+         fn host_allocator() -> Option<&'static dyn opal_plugin_sdk::Allocator> {{\n        None\n    }}\n    \
+         /// Autocast dtypes (hook `autocast_dtypes`): float16 and bfloat16.\n    \
+         fn autocast_dtypes() -> Vec<DType> {{\n        vec![DType::F16, DType::BF16]\n    }}\n"
+    );
+    for (name, params, args, ret) in FALLIBLE_HOOKS {
+        let _ = write!(
+            h,
+            "    /// Device hook `{name}`: not written yet.\n    fn {name}({params}) -> Result<{ret}> {{\n        let _ = {};\n        {}\n    }}\n",
+            if args.contains(',') {
+                format!("({args})")
+            } else {
+                args.to_string()
+            },
+            ni(name)
+        );
+    }
+    h
+}
+
+/// The adapter that makes a kernel trait's hooks an `opal_plugin_sdk::DeviceRuntime`.
+fn device_adapter(trait_name: &str) -> String {
+    let mut a = format!(
+        "/// The device hooks of `K` as the SDK's device runtime.\n\
+         #[doc(hidden)]\npub struct __DeviceRuntime<K>(std::marker::PhantomData<fn() -> K>);\n\n\
+         impl<K: {trait_name} + 'static> opal_plugin_sdk::DeviceRuntime for __DeviceRuntime<K> {{\n    \
+         fn device_count(&self) -> usize {{\n        K::device_count()\n    }}\n    \
+         fn stream_exists(&self, index: i32, id: i64) -> bool {{\n        K::stream_exists(index, id)\n    }}\n    \
+         fn host_allocator(&self) -> Option<&'static dyn opal_plugin_sdk::Allocator> {{\n        K::host_allocator()\n    }}\n    \
+         fn autocast_dtypes(&self) -> Vec<DType> {{\n        K::autocast_dtypes()\n    }}\n"
+    );
+    for (name, params, args, ret) in FALLIBLE_HOOKS {
+        let _ = write!(
+            a,
+            "    fn {name}(&self, {params}) -> Result<{ret}> {{\n        K::{name}({args})\n    }}\n"
+        );
+    }
+    a.push_str("}\n");
+    a
 }
 
 #[cfg(test)]
@@ -392,13 +496,32 @@ mod tests {
         assert!(m.contains("fn __out_relu<K: EmuPluginKernels>(self_: Tensor) -> out(ELEMENTWISE) = K::relu_into;"), "{m}");
         assert!(m.contains("    if K::RELU_INTO {\n        reg.out_kernel(\"aten::relu\", __out_relu::<K>())?;\n    }"), "{m}");
         assert!(!m.contains("ADD_OUT_INTO") && !m.contains("MM_INTO"), "{m}");
+        // Device-runtime hooks (ABI 1.4): opt-in, every fallible one a clear
+        // NotImplemented error until written.
+        assert!(m.contains("const DEVICE_RUNTIME: bool = false;"), "{m}");
+        assert!(
+            m.contains("fn memory_stats(index: i32) -> Result<opal_plugin_sdk::MemoryStats> {"),
+            "{m}"
+        );
+        assert!(
+            m.contains(
+                "Err(opal_plugin_sdk::Error::not_implemented(\"Emu's device hook `new_stream`\"))"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("impl<K: EmuPluginKernels + 'static> opal_plugin_sdk::DeviceRuntime for __DeviceRuntime<K>"), "{m}");
+        assert!(
+            m.contains("    if K::DEVICE_RUNTIME {\n        reg.device_runtime("),
+            "{m}"
+        );
+        assert!(!m.contains("todo!"), "{m}");
         // `full` has a `Layout?` argument, which has no typed class: boxed only.
         assert!(
             m.contains("__shim_full") && !m.contains("__typed_full"),
             "{m}"
         );
         assert!(
-            code.manifest.contains("\"abi\": \"1.3\""),
+            code.manifest.contains("\"abi\": \"1.4\""),
             "{}",
             code.manifest
         );

@@ -19,6 +19,12 @@
 
 extern crate alloc;
 
+mod device;
+
+pub use device::{
+    OpalDeviceHooks, OpalEvent, OpalMemoryStats, OpalOwnedStr, DEVICE_HOOKS_SIZE_1_4,
+};
+
 use alloc::boxed::Box;
 use alloc::string::String;
 use core::ffi::c_void;
@@ -31,8 +37,12 @@ pub const ABI_MAJOR: u32 = 1;
 /// and [`OpalHostApi::tensor_empty_info`]; 1.2 added out entries
 /// ([`OpalRegistrar::register_out_kernel`], [`result_rule`]); 1.3 added the
 /// element count and contiguity to [`OpalTensorInfo`] ([`OpalTensorInfo::numel`],
-/// [`OpalTensorInfo::contiguous`]).
-pub const ABI_MINOR: u32 = 3;
+/// [`OpalTensorInfo::contiguous`]); 1.4 added the device runtime
+/// ([`OpalRegistrar::register_device_hooks`], [`OpalDeviceHooks`]) and the
+/// current device and stream ([`OpalHostApi::current_device`],
+/// [`OpalHostApi::current_stream`]), and generators ([`OpalHostApi::generator_default`]
+/// and the functions after it, [`tag::GENERATOR`]).
+pub const ABI_MINOR: u32 = 4;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
 /// it (reading runs no plugin code) before calling anything.
@@ -227,6 +237,8 @@ pub mod tag {
     /// `MemoryFormat`: `i` is the host's code (0 contiguous, 1 preserve,
     /// 2 channels-last, 3 channels-last-3d).
     pub const MEMORY_FORMAT: u32 = 11;
+    /// (1.4) `Generator`: `ptr` is a borrowed [`super::OpalGenerator`] handle.
+    pub const GENERATOR: u32 = 12;
 }
 
 /// Kinds of a [`tag::SCALAR`] value.
@@ -503,10 +515,80 @@ pub struct OpalHostApi {
         out: *mut OpalTensor,
         info: *mut OpalTensorInfo,
     ) -> OpalStatus,
+    /// (1.4) This thread's current device index of a device type ([`device_type`]
+    /// code), as `DeviceGuard` and `set_device` set it (0 until set); -1 for an
+    /// unknown code. No status: it cannot fail otherwise.
+    pub current_device: unsafe extern "C" fn(device_type: i32) -> i32,
+    /// (1.4) This thread's current stream id of device `index` of a device type
+    /// (0, the default stream, until set); -1 for an unknown code. Kernels that
+    /// queue work read it to pick their queue.
+    pub current_stream: unsafe extern "C" fn(device_type: i32, index: i32) -> i64,
+    /// (1.4) An owned handle (released with [`OpalHostApi::generator_release`])
+    /// to the default generator of device `index` of a device type (-1: the
+    /// thread's current device); each index has its own.
+    pub generator_default:
+        unsafe extern "C" fn(device_type: i32, index: i32, out: *mut OpalGenerator) -> OpalStatus,
+    /// (1.4) Releases an owned generator handle (null is ignored).
+    pub generator_release: unsafe extern "C" fn(g: OpalGenerator),
+    /// (1.4) Seeds the generator: its stream restarts at offset 0 of `seed`.
+    pub generator_manual_seed: unsafe extern "C" fn(g: OpalGenerator, seed: u64) -> OpalStatus,
+    /// (1.4) Writes the generator's seed to `out`.
+    pub generator_initial_seed: unsafe extern "C" fn(g: OpalGenerator, out: *mut u64) -> OpalStatus,
+    /// (1.4) Draws `n` values of [`draw`] kind `kind` into `out` (room for `n`
+    /// of them), in order, under one lock: exactly the numbers the host's own
+    /// kernels draw for that kind.
+    pub generator_draw:
+        unsafe extern "C" fn(g: OpalGenerator, kind: u32, n: usize, out: *mut c_void) -> OpalStatus,
+    /// (1.4) Reserves `blocks` Philox-4x32-10 blocks for a kernel that generates
+    /// them itself: writes the seed (the key) and the first block's offset (the
+    /// counter) and advances the generator past them.
+    pub generator_reserve: unsafe extern "C" fn(
+        g: OpalGenerator,
+        blocks: u64,
+        seed: *mut u64,
+        offset: *mut u64,
+    ) -> OpalStatus,
+    /// (1.4) Writes the generator's state (at most `cap` bytes) to `buf` and its
+    /// length to `len`; a `cap` too small writes nothing, sets `len` and fails.
+    pub generator_get_state: unsafe extern "C" fn(
+        g: OpalGenerator,
+        buf: *mut u8,
+        cap: usize,
+        len: *mut usize,
+    ) -> OpalStatus,
+    /// (1.4) Restores a state from `generator_get_state` (a refused state
+    /// changes nothing).
+    pub generator_set_state:
+        unsafe extern "C" fn(g: OpalGenerator, bytes: *const u8, len: usize) -> OpalStatus,
+}
+
+/// A generator handle: a host generator (its state shared by every handle to it).
+/// Owned handles (from [`OpalHostApi::generator_default`]) are released once;
+/// borrowed ones ([`tag::GENERATOR`] arguments) are valid for the call.
+#[repr(transparent)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OpalGenerator(pub *mut c_void);
+
+/// Kinds of [`OpalHostApi::generator_draw`]: what one value is.
+pub mod draw {
+    /// `u32`: 32 random bits.
+    pub const U32: u32 = 0;
+    /// `f32`: uniform in `[0, 1)` from 24 random bits (the host's `rand` for
+    /// float32).
+    pub const UNIFORM_F32: u32 = 1;
+    /// `f64`: uniform in `[0, 1)` from 53 random bits (the host's `rand` for
+    /// float64).
+    pub const UNIFORM_F64: u32 = 2;
+    /// `f64`: standard normal (the host's `randn`).
+    pub const NORMAL_F64: u32 = 3;
 }
 
 /// The size of the 1.0 layout of [`OpalHostApi`].
 pub const HOST_API_SIZE_1_0: usize = core::mem::offset_of!(OpalHostApi, tensor_empty_info);
+
+/// The size of the 1.1 to 1.3 layout of [`OpalHostApi`] (a 1.4 plugin checks
+/// `size` covers [`OpalHostApi::current_device`] before calling it).
+pub const HOST_API_SIZE_1_3: usize = core::mem::offset_of!(OpalHostApi, current_device);
 
 /// A kernel: `user` is the pointer given at registration; `op` the qualified op
 /// name; `args` borrowed; `rets` has room for `nrets` values (the op's returns),
@@ -612,6 +694,38 @@ pub struct OpalRegistrar {
         entry: OpalTypedFn,
         user: *mut c_void,
     ) -> OpalStatus,
+    /// (1.4) Makes `hooks` the device runtime of the plugin's device type (device
+    /// count, current device, streams, events, memory statistics, pinned memory,
+    /// backend metadata, autocast dtypes). The host copies the table (and what it
+    /// points to) during the call; `hooks.user` must stay valid for the process.
+    pub register_device_hooks:
+        unsafe extern "C" fn(ctx: *mut c_void, hooks: *const OpalDeviceHooks) -> OpalStatus,
+    /// (1.4) Differentiates op `name` (listed in the manifest, with the host's
+    /// schema) itself: the host registers a kernel at the plugin's autograd key
+    /// (ahead of the one generated from derivatives) that runs the op below the
+    /// autograd keys and, when an input requires grad, records a node named
+    /// `node` whose backward calls `backward` (a kernel) with the gradients of
+    /// the op's tensor returns (`NONE` for none), then its tensor arguments, then
+    /// its tensor returns; `backward` returns one gradient per tensor argument
+    /// (`NONE`: none).
+    pub register_autograd_kernel: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        name: OpalStr,
+        node: OpalStr,
+        backward: OpalKernelFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
+    /// (1.4) Declares an operator of the plugin's own namespace (its device
+    /// name): `schema` is qualified (`emu::fused_add_relu(Tensor self, Tensor
+    /// other) -> Tensor`, no default values), and `kernel` serves it at the
+    /// plugin's dispatch key. Callable by name (`Dispatcher::call_boxed`) and
+    /// from exported programs (`torch.ops.emu.fused_add_relu.default`).
+    pub register_custom_op: unsafe extern "C" fn(
+        ctx: *mut c_void,
+        schema: OpalStr,
+        kernel: OpalKernelFn,
+        user: *mut c_void,
+    ) -> OpalStatus,
 }
 
 /// The size of the 1.0 layout of [`OpalRegistrar`] (a reader of an older producer's
@@ -621,6 +735,10 @@ pub const REGISTRAR_SIZE_1_0: usize = core::mem::offset_of!(OpalRegistrar, regis
 /// The size of the 1.1 layout of [`OpalRegistrar`] (a plugin checks `size` covers
 /// [`OpalRegistrar::register_out_kernel`] before calling it).
 pub const REGISTRAR_SIZE_1_1: usize = core::mem::offset_of!(OpalRegistrar, register_out_kernel);
+
+/// The size of the 1.2 and 1.3 layout of [`OpalRegistrar`] (a plugin checks
+/// `size` covers [`OpalRegistrar::register_device_hooks`] before calling it).
+pub const REGISTRAR_SIZE_1_3: usize = core::mem::offset_of!(OpalRegistrar, register_device_hooks);
 
 /// How the host makes the result of an out entry
 /// ([`OpalRegistrar::register_out_kernel`], ABI 1.2).

@@ -10,18 +10,27 @@
 //! like the linked emu. Its memory is emulated device memory the host does not
 //! address directly (the allocator says so); data moves only through its transfer.
 //! Every other op, and every case a kernel declines (mixed dtypes, other dtypes),
-//! runs on the CPU through the host's CPU fallback, as with the linked emu. Not
-//! covered: emu's memory pool statistics and device hooks (device counts, memory
-//! statistics), `view` and the native factories, which here run through the
-//! CPU fallback with the same results.
+//! runs on the CPU through the host's CPU fallback, as with the linked emu. Its
+//! device runtime (ABI 1.4, [`runtime`]): two devices with a memory pool each and
+//! their statistics, a pinned host allocator, streams and events on timelines
+//! ([`timeline`]), backend metadata and the autocast dtype; the linked emu's
+//! device-runtime suite runs on it. Not covered: the linked emu's worker threads
+//! (kernels here compute when called), `view` and the native factories, which
+//! here run through the CPU fallback with the same results.
 //!
-//! Owns: the plugin's kernels, allocator and transfer. Must not: depend on `opal`.
+//! Owns: the plugin's kernels, transfer and registration. Must not: depend on
+//! `opal`.
 
 use opal_plugin_sdk::strided::{broadcast_shape, broadcast_strides, for_each_offset};
 use opal_plugin_sdk::{
-    export_plugin, out_entry, typed_entry, DType, Error, HostMemory, Registrar, Result, Scalar,
-    Tensor, Transfer, Value,
+    export_plugin, out_entry, typed_entry, DType, Error, Registrar, Result, Scalar, Tensor,
+    Transfer, Value,
 };
+
+pub mod extend;
+pub mod random;
+pub mod runtime;
+pub mod timeline;
 
 /// Copies element by element between two tensors of one dtype and shape.
 fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
@@ -51,7 +60,9 @@ fn copy_strided(src: &Tensor, dst: &Tensor) -> Result<()> {
 struct EmuTransfer;
 
 impl Transfer for EmuTransfer {
+    /// Waits for the device's streams first, as a copy to the host does.
     fn to_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+        timeline::synchronize_device(src.device()?.index.unwrap_or(0))?;
         copy_strided(src, dst)
     }
     fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
@@ -59,10 +70,6 @@ impl Transfer for EmuTransfer {
     }
 }
 
-/// Emulated device memory: host blocks the host does not address directly.
-static MEMORY: HostMemory = HostMemory {
-    host_accessible: false,
-};
 static TRANSFER: EmuTransfer = EmuTransfer;
 
 /// Element types the kernels compute in, as the linked emu's `Num`.
@@ -107,7 +114,7 @@ impl Num for i32 {
 }
 
 #[derive(Copy, Clone)]
-enum Binary {
+pub(crate) enum Binary {
     Add,
     Sub,
     Mul,
@@ -151,7 +158,7 @@ fn binary_boxed(op: Binary, args: &[Value]) -> Result<Vec<Value>> {
 }
 
 /// `self (op) other` when both are one dtype on one device; declined otherwise.
-fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+pub(crate) fn binary(op: Binary, a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let dt = a.dtype()?;
     if b.dtype()? != dt
         || a.device()? != b.device()?
@@ -219,7 +226,7 @@ fn relu_into(a: &Tensor, out: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn relu_k(a: &Tensor) -> Result<Tensor> {
+pub(crate) fn relu_k(a: &Tensor) -> Result<Tensor> {
     let out = Tensor::empty(a.sizes(), a.dtype()?, a.device()?)?;
     match a.dtype()? {
         DType::F32 => relu_t::<f32>(a, &out),
@@ -378,19 +385,35 @@ out_entry! {
     fn relu_out_entry(self_: Tensor) -> out(ELEMENTWISE) = relu_into;
 }
 
-/// Registers the allocator, the CPU fallback with the transfer, and the kernels:
+/// Registers the allocator (emu's pools), the CPU fallback with the transfer, the
+/// device runtime, and the kernels:
 /// boxed, plus typed entries (ABI 1.1) for every op but the pinned `sum`, whose
 /// schema differs from the host's (adapted calls go through the boxed kernel),
 /// and out entries (ABI 1.2) for the elementwise ops, which the host calls with
 /// a result it made when both operands have one size, dtype and device.
-pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
-    reg.allocator(&MEMORY)?.cpu_fallback(&TRANSFER)?;
+pub fn init(reg: &mut Registrar, config: &str) -> Result<()> {
+    runtime::RUNTIME.configure(config)?;
+    reg.allocator(&runtime::POOLS)?
+        .cpu_fallback(&TRANSFER)?
+        .device_runtime(&runtime::RUNTIME)?;
     reg.kernel("aten::add.Tensor", add)?
         .kernel("aten::sub.Tensor", sub)?
         .kernel("aten::mul.Tensor", mul)?
         .kernel("aten::mm", mm)?
         .kernel("aten::relu", relu)?
-        .kernel("aten::sum", sum)?;
+        .kernel("aten::sum", sum)?
+        .kernel("aten::rand", random::rand)?
+        .kernel("aten::randn", random::randn)?;
+    reg.autograd_kernel(
+        "aten::sigmoid",
+        "EmuSigmoidBackward",
+        extend::sigmoid_backward,
+    )?;
+    // A copy installed under another device name (config `no-custom-op`) cannot
+    // declare operators of the `emu` namespace.
+    if !config.split(',').any(|w| w.trim() == "no-custom-op") {
+        reg.custom_op(extend::FUSED_ADD_RELU, extend::fused_add_relu)?;
+    }
     reg.typed_kernel("aten::add.Tensor", add_entry())?
         .typed_kernel("aten::sub.Tensor", sub_entry())?
         .typed_kernel("aten::mul.Tensor", mul_entry())?
@@ -404,3 +427,23 @@ pub fn init(reg: &mut Registrar, _config: &str) -> Result<()> {
 }
 
 export_plugin!(init);
+
+/// What tests ask the plugin directly (found with `dlsym` in the loaded copy):
+/// `what` 0 queues `arg` milliseconds of work on stream `stream` of device
+/// `index` ([`timeline::hold`]; returns 0, or `u64::MAX` for an unknown stream),
+/// 1 returns the pinned bytes in use, 2 device `index`'s pool bytes in use, 3 the
+/// native random kernel calls so far, 4 the native `EmuSigmoidBackward` calls, 5
+/// the native `emu::fused_add_relu` calls; other values return `u64::MAX`.
+#[no_mangle]
+pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg: u64) -> u64 {
+    std::panic::catch_unwind(|| match what {
+        0 => timeline::hold(index, stream, arg).map_or(u64::MAX, |()| 0),
+        1 => runtime::PINNED.bytes_in_use(),
+        2 => runtime::POOLS.bytes_in_use(index),
+        3 => random::CALLS.load(std::sync::atomic::Ordering::Relaxed),
+        4 => extend::BACKWARD_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+        5 => extend::FUSED_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+        _ => u64::MAX,
+    })
+    .unwrap_or(u64::MAX)
+}

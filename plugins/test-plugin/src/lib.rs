@@ -10,7 +10,10 @@
 //! entry (ABI 1.1), and out entries for `add.Tensor` and `relu` (ABI 1.2, rule
 //! `ELEMENTWISE`). Built with the feature `abi-1-0`, it declares ABI 1.0 and
 //! registers boxed kernels only (a plugin as built for 1.0); with `abi-1-1`, it
-//! declares ABI 1.1 and registers no out entries (a plugin as built for 1.1). The tests in `plugins/tests` copy the library and write
+//! declares ABI 1.1 and registers no out entries (a plugin as built for 1.1);
+//! with `abi-1-3`, it declares ABI 1.3 (a plugin as built before device
+//! runtimes). Built for 1.4 it registers no device runtime: the host gives it
+//! the default one. The tests in `plugins/tests` copy the library and write
 //! manifests around it (other names, devices, keys, ABI versions, schemas).
 //!
 //! Owns: nothing but this test fixture. Must not: depend on `opal`.
@@ -264,8 +267,13 @@ fn init(reg: &mut Registrar, config: &str) -> Result<()> {
     Ok(())
 }
 
-#[cfg(not(any(feature = "abi-1-0", feature = "abi-1-1")))]
+#[cfg(not(any(feature = "abi-1-0", feature = "abi-1-1", feature = "abi-1-3")))]
 export_plugin!(init);
+#[cfg(all(
+    feature = "abi-1-3",
+    not(any(feature = "abi-1-0", feature = "abi-1-1"))
+))]
+export_plugin!(init, minor = 3);
 #[cfg(feature = "abi-1-0")]
 export_plugin!(init, minor = 0);
 #[cfg(all(feature = "abi-1-1", not(feature = "abi-1-0")))]

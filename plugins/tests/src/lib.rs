@@ -53,19 +53,26 @@ pub fn built_plugins(tmp: &Path) -> PathBuf {
     .clone()
 }
 
+/// Builds the test plugin with `feature` (`abi-1-x`) into
+/// `<tmp>/plugin-build-1-x` once per `dir` (one cell per feature).
+fn built_test_plugin_with(dir: &OnceLock<PathBuf>, tmp: &Path, feature: &str) -> PathBuf {
+    dir.get_or_init(|| {
+        let version = feature.trim_start_matches("abi-");
+        cargo_build(
+            &tmp.join(format!("plugin-build-{version}")),
+            &["opal-test-plugin"],
+            &[feature],
+        )
+    })
+    .clone()
+}
+
 /// Builds the test plugin with its feature `abi-1-0` (declaring ABI 1.0, boxed
 /// kernels only) into `<tmp>/plugin-build-1-0` once per process and returns the
 /// directory holding `libopal_test_plugin.so`.
 pub fn built_test_plugin_abi_1_0(tmp: &Path) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        cargo_build(
-            &tmp.join("plugin-build-1-0"),
-            &["opal-test-plugin"],
-            &["abi-1-0"],
-        )
-    })
-    .clone()
+    built_test_plugin_with(&DIR, tmp, "abi-1-0")
 }
 
 /// Builds the test plugin with its feature `abi-1-1` (declaring ABI 1.1, no out
@@ -73,14 +80,15 @@ pub fn built_test_plugin_abi_1_0(tmp: &Path) -> PathBuf {
 /// directory holding `libopal_test_plugin.so`.
 pub fn built_test_plugin_abi_1_1(tmp: &Path) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        cargo_build(
-            &tmp.join("plugin-build-1-1"),
-            &["opal-test-plugin"],
-            &["abi-1-1"],
-        )
-    })
-    .clone()
+    built_test_plugin_with(&DIR, tmp, "abi-1-1")
+}
+
+/// Builds the test plugin with its feature `abi-1-3` (declaring ABI 1.3, as
+/// built before device runtimes) into `<tmp>/plugin-build-1-3` once per process
+/// and returns the directory holding `libopal_test_plugin.so`.
+pub fn built_test_plugin_abi_1_3(tmp: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    built_test_plugin_with(&DIR, tmp, "abi-1-3")
 }
 
 /// The test plugin's out-entry calls (config word `count`) of the copy loaded from
@@ -99,6 +107,14 @@ pub fn test_plugin_calls(lib: &Path) -> (u64, u64) {
 
 /// The exported `opal_test_plugin_calls` of the loaded library `lib`.
 fn calls_of(lib: &Path) -> extern "C" fn(u32) -> u64 {
+    let f = loaded_symbol(lib, "opal_test_plugin_calls");
+    // SAFETY: the test plugin defines the symbol as `extern "C" fn(u32) -> u64`.
+    unsafe { std::mem::transmute::<*mut std::ffi::c_void, extern "C" fn(u32) -> u64>(f) }
+}
+
+/// The address of symbol `name` in the already loaded library `lib` (panics when
+/// it is not loaded or lacks the symbol).
+pub fn loaded_symbol(lib: &Path, name: &str) -> *mut std::ffi::c_void {
     use std::ffi::{c_char, c_int, c_void, CString};
     use std::os::unix::ffi::OsStrExt;
     extern "C" {
@@ -112,15 +128,11 @@ fn calls_of(lib: &Path) -> extern "C" fn(u32) -> u64 {
     // library (it runs no initialisers).
     let h = unsafe { dlopen(path.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
     assert!(!h.is_null(), "{} is not loaded", lib.display());
+    let sym = CString::new(name).unwrap();
     // SAFETY: a live handle and a NUL-terminated name.
-    let f = unsafe { dlsym(h, c"opal_test_plugin_calls".as_ptr()) };
-    assert!(
-        !f.is_null(),
-        "no opal_test_plugin_calls in {}",
-        lib.display()
-    );
-    // SAFETY: the test plugin defines the symbol as `extern "C" fn(u32) -> u64`.
-    unsafe { std::mem::transmute::<*mut c_void, extern "C" fn(u32) -> u64>(f) }
+    let f = unsafe { dlsym(h, sym.as_ptr()) };
+    assert!(!f.is_null(), "no {name} in {}", lib.display());
+    f
 }
 
 /// A new empty directory (mode 0700) under `tmp`, replacing one of the same name
@@ -156,7 +168,7 @@ pub struct Spec<'a> {
     pub device: &'a str,
     /// `PrivateUse1`..3.
     pub key: &'a str,
-    /// `"1.3"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
+    /// `"1.4"` (`"1.0"` for the library of [`built_test_plugin_abi_1_0`], `"1.1"`
     /// for [`built_test_plugin_abi_1_1`]'s).
     pub abi: &'a str,
     /// The entry symbol, when not the default.
@@ -174,7 +186,7 @@ impl<'a> Spec<'a> {
             name,
             device,
             key,
-            abi: "1.3",
+            abi: "1.4",
             entry: None,
             config: "",
             ops: vec![

@@ -148,7 +148,7 @@ fn a_generated_plugin_builds_loads_and_runs() {
         "const ADD_TENSOR_INTO: bool = false;",
         "const RELU_INTO: bool = false;",
         "reg.out_kernel(\"aten::add.Tensor\", __out_add_tensor::<K>())?;",
-        "\"abi\": \"1.3\"",
+        "\"abi\": \"1.4\"",
     ] {
         assert!(
             code.module.contains(part),

@@ -42,7 +42,7 @@ fn abi_major_mismatch_is_refused_naming_both_versions() {
     let mut s = Spec::test_plugin("abi_two", "abitwo", "PrivateUse1");
     s.abi = "2.0";
     let e = load_err(&s);
-    assert!(e.contains("ABI 2.0") && e.contains("ABI 1.3"), "{e}");
+    assert!(e.contains("ABI 2.0") && e.contains("ABI 1.4"), "{e}");
 }
 
 #[test]

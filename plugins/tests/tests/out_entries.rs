@@ -32,10 +32,10 @@ fn calls_that_fit_the_rule_take_the_out_entry_the_others_the_typed_entry() {
         tmp(),
         &built_plugins(tmp()),
         ("outcount", "outc", "PrivateUse1"),
-        "1.3",
+        "1.4",
         "count",
     );
-    assert_eq!(info.abi, Some((1, 3)));
+    assert_eq!(info.abi, Some((1, 4)));
     assert!(typed_active(&info, "aten::add.Tensor"));
     assert!(typed_active(&info, "aten::relu"));
     let dev = Device::parse("outc:0").unwrap();
@@ -135,7 +135,7 @@ fn a_panicking_out_entry_is_an_error() {
         tmp(),
         &built_plugins(tmp()),
         ("outpanic", "opanic", "PrivateUse3"),
-        "1.3",
+        "1.4",
         "typed-panic,no-fallback,count",
     );
     assert!(typed_active(&info, "aten::relu"));

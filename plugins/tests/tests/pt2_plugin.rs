@@ -10,21 +10,27 @@ fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
 }
 
+/// Runs test `t` again in a child process whose plugin path has the emu plugin
+/// (strict: a failing plugin fails the child).
+fn parent(t: &str) {
+    let built = built_plugins(tmp());
+    let dir = private_dir(tmp(), &format!("{t}-plugins"));
+    install_emu(&built, &dir);
+    let home = private_dir(tmp(), &format!("{t}-home"));
+    let d = dir.to_str().unwrap();
+    let (ok, out) = run_child(
+        t,
+        &home,
+        &[("OPAL_PLUGIN_PATH", d), ("OPAL_PLUGIN_STRICT", "1")],
+    );
+    assert!(ok, "child failed:\n{out}");
+}
+
 #[test]
 fn an_exported_program_runs_on_the_autoloaded_emu_plugin() {
     const T: &str = "an_exported_program_runs_on_the_autoloaded_emu_plugin";
     if !is_child(T) {
-        let built = built_plugins(tmp());
-        let dir = private_dir(tmp(), &format!("{T}-plugins"));
-        install_emu(&built, &dir);
-        let home = private_dir(tmp(), &format!("{T}-home"));
-        let d = dir.to_str().unwrap();
-        let (ok, out) = run_child(
-            T,
-            &home,
-            &[("OPAL_PLUGIN_PATH", d), ("OPAL_PLUGIN_STRICT", "1")],
-        );
-        assert!(ok, "child failed:\n{out}");
+        parent(T);
         return;
     }
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../export/tests/fixtures/models");
@@ -50,4 +56,33 @@ fn an_exported_program_runs_on_the_autoloaded_emu_plugin() {
             assert!((a - b).abs() <= 1e-3 + 1e-4 * b.abs(), "{a} vs {b}");
         }
     }
+}
+
+/// An exported program calling the emu plugin's own operator
+/// (`torch.ops.emu.fused_add_relu.default`, exported by
+/// `fixtures/make_fused_add_relu.py` with PyTorch's custom op of the same schema)
+/// runs on the autoloaded plugin, the operator resolved by name.
+#[test]
+fn an_exported_program_calls_the_plugins_own_operator() {
+    const T: &str = "an_exported_program_calls_the_plugins_own_operator";
+    if !is_child(T) {
+        parent(T);
+        return;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fused_add_relu.pt2");
+    let dev = opal_export::device("emu").unwrap();
+    let program = opal_export::ExportedProgram::load(&path).unwrap();
+    let report = program.inspect(dev);
+    assert!(report.runnable(), "{report}");
+    let x = opal::Tensor::from_slice(&[1.0f32, -2.0, 3.0, -0.5], &[4]).unwrap();
+    let y = opal::Tensor::from_slice(&[0.5f32, 1.0, -4.0, 0.25], &[4]).unwrap();
+    let outs = program.to_device(dev).unwrap().run(&[x, y]).unwrap();
+    assert_eq!(outs.len(), 1);
+    assert_eq!(outs[0].device().device_type(), dev.device_type());
+    let v = outs[0]
+        .to(opal::Device::cpu())
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(v, [3.0, 0.0, 0.0, 0.0]);
 }

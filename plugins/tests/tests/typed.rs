@@ -23,7 +23,7 @@ fn typed_calls_take_the_typed_entry_and_keep_every_argument() {
         tmp(),
         &built_plugins(tmp()),
         ("typedcount", "ty", "PrivateUse1"),
-        "1.3",
+        "1.4",
         "count",
     );
     let active = |typed| OpStatus::Active {
@@ -135,7 +135,7 @@ fn a_panicking_typed_entry_is_an_error_and_missing_arguments_still_err() {
         tmp(),
         &built_plugins(tmp()),
         ("typedpanic", "tpanic", "PrivateUse3"),
-        "1.3",
+        "1.4",
         "typed-panic,no-fallback,count",
     );
     assert!(matches!(

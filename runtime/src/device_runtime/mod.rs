@@ -63,6 +63,16 @@ pub trait DeviceHooks: Send + Sync + 'static {
         self.device_count() > 0
     }
 
+    /// Told that `index` (validated) becomes this thread's current device: by
+    /// [`set_device`], [`exchange_device`] and a [`DeviceGuard`] on entry and
+    /// exit. An `Err` leaves the current device unchanged. The runtime keeps the
+    /// current device itself; a backend whose driver has per-thread state of its
+    /// own mirrors it here. Default: nothing to do.
+    fn set_current_device(&self, index: i16) -> Result<()> {
+        let _ = index;
+        Ok(())
+    }
+
     /// Memory counters of device `index` (already validated).
     fn memory_stats(&self, index: i16) -> Result<MemoryStats> {
         let _ = index;
@@ -313,8 +323,9 @@ pub fn exchange_device(device: Device) -> Result<i16> {
             "set_device needs a device with an index (like '{ty}:0'), got '{device}'"
         ))
     })?;
-    hooks(ty)?;
+    let h = hooks(ty)?;
     check_device(device)?;
+    h.set_current_device(index)?;
     CURRENT
         .try_with(|c| {
             let mut all = c.get();
@@ -360,6 +371,12 @@ impl DeviceGuard {
 impl Drop for DeviceGuard {
     fn drop(&mut self) {
         let (ty, prev) = (self.ty, self.prev);
+        // The previous index was valid when the guard was made, and a drop cannot
+        // report an error: a backend refusing it keeps its own state, the
+        // runtime's is restored regardless.
+        if let Ok(h) = hooks(ty) {
+            let _ = h.set_current_device(prev);
+        }
         // During thread teardown the slot may be gone; nothing is left to restore.
         let _ = CURRENT.try_with(|c| {
             let mut all = c.get();

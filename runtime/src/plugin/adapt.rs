@@ -43,7 +43,7 @@ impl Plan {
 }
 
 /// Splits `a, b[1, 2], c` at top-level commas.
-fn split_top(s: &str) -> Vec<&str> {
+pub(super) fn split_top(s: &str) -> Vec<&str> {
     let (mut depth, mut start, mut out) = (0i32, 0usize, Vec::new());
     for (i, c) in s.char_indices() {
         match c {

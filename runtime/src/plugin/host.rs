@@ -27,7 +27,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// Runs `f`, turning an `Err` or a panic into a status.
-fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
+pub(super) fn guarded(what: &str, f: impl FnOnce() -> Result<()>) -> OpalStatus {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => OpalStatus::OK,
         Ok(Err(e)) => value::status_of(&e),
@@ -303,13 +303,23 @@ pub static HOST_API: OpalHostApi = OpalHostApi {
     tensor_empty,
     call_op,
     tensor_empty_info,
+    current_device: super::device_hooks::current_device,
+    current_stream: super::device_hooks::current_stream,
+    generator_default: super::generators::generator_default,
+    generator_release: super::generators::generator_release,
+    generator_manual_seed: super::generators::generator_manual_seed,
+    generator_initial_seed: super::generators::generator_initial_seed,
+    generator_draw: super::generators::generator_draw,
+    generator_reserve: super::generators::generator_reserve,
+    generator_get_state: super::generators::generator_get_state,
+    generator_set_state: super::generators::generator_set_state,
 };
 
 /// A plugin's kernel function and its user pointer.
 #[derive(Copy, Clone)]
 pub struct RawKernel {
-    f: OpalKernelFn,
-    user: *mut c_void,
+    pub(super) f: OpalKernelFn,
+    pub(super) user: *mut c_void,
 }
 
 // SAFETY: the ABI requires kernels (and what their user pointer refers to) to be
@@ -390,10 +400,29 @@ fn call_raw(
             m.push(v)?;
         }
     }
-    m.rets.resize(def.returns.len(), OpalValue::NONE);
-    let name = op.name();
+    Ok(match invoke(plugin, k, op.name(), m, def.returns.len())? {
+        None => true,
+        Some(rets) => {
+            stack.truncate(base);
+            stack.extend(rets);
+            false
+        }
+    })
+}
+
+/// Calls plugin kernel `k` as op (or backward node) `name` with the arguments in
+/// `m` and room for `nrets` returns: `None` when it declined, else its returns
+/// (owned by the host).
+pub(super) fn invoke(
+    plugin: &str,
+    k: RawKernel,
+    name: &str,
+    mut m: Marshal,
+    nrets: usize,
+) -> Result<Option<Vec<IValue>>> {
+    m.rets.resize(nrets, OpalValue::NONE);
     // SAFETY: the plugin's kernel gets borrowed values that live until it returns
-    // (`stack` and `m` are not touched meanwhile) and room for the op's returns.
+    // (what they point to is not touched meanwhile) and room for `nrets` returns.
     let st = unsafe {
         (k.f)(
             k.user,
@@ -409,7 +438,7 @@ fn call_raw(
         let _ = unsafe { st.into_result() };
         release_all(&m.rets);
         m.give_back();
-        return Ok(true);
+        return Ok(None);
     }
     // SAFETY: a status from the plugin, consumed once.
     if let Err(e) = unsafe { value::check(st, || format!("{name}: plugin '{plugin}''s kernel")) } {
@@ -417,17 +446,17 @@ fn call_raw(
         m.give_back();
         return Err(e);
     }
-    stack.truncate(base);
+    let mut out = Vec::with_capacity(nrets);
     let mut err = None;
     for r in &m.rets {
         // SAFETY: returns are owned by the host after the call (ABI).
         match unsafe { value::from_abi(r, true) } {
-            Ok(v) => stack.push(v),
+            Ok(v) => out.push(v),
             Err(e) => err = err.or(Some(e)),
         }
     }
     m.give_back();
-    err.map_or(Ok(false), Err)
+    err.map_or(Ok(Some(out)), Err)
 }
 
 /// Releases tensor handles a plugin wrote to `rets` before failing or declining.
@@ -479,11 +508,27 @@ impl Bridge {
     }
 }
 
-/// A plugin's allocator as a runtime [`Allocator`].
-struct PluginAllocator {
+/// A plugin's allocator as a runtime [`Allocator`]: its device's, or (ABI 1.4)
+/// its device runtime's pinned host allocator.
+pub(super) struct PluginAllocator {
     plugin: String,
     raw: OpalAllocator,
+    pinned: bool,
 }
+
+impl PluginAllocator {
+    /// The allocator of `plugin`'s table `raw` (`pinned`: pinned host memory).
+    pub(super) fn new(plugin: String, raw: OpalAllocator, pinned: bool) -> Self {
+        PluginAllocator {
+            plugin,
+            raw,
+            pinned,
+        }
+    }
+}
+
+/// The alignment the ABI requires of a plugin allocator's blocks.
+const ALLOC_ALIGN: usize = 64;
 
 // SAFETY: the ABI requires allocator functions to be callable from any thread.
 unsafe impl Send for PluginAllocator {}
@@ -497,12 +542,24 @@ unsafe impl Allocator for PluginAllocator {
         let idx = device.index().map_or(0, i32::from);
         // SAFETY: the plugin's allocator, called as the ABI describes.
         let p = unsafe { (self.raw.alloc)(self.raw.user, nbytes, idx) };
-        NonNull::new(p).ok_or_else(|| {
+        let p = NonNull::new(p).ok_or_else(|| {
             OpalError::msg(format!(
                 "plugin '{}''s allocator failed to allocate {nbytes} bytes on {device}",
                 self.plugin
             ))
-        })
+        })?;
+        if !(p.as_ptr() as usize).is_multiple_of(ALLOC_ALIGN) {
+            // SAFETY: the block came from this allocator's `alloc(nbytes, idx)`;
+            // it is handed back, never used.
+            unsafe { (self.raw.free)(self.raw.user, p.as_ptr(), nbytes, idx) };
+            return Err(OpalError::msg(format!(
+                "plugin '{}''s allocator returned {:p} for {nbytes} bytes on {device}, \
+                 not aligned to {ALLOC_ALIGN} bytes as the ABI requires",
+                self.plugin,
+                p.as_ptr()
+            )));
+        }
+        Ok(p)
     }
 
     unsafe fn deallocate(&self, device: Device, ptr: NonNull<u8>, nbytes: usize) {
@@ -513,6 +570,10 @@ unsafe impl Allocator for PluginAllocator {
 
     fn host_accessible(&self) -> bool {
         self.raw.host_accessible != 0
+    }
+
+    fn is_pinned(&self) -> bool {
+        self.pinned
     }
 }
 
@@ -571,6 +632,17 @@ pub struct Registration {
     fallback: Fallback,
     transfer: Option<OpalTransfer>,
     allocator: Option<OpalAllocator>,
+    /// The device runtime (1.4), copied and checked when registered.
+    device_hooks: Option<super::device_hooks::Hooks>,
+    /// The plugin's ABI minor version: a 1.4 plugin without device hooks gets
+    /// the default device runtime, an older one none (as before 1.4).
+    pub abi_minor: u32,
+    /// The plugin's device name: the namespace of its own operators.
+    pub device: String,
+    /// Backward kernels of ops the plugin differentiates itself (1.4).
+    pub(super) autograd: Vec<super::extend::AutogradKernel>,
+    /// The plugin's own operators (1.4).
+    pub(super) custom: Vec<super::extend::CustomOp>,
     /// Ops whose kernel the plugin registered but that stay disabled.
     pub skipped: Vec<String>,
 }
@@ -594,6 +666,11 @@ impl Registration {
             fallback: Fallback::None,
             transfer: None,
             allocator: None,
+            device_hooks: None,
+            abi_minor: opal_plugin_abi::ABI_MINOR,
+            device: plugin.to_string(),
+            autograd: Vec::new(),
+            custom: Vec::new(),
             skipped: Vec::new(),
         }
     }
@@ -609,6 +686,9 @@ impl Registration {
             register_allocator,
             register_typed_kernel,
             register_out_kernel,
+            register_device_hooks,
+            register_autograd_kernel: super::extend::register_autograd_kernel,
+            register_custom_op: super::extend::register_custom_op,
         }
     }
 
@@ -621,11 +701,20 @@ impl Registration {
             .find(|d| d.backend_key() == self.key)
             .ok_or_else(|| OpalError::msg(format!("no device type for {}", self.key)))?;
         if let Some(a) = self.allocator {
-            let a: &'static PluginAllocator = Box::leak(Box::new(PluginAllocator {
-                plugin: self.plugin.to_string(),
-                raw: a,
-            }));
+            let a: &'static PluginAllocator = Box::leak(Box::new(PluginAllocator::new(
+                self.plugin.to_string(),
+                a,
+                false,
+            )));
             crate::tensor::register_allocator(dev, a);
+        }
+        match self.device_hooks {
+            Some(h) => crate::device_runtime::register_hooks(dev, h.into_device_hooks(dev))?,
+            None if self.abi_minor >= 4 => crate::device_runtime::register_hooks(
+                dev,
+                Box::new(super::device_hooks::DefaultHooks),
+            )?,
+            None => {}
         }
         if let Some(t) = self.transfer {
             let t: &'static PluginTransfer = Box::leak(Box::new(PluginTransfer {
@@ -707,6 +796,7 @@ impl Registration {
             done.push((name, is_typed));
         }
         lib.leak();
+        super::extend::apply(&self.plugin, self.key, self.autograd, self.custom)?;
         Ok(done)
     }
 }
@@ -736,7 +826,7 @@ fn out_refusal(op: &OperatorHandle, typed_code: &str, out_code: &str) -> Option<
 /// # Safety
 /// `ctx` is the `ctx` of a registrar made by [`Registration::registrar`] whose
 /// registration is alive and not otherwise borrowed (during the entry call).
-unsafe fn reg<'a>(ctx: *mut c_void) -> Result<&'a mut Registration> {
+pub(super) unsafe fn reg<'a>(ctx: *mut c_void) -> Result<&'a mut Registration> {
     // SAFETY: forwarded contract.
     unsafe { ctx.cast::<Registration>().as_mut() }
         .ok_or_else(|| OpalError::msg("null registrar context"))
@@ -890,8 +980,22 @@ unsafe extern "C" fn register_out_kernel(
     })
 }
 
+unsafe extern "C" fn register_device_hooks(
+    ctx: *mut c_void,
+    hooks: *const opal_plugin_abi::OpalDeviceHooks,
+) -> OpalStatus {
+    guarded("register_device_hooks", || {
+        // SAFETY: called during the entry with the registrar's own ctx (ABI).
+        let r = unsafe { reg(ctx) }?;
+        // SAFETY: null or a readable table, with what it points to, for the call
+        // (ABI).
+        r.device_hooks = Some(unsafe { super::device_hooks::Hooks::copy(&r.plugin, hooks) }?);
+        Ok(())
+    })
+}
+
 /// A plugin's op name as the dispatcher knows it: `add.Tensor` is `aten::add.Tensor`.
-fn qualified(name: &str) -> String {
+pub(super) fn qualified(name: &str) -> String {
     if name.contains("::") {
         name.to_string()
     } else {

@@ -31,8 +31,11 @@
 //! backends.
 
 mod adapt;
+mod device_hooks;
 #[cfg(unix)]
 mod dl;
+mod extend;
+mod generators;
 mod host;
 pub mod manifest;
 mod security;
@@ -451,6 +454,8 @@ fn load_library(
     let entry: OpalPluginEntry =
         unsafe { std::mem::transmute::<*mut libc::c_void, OpalPluginEntry>(entry) };
     let mut reg = host::Registration::new(&m.name, m.key, plans, disabled);
+    reg.abi_minor = ver.minor;
+    reg.device = m.device.clone();
     let registrar = reg.registrar();
     // SAFETY: the host table is static; the registrar's ctx is `reg`, alive and not
     // otherwise used during the call; the config string outlives the call.

@@ -292,9 +292,14 @@ impl Marshal {
                 Ok(t.as_ref()
                     .map_or(OpalValue::NONE, |t| OpalValue::tensor(borrow(t))))
             })?,
+            IValue::Generator(g) => OpalValue {
+                tag: tag::GENERATOR,
+                ptr: super::generators::borrow(g).0,
+                ..OpalValue::NONE
+            },
             other => {
                 return Err(OpalError::msg(format!(
-                    "a {} value cannot cross the plugin ABI 1.0",
+                    "a {} value cannot cross the plugin ABI 1.x",
                     other.type_name()
                 )))
             }
@@ -354,6 +359,10 @@ pub unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<IValue> {
                 .ok_or_else(|| OpalError::msg("a plugin passed a string that is not UTF-8"))?;
             IValue::Str(s.to_string())
         }
+        // SAFETY: forwarded contract (a borrowed generator handle).
+        tag::GENERATOR if !owned => IValue::Generator(
+            unsafe { super::generators::deref(opal_plugin_abi::OpalGenerator(v.ptr)) }?.clone(),
+        ),
         tag::LIST if !owned => {
             // SAFETY: forwarded contract (`len` borrowed values).
             let items = unsafe { opal_plugin_abi::slice(v.ptr as *const OpalValue, v.len) }

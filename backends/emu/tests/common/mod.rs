@@ -1,12 +1,15 @@
-//! Helpers shared by the device runtime tests: backend setup, `emu:i`, the lock
-//! that serializes tests touching process-wide counters and generators, and
-//! small constructors.
+//! Helpers shared by the device runtime tests on the linked emu: backend setup,
+//! what only the device can say (its pool's and pinned bytes, a slow kernel),
+//! and the device-independent helpers of `helpers.rs` (`emu:i`, the lock that
+//! serializes tests touching process-wide counters and generators, small
+//! constructors), which the emu plugin's suite shares.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::sync::{Mutex, MutexGuard};
+use opal::Device;
 
-use opal::{Device, DeviceType, Tensor};
+mod helpers;
+pub use helpers::*;
 
 /// Registers the cpu, emu and emu2 backends (idempotent).
 pub fn setup() {
@@ -15,31 +18,27 @@ pub fn setup() {
     opal_emu::init_emu2().expect("emu2 backend");
 }
 
-/// `emu:i`.
-pub fn emu(i: i16) -> Device {
-    setup();
-    Device::new(DeviceType::PrivateUse1, Some(i))
+/// How many emu devices the suite expects (2 unless `OPAL_EMU_DEVICES` says
+/// otherwise).
+pub fn expected_device_count() -> usize {
+    opal_emu::device::emu_device_count()
 }
 
-/// Held by every test that allocates emu memory or draws from default generators
-/// (process-wide state the harness's threads share).
-pub fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    setup();
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// Bytes held by live tensors in `d`'s pool, as the device counts them.
+pub fn pool_bytes_in_use(d: Device) -> u64 {
+    opal_emu::stats(d).expect("emu pool").bytes_in_use
 }
 
-/// The message of an expected error.
-pub fn msg<T: std::fmt::Debug>(r: opal::Result<T>) -> String {
-    r.expect_err("expected an error").to_string()
+/// Bytes of pinned host memory held by live tensors.
+pub fn pinned_bytes_in_use() -> u64 {
+    opal_emu::hooks::PINNED_ALLOCATOR.bytes_in_use()
 }
 
-/// A cpu f32 tensor.
-pub fn floats(v: &[f32], shape: &[i64]) -> Tensor {
-    Tensor::from_slice(v, shape).expect("cpu tensor")
+/// Queues `d` of work on stream `s` (a slow kernel).
+pub fn hold(s: opal::Stream, d: std::time::Duration) {
+    opal_emu::queue::hold(s, d).expect("hold");
 }
 
-/// `memory_allocated(d)`.
-pub fn allocated(d: Device) -> u64 {
-    opal::device::memory_allocated(d).expect("memory_allocated")
-}
+/// Whether kernels are queued (the linked emu's worker threads) rather than
+/// computed when called.
+pub const KERNELS_QUEUE: bool = true;
