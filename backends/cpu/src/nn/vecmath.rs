@@ -474,8 +474,9 @@ pub(crate) fn tanh_f32(x: f32) -> f32 {
         p = p.mul_add(q, c);
     }
     let small = a * p;
-    // Compare-and-pick, so NaN passes through; exp(2 * 9) makes 2/(e+1) < 2^-25.
-    let c = if a > 9.0 { 9.0 } else { a };
+    // Compare-and-pick, so NaN passes through; at 10, 2/(exp(20)+1) is under a
+    // quarter ulp of 1, so the result rounds to exactly 1.
+    let c = if a > 10.0 { 10.0 } else { a };
     let large = 1.0 - 2.0 / (exp_f32(2.0 * c) + 1.0);
     let v = if a < 0.4 { small } else { large };
     v.copysign(x)
