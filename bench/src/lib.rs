@@ -10,7 +10,9 @@ pub mod measures;
 /// training steps ran 7–13% slower on glibc's malloc. Opal's libraries set no
 /// allocator; README's speed table says which one its figures used.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: alloc_count::Counting = alloc_count::Counting;
+
+pub mod alloc_count;
 
 use harness::{Config, Results};
 

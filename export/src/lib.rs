@@ -43,10 +43,12 @@
 
 mod archive;
 mod error;
+mod fuse;
 mod inspect;
 pub mod io;
 mod limits;
 mod plan;
+mod pointwise;
 mod program;
 mod runner;
 mod schema;

@@ -67,6 +67,14 @@ pub(crate) enum Kind {
         what: SizeOf,
         dst: usize,
     },
+    /// A fused run of element-wise nodes (CPU only; see `pointwise`): inputs
+    /// are read as contiguous f32, each output is a new tensor of `sizes`.
+    Pointwise {
+        program: opal_cpu::fused::Program,
+        inputs: Vec<usize>,
+        outputs: Vec<usize>,
+        sizes: Vec<i64>,
+    },
     /// Symbolic int arithmetic (`operator.add`, ...).
     Int {
         op: IntOp,
@@ -500,6 +508,7 @@ impl Kind {
                 }
             }
             Kind::Alias { src, .. } | Kind::Size { src, .. } => out.push(*src),
+            Kind::Pointwise { inputs, .. } => out.extend(inputs),
             Kind::Int { a, b, .. } => {
                 sym(a, out);
                 sym(b, out);
@@ -522,6 +531,7 @@ impl Kind {
             Kind::Alias { dst, .. } | Kind::Size { dst, .. } | Kind::Int { dst, .. } => {
                 out.push(*dst)
             }
+            Kind::Pointwise { outputs, .. } => out.extend(outputs),
         }
     }
 }
@@ -563,7 +573,48 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         .collect::<Result<Vec<_>>>()?;
     let mut steps = Vec::with_capacity(p.nodes.len());
     let mut max_stack = 0;
+    // Fused element-wise runs by their first node; the other members are skipped.
+    let mut groups: HashMap<usize, crate::pointwise::Group> = if device == Device::cpu() {
+        crate::pointwise::groups(p)
+            .into_iter()
+            .map(|g| (g.members.start, g))
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    let mut skip_to = 0;
     for (i, node) in p.nodes.iter().enumerate() {
+        if i < skip_to {
+            continue;
+        }
+        if let Some(g) = groups.remove(&i) {
+            skip_to = g.members.end;
+            let kind = (|| -> Result<Kind> {
+                let inputs = g
+                    .inputs
+                    .iter()
+                    .map(|n| slots.get(n))
+                    .collect::<Result<Vec<_>>>()?;
+                let outputs = g
+                    .outputs
+                    .iter()
+                    .map(|n| slots.define(n))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Kind::Pointwise {
+                    program: g.program,
+                    inputs,
+                    outputs,
+                    sizes: g.sizes,
+                })
+            })()
+            .map_err(|e| e.context(format!("node '{}' ({})", node.name, node.target)))?;
+            steps.push(Step {
+                node: i,
+                kind,
+                frees: Vec::new(),
+            });
+            continue;
+        }
         let kind = (|| -> Result<Kind> {
             if let Some(op) = resolve(node)? {
                 max_stack =

@@ -40,14 +40,16 @@ impl Runner {
         // `emu` means the current emu device (`emu:0`): resolved once, so inputs
         // already there are not copied again on every run.
         let device = Tensor::empty(&[0], opal::DType::F32, device)?.device();
-        let plan = plan::compile(&p.program, device)?;
+        let mut program = p.program.clone();
+        let mut tensors = p.stored.clone();
+        crate::fuse::fold_batch_norms(&mut program, &mut tensors)?;
+        let plan = plan::compile(&program, device)?;
         let mut stored = Vec::new();
         let mut user = Vec::new();
-        for ((gname, kind), &slot) in p.program.inputs.iter().zip(&plan.input_slots) {
+        for ((gname, kind), &slot) in program.inputs.iter().zip(&plan.input_slots) {
             match kind {
                 InputKind::Parameter(f) | InputKind::Buffer(f) | InputKind::Constant(f) => {
-                    let t = p
-                        .stored
+                    let t = tensors
                         .get(f)
                         .ok_or_else(|| Error::new(format!("stored tensor '{f}' is missing")))?;
                     stored.push((slot, t.clone()));
@@ -55,7 +57,7 @@ impl Runner {
                 InputKind::User => user.push(UserInput {
                     slot,
                     name: gname.clone(),
-                    meta: p.program.tensor_meta.get(gname).cloned(),
+                    meta: program.tensor_meta.get(gname).cloned(),
                 }),
             }
         }
@@ -66,9 +68,8 @@ impl Runner {
             plan,
             stored,
             user,
-            ranges: p.program.ranges.clone(),
-            nodes: p
-                .program
+            ranges: program.ranges.clone(),
+            nodes: program
                 .nodes
                 .iter()
                 .map(|n| (n.name.clone(), n.target.clone()))
@@ -247,11 +248,7 @@ impl Runner {
                     for (b, v) in binds.iter().zip(stack.drain(..)) {
                         match b {
                             Bind::Drop => {}
-                            Bind::Slot(s) => {
-                                bytes[*s] = value_bytes(&v);
-                                live += bytes[*s];
-                                env[*s] = Some(v);
-                            }
+                            Bind::Slot(s) => put(&mut env, &mut bytes, &mut live, *s, v),
                             Bind::List(ss) => {
                                 let IValue::TensorList(ts) = v else {
                                     return Err(self.node_err(
@@ -273,13 +270,30 @@ impl Runner {
                                     ));
                                 }
                                 for (s, t) in ss.iter().zip(ts) {
-                                    let v = IValue::Tensor(t);
-                                    bytes[*s] = value_bytes(&v);
-                                    live += bytes[*s];
-                                    env[*s] = Some(v);
+                                    put(&mut env, &mut bytes, &mut live, *s, IValue::Tensor(t));
                                 }
                             }
                         }
+                    }
+                    if live > max {
+                        return Err(self.node_err(step.node, over(live)));
+                    }
+                }
+                Kind::Pointwise {
+                    program,
+                    inputs,
+                    outputs,
+                    sizes,
+                } => {
+                    let ts = inputs
+                        .iter()
+                        .map(|s| tensor(get(*s)?))
+                        .collect::<Result<Vec<_>>>()
+                        .map_err(|e| self.node_err(step.node, e))?;
+                    let outs = run_pointwise(program, &ts, outputs.len(), sizes)
+                        .map_err(|e| self.node_err(step.node, e))?;
+                    for (s, t) in outputs.iter().zip(outs) {
+                        put(&mut env, &mut bytes, &mut live, *s, IValue::Tensor(t));
                     }
                     if live > max {
                         return Err(self.node_err(step.node, over(live)));
@@ -343,6 +357,69 @@ impl Runner {
             })
             .collect()
     }
+}
+
+/// Runs a fused element-wise program: the inputs as contiguous f32 of `sizes`
+/// (a copy when one is not contiguous), each output a new CPU tensor.
+fn run_pointwise(
+    program: &opal_cpu::fused::Program,
+    inputs: &[Tensor],
+    n_out: usize,
+    sizes: &[i64],
+) -> Result<Vec<Tensor>> {
+    let mut ins = Vec::with_capacity(inputs.len());
+    for (k, t) in inputs.iter().enumerate() {
+        if t.dtype() != opal::DType::F32 || t.sizes() != sizes || !t.device().is_cpu() {
+            bail!(
+                "fused element-wise input {k} is {} {:?} on {}, the trace recorded f32 {sizes:?} on cpu",
+                t.dtype(),
+                t.sizes(),
+                t.device()
+            );
+        }
+        ins.push(if t.is_contiguous() {
+            t.clone()
+        } else {
+            opal::ops::TensorOps::contiguous(t)?
+        });
+    }
+    let outs = (0..n_out)
+        .map(|_| Tensor::empty(sizes, opal::DType::F32, Device::cpu()))
+        .collect::<opal::Result<Vec<_>>>()?;
+    let reads = ins
+        .iter()
+        .map(|t| t.read::<f32>())
+        .collect::<opal::Result<Vec<_>>>()?;
+    let mut writes = outs
+        .iter()
+        .map(|t| t.write::<f32>())
+        .collect::<opal::Result<Vec<_>>>()?;
+    let in_slices = reads
+        .iter()
+        .map(|r| {
+            r.as_slice()
+                .ok_or_else(|| Error::new("a fused input is not contiguous"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut out_slices = writes
+        .iter_mut()
+        .map(|w| {
+            w.as_mut_slice()
+                .ok_or_else(|| Error::new("a fused output is not contiguous"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let n = sizes.iter().product::<i64>().max(0) as usize;
+    program.run(n, &in_slices, &mut out_slices)?;
+    drop(out_slices);
+    drop(writes);
+    Ok(outs)
+}
+
+/// Stores a step's result in slot `s`, counting its bytes as live.
+fn put(env: &mut [Option<IValue>], bytes: &mut [u64], live: &mut u64, s: usize, v: IValue) {
+    bytes[s] = value_bytes(&v);
+    *live += bytes[s];
+    env[s] = Some(v);
 }
 
 fn tensor(v: &IValue) -> Result<Tensor> {

@@ -42,6 +42,7 @@ pub(crate) mod parallel;
 pub mod reduce;
 // Part 2 kernel families.
 pub mod factory;
+pub mod fused;
 pub mod index;
 pub mod linalg;
 pub mod nn;

@@ -1,9 +1,11 @@
-//! `model_<name>_us` and `model_<name>_load_us`: each exported model of
+//! `model_<name>_us`, `model_<name>_load_us` and `model_<name>_peak_bytes`: each exported model of
 //! `models.json` in `OPAL_MODELS_DIR` (default `../shared/fixtures/models`, from
 //! the repository root) run by `opal-export` on the CPU with its fixture inputs:
 //! the median single inference (no grad, after 3 warm-up runs, like
 //! `../shared/anchors/export_models.py --bench`'s `eager_us`), and the median
-//! load (`ExportedProgram::load` + `to_device(cpu)`).
+//! load (`ExportedProgram::load` + `to_device(cpu)`), and the bytes one run
+//! allocates beyond what was live before it (outputs and kernel scratch
+//! included; [`crate::alloc_count`]).
 //!
 //! A model that cannot be loaded or run is named in the error after the others
 //! have run.
@@ -51,6 +53,17 @@ fn one(cfg: &Config, dir: &Path, name: &str, out: &mut Results) -> opal_export::
     }
     let runs = (100 / cfg.iter_divisor).max(3);
     let run = median_us(runs, || runner.run(&inputs).map(drop))?;
+    // One more run, counted: outputs are kept until after `stop`, like the
+    // outputs PyTorch's peak includes.
+    crate::alloc_count::start();
+    let outs = runner.run(&inputs);
+    let peak = crate::alloc_count::stop();
+    drop(outs?);
+    out.put(
+        &format!("model_{name}_peak_bytes"),
+        peak as f64,
+        Unit::Other("B"),
+    );
     out.put(&format!("model_{name}_load_us"), load, Unit::Us);
     out.put(&format!("model_{name}_us"), run, Unit::Us);
     Ok(())

@@ -91,16 +91,30 @@ pub(super) fn par_f32_pieces(x: &[f32], y: &mut [f32], f: impl Fn(&[f32], &mut [
     });
 }
 
+/// The common case of a costly f32 function: a new result from a contiguous f32
+/// input, computed by the vectorized slice kernel `f`; None for any other case.
+pub(super) fn f32_new_result(
+    self_: &Tensor,
+    dest: &Dest<'_>,
+    f: fn(&[f32], &mut [f32]),
+) -> Option<Result<Tensor>> {
+    if self_.dtype() != DType::F32 || !self_.is_contiguous() || !matches!(dest, Dest::New) {
+        return None;
+    }
+    Some(with_slice::<f32, _>(self_, |x| {
+        make_output::<f32>(self_.sizes(), DType::F32, |y| {
+            par_f32_pieces(x, y, f);
+            Ok(())
+        })
+    }))
+}
+
 fn gelu_impl(self_: &Tensor, approximate: &str, dest: Dest<'_>) -> Result<Tensor> {
     let exact = !check_approximate(approximate, "gelu")?;
-    if exact && self_.dtype() == DType::F32 && self_.is_contiguous() && matches!(dest, Dest::New) {
-        // The common case: a new contiguous result from the vectorized kernel.
-        return with_slice::<f32, _>(self_, |x| {
-            make_output::<f32>(self_.sizes(), DType::F32, |y| {
-                par_f32_pieces(x, y, gelu_f32);
-                Ok(())
-            })
-        });
+    if exact {
+        if let Some(r) = f32_new_result(self_, &dest, gelu_f32) {
+            return r;
+        }
     }
     if !exact {
         float_act!("gelu", self_, dest, |x: C| {

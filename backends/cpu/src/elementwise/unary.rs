@@ -9,15 +9,25 @@
 use super::{float_result, three_forms, unary_driver, Special};
 use crate::dtype_dispatch::Float;
 use crate::iter::map1;
+use crate::nn::vecmath::{sigmoid_f32_slice, tanh_f32_slice};
 use crate::out::Dest;
 use crate::{dispatch_float, dispatch_int};
 use opal::{DType, OpalError, Result, Tensor};
 
 /// Floating-only unary op: integers/bool promote to the default float dtype; f16
 /// and bf16 compute in f32.
+/// With `fast: f`, a new result from a contiguous f32 input comes from the
+/// vectorized slice kernel `f` instead.
 macro_rules! float_unary {
     ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal, |$x:ident| $body:expr) => {
+        float_unary!($impl_fn, $f, $f_out, $f_, $name, |$x| $body, fast: None);
+    };
+    ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal, |$x:ident| $body:expr, fast: $fast:expr) => {
         fn $impl_fn(self_: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
+            let fast: Option<fn(&[f32], &mut [f32])> = $fast;
+            if let Some(r) = fast.and_then(|f| super::activation::f32_new_result(self_, &dest, f)) {
+                return r;
+            }
             let dt = float_result(self_.dtype(), $name)?;
             unary_driver(self_, dest, dt, dt, $name, |o, a| {
                 dispatch_float!(dt, $name, |T, C| map1::<T, T>(o, a, $name, |v: T| {
@@ -41,7 +51,7 @@ float_unary!(log1p_impl, log1p, log1p_out, log1p_, "log1p", |x| x.ln_1p());
 float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin());
 float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos());
 float_unary!(tan_impl, tan, tan_out, tan_, "tan", |x| x.tan());
-float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh());
+float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh(), fast: Some(tanh_f32_slice));
 float_unary!(erf_impl, erf, erf_out, erf_, "erf", |x| Special::erf(x));
 float_unary!(acos_impl, acos, acos_out, acos_, "acos", |x| x.acos());
 float_unary!(acosh_impl, acosh, acosh_out, acosh_, "acosh", |x| x.acosh());
@@ -59,7 +69,8 @@ float_unary!(
     sigmoid_out,
     sigmoid_,
     "sigmoid",
-    |x| 1.0 / (1.0 + (-x).exp())
+    |x| 1.0 / (1.0 + (-x).exp()),
+    fast: Some(sigmoid_f32_slice)
 );
 float_unary!(
     reciprocal_impl,

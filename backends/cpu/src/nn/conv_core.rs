@@ -105,7 +105,7 @@ fn im2col<C: GemmFloat>(x: &[C], g: &Geom, col: &mut [C]) {
 
 /// `[lo, hi)`: the output positions whose input position for tap `k` lies in
 /// `0..size` (empty when none does).
-fn valid_range(
+pub(crate) fn valid_range(
     out: usize,
     k: usize,
     stride: usize,
@@ -163,6 +163,9 @@ fn rm<T>(ptr: *const T, cols: usize) -> MatRef<T> {
 
 /// Forward convolution: `y = conv(x, w) + bias`.
 pub(crate) fn forward<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+    if super::conv_depthwise::applies(g) {
+        return super::conv_depthwise::forward(x, w, bias, g, y);
+    }
     let (cin_g, cout_g, kr, osp) = (g.cin_g(), g.cout_g(), g.krows(), g.ospatial());
     let in_img = g.cin * g.h * g.w;
     let out_img = g.cout * osp;

@@ -11,6 +11,7 @@ pub(crate) mod vecmath;
 
 mod conv;
 mod conv_core;
+mod conv_depthwise;
 mod distance;
 mod dropout;
 mod embedding;

@@ -1,0 +1,277 @@
+//! Fusion of element-wise chains for the CPU: runs of consecutive nodes that are
+//! element-wise ATen operations on f32 tensors of one static, contiguous shape
+//! (or on numbers) become one [`opal_cpu::fused::Program`], run block by block
+//! without materializing the values only the run itself reads (MobileNet's
+//! hardswish is five nodes, GPT-2's GELU eight).
+//!
+//! Owns: recognising those nodes from the traced metadata and lowering a run of
+//! them to a program. Must not: fuse across a shape change, a broadcast, another
+//! dtype, a non-contiguous value or a node it does not know (those keep the
+//! dispatcher's generic path), or drop a value something outside the run reads.
+
+use crate::schema::{Arg, Dim, Node, Out, Program};
+use opal::DType;
+use opal_cpu::fused::{Instr, Op, Operand};
+use std::collections::HashMap;
+
+/// A fused run of nodes.
+pub(crate) struct Group {
+    /// Node indices, consecutive.
+    pub members: std::ops::Range<usize>,
+    /// Values read from outside the run, in register order.
+    pub inputs: Vec<String>,
+    /// Values of the run that something outside it reads.
+    pub outputs: Vec<String>,
+    pub sizes: Vec<i64>,
+    pub program: opal_cpu::fused::Program,
+}
+
+/// An operand of a lowered node: a graph value, a constant, or an earlier
+/// result of the same node.
+#[derive(Clone)]
+enum Src {
+    Value(String),
+    Const(f32),
+    Local(usize),
+}
+
+fn arg<'a>(node: &'a Node, name: &str) -> Option<&'a Arg> {
+    node.inputs.iter().find(|a| a.name == name).map(|a| &a.arg)
+}
+
+fn operand(a: Option<&Arg>) -> Option<Src> {
+    match a? {
+        Arg::Tensor(n) => Some(Src::Value(n.clone())),
+        Arg::Int(i) => Some(Src::Const(*i as f32)),
+        Arg::Float(f) => Some(Src::Const(*f as f32)),
+        _ => None,
+    }
+}
+
+/// Absent, or the number 1.
+fn unit_alpha(node: &Node) -> bool {
+    match arg(node, "alpha") {
+        None => true,
+        Some(Arg::Int(1)) => true,
+        Some(Arg::Float(f)) => *f == 1.0,
+        _ => false,
+    }
+}
+
+/// The node as a list of (op, a, b); the last one's result is the node's value.
+fn lower(node: &Node) -> Option<Vec<(Op, Src, Src)>> {
+    let t = node.target.strip_prefix("torch.ops.aten.")?;
+    let x = || operand(arg(node, "self"));
+    let bin = |op| Some(vec![(op, x()?, operand(arg(node, "other"))?)]);
+    let un = |op| Some(vec![(op, x()?, Src::Const(0.0))]);
+    match t {
+        "add.Tensor" | "add.Scalar" if unit_alpha(node) => bin(Op::Add),
+        "sub.Tensor" | "sub.Scalar" if unit_alpha(node) => bin(Op::Sub),
+        "mul.Tensor" | "mul.Scalar" => bin(Op::Mul),
+        "div.Tensor" | "div.Scalar" => bin(Op::Div),
+        "relu.default" => un(Op::Relu),
+        "tanh.default" => un(Op::Tanh),
+        "sigmoid.default" => un(Op::Sigmoid),
+        "neg.default" => un(Op::Neg),
+        "exp.default" => un(Op::Exp),
+        "rsqrt.default" => un(Op::Rsqrt),
+        "pow.Tensor_Scalar" => match operand(arg(node, "exponent"))? {
+            c @ Src::Const(_) => Some(vec![(Op::Pow, x()?, c)]),
+            _ => None,
+        },
+        "gelu.default" => match arg(node, "approximate") {
+            None => un(Op::Gelu),
+            Some(Arg::Str(s)) if s == "none" => un(Op::Gelu),
+            Some(Arg::Str(s)) if s == "tanh" => un(Op::GeluTanh),
+            _ => None,
+        },
+        "clamp.default" => {
+            let bound = |name| match arg(node, name) {
+                None | Some(Arg::None) => Some(None),
+                Some(a) => match operand(Some(a))? {
+                    c @ Src::Const(_) => Some(Some(c)),
+                    _ => None,
+                },
+            };
+            let (lo, hi) = (bound("min")?, bound("max")?);
+            let mut v = Vec::new();
+            let mut cur = x()?;
+            if let Some(lo) = lo {
+                v.push((Op::ClampMin, cur, lo));
+                cur = Src::Local(0);
+            }
+            if let Some(hi) = hi {
+                v.push((Op::ClampMax, cur, hi));
+            }
+            (!v.is_empty()).then_some(v)
+        }
+        _ => None,
+    }
+}
+
+/// Static sizes of a contiguous f32 value, or None.
+fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
+    let m = p.tensor_meta.get(name)?;
+    if m.dtype != DType::F32 {
+        return None;
+    }
+    let all = |d: &[Dim]| {
+        d.iter()
+            .map(|d| match d {
+                Dim::Int(i) => Some(*i),
+                Dim::Expr { .. } => None,
+            })
+            .collect::<Option<Vec<i64>>>()
+    };
+    let (sizes, strides) = (all(&m.sizes)?, all(&m.strides)?);
+    let mut want = 1i64;
+    for (s, st) in sizes.iter().zip(&strides).rev() {
+        if *s != 1 && *st != want {
+            return None;
+        }
+        want = want.checked_mul(*s)?;
+    }
+    Some(sizes)
+}
+
+/// A node lowered: its operations, its value's name and its sizes.
+type Lowered = (Vec<(Op, Src, Src)>, String, Vec<i64>);
+
+/// The node's lowering and output sizes when it can join a run.
+fn candidate(p: &Program, node: &Node) -> Option<Lowered> {
+    let [Out::Tensor(out)] = node.outputs.as_slice() else {
+        return None;
+    };
+    let sizes = f32_contiguous(p, out)?;
+    let ops = lower(node)?;
+    for (_, a, b) in &ops {
+        for s in [a, b] {
+            if let Src::Value(v) = s {
+                if f32_contiguous(p, v)? != sizes {
+                    return None;
+                }
+            }
+        }
+    }
+    Some((ops, out.clone(), sizes))
+}
+
+/// Every run of two or more fusable consecutive nodes of one shape.
+pub(crate) fn groups(p: &Program) -> Vec<Group> {
+    let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, node) in p.nodes.iter().enumerate() {
+        for a in &node.inputs {
+            let mut add = |s: &String| readers.entry(s.clone()).or_default().push(i);
+            match &a.arg {
+                Arg::Tensor(s) | Arg::OptTensor(Some(s)) => add(s),
+                Arg::Tensors(v) => v.iter().for_each(&mut add),
+                Arg::OptTensors(v) => v.iter().flatten().for_each(&mut add),
+                Arg::SymInt(crate::schema::SymRef::Name(s)) => add(s),
+                Arg::SymInts(v) => v.iter().for_each(|r| {
+                    if let crate::schema::SymRef::Name(s) = r {
+                        add(s)
+                    }
+                }),
+                _ => {}
+            }
+        }
+    }
+    let graph_out: Vec<&str> = p
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            Out::Tensor(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < p.nodes.len() {
+        let Some(first) = candidate(p, &p.nodes[i]) else {
+            i += 1;
+            continue;
+        };
+        let mut run = vec![first];
+        let mut j = i + 1;
+        while j < p.nodes.len() {
+            match candidate(p, &p.nodes[j]) {
+                Some(c) if c.2 == run[0].2 => run.push(c),
+                _ => break,
+            }
+            j += 1;
+        }
+        if run.len() >= 2 {
+            if let Some(g) = build(i..j, run, &readers, &graph_out) {
+                out.push(g);
+            }
+        }
+        i = j;
+    }
+    out
+}
+
+fn build(
+    members: std::ops::Range<usize>,
+    run: Vec<Lowered>,
+    readers: &HashMap<String, Vec<usize>>,
+    graph_out: &[&str],
+) -> Option<Group> {
+    let defined: HashMap<&str, ()> = run.iter().map(|r| (r.1.as_str(), ())).collect();
+    let mut inputs: Vec<String> = Vec::new();
+    for (ops, _, _) in &run {
+        for (_, a, b) in ops {
+            for s in [a, b] {
+                if let Src::Value(v) = s {
+                    if !defined.contains_key(v.as_str()) && !inputs.contains(v) {
+                        inputs.push(v.clone());
+                    }
+                }
+            }
+        }
+    }
+    // Registers: inputs first, then one per instruction in order.
+    let mut reg: HashMap<String, usize> = inputs
+        .iter()
+        .enumerate()
+        .map(|(k, v)| (v.clone(), k))
+        .collect();
+    let mut instrs = Vec::new();
+    for (ops, name, _) in &run {
+        let base = inputs.len() + instrs.len();
+        for (op, a, b) in ops {
+            let o = |s: &Src| -> Option<Operand> {
+                Some(match s {
+                    Src::Value(v) => Operand::Reg(*reg.get(v)?),
+                    Src::Const(c) => Operand::Const(*c),
+                    Src::Local(k) => Operand::Reg(base + k),
+                })
+            };
+            instrs.push(Instr {
+                op: *op,
+                a: o(a)?,
+                b: o(b)?,
+                dst: inputs.len() + instrs.len(),
+            });
+        }
+        reg.insert(name.clone(), inputs.len() + instrs.len() - 1);
+    }
+    let outputs: Vec<String> = run
+        .iter()
+        .map(|r| r.1.clone())
+        .filter(|name| {
+            graph_out.contains(&name.as_str())
+                || readers
+                    .get(name)
+                    .is_some_and(|rs| rs.iter().any(|r| !members.contains(r)))
+        })
+        .collect();
+    let out_regs = outputs.iter().map(|n| reg[n]).collect();
+    let program = opal_cpu::fused::Program::new(inputs.len(), instrs, out_regs).ok()?;
+    Some(Group {
+        members,
+        inputs,
+        outputs,
+        sizes: run[0].2.clone(),
+        program,
+    })
+}
