@@ -33,13 +33,14 @@ pub fn structured(cx: &Ctx, op: &OpPlan) -> Option<Item> {
     let mut prep: Vec<Stmt> = Vec::new();
     let mut meta_args = Vec::new();
     let mut device = None;
+    let mut tensors: Vec<Expr> = Vec::new();
     let tensor = Type::Base(BaseTy::Tensor);
     for (i, a) in op.args.iter().enumerate() {
         let id = || var(a.ident());
         let m = format!("__m{i}");
         let (to_meta, meta_arg) = match a.ty() {
             t if *t == tensor => {
-                device.get_or_insert_with(|| support("device_of", [id()]));
+                tensors.push(id());
                 ("to_meta", reference(p(&[m.as_str()])))
             }
             Type::Optional(t) if **t == tensor => (
@@ -60,6 +61,11 @@ pub fn structured(cx: &Ctx, op: &OpPlan) -> Option<Item> {
         };
         prep.push(ast::let_var(&m, try_(support(to_meta, [id()]))));
         meta_args.push(meta_arg);
+    }
+    if !tensors.is_empty() {
+        // The outputs follow the tensor arguments, a zero-dim CPU scalar among them
+        // excepted (`1 - x` on a device), as the device check lets such scalars in.
+        device = Some(support("device_of", [syn::parse_quote!(&[#(#tensors),*])]));
     }
     let device = device?;
     let ns = || arg_exprs(op.args.iter());

@@ -229,9 +229,13 @@ pub fn support(cx: &Ctx) -> TokenStream {
                 ts.iter().map(|t| self::opt_to_meta(t.as_ref())).collect()
             }
 
-            /// The device the outputs of a derived kernel live on.
-            pub fn device_of(t: &Tensor) -> Device {
-                t.device()
+            /// The device the outputs of a derived kernel live on: that of the first
+            /// tensor that is not a zero-dim CPU scalar, else the first's.
+            pub fn device_of(ts: &[&Tensor]) -> Device {
+                ts.iter()
+                    .find(|t| !(t.device().is_cpu() && t.dim() == 0))
+                    .or(ts.first())
+                    .map_or_else(Device::cpu, |t| t.device())
             }
 
             /// [`device_of`] the first tensor of a list (error when empty).
