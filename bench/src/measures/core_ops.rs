@@ -65,6 +65,9 @@ fn measure_size(cfg: &Config, out: &mut Results, tag: &str, side: i64, iters: us
     time(cfg, out, &key("any_dim"), iters, || {
         ops::any_dim(black_box(&b), 1)
     })?;
+    time(cfg, out, &key("var_dim"), iters, || {
+        ops::var_dim::call(black_box(&m), Some(&[1]), true, false)
+    })?;
     time(cfg, out, &key("mean_dim"), iters, || {
         ops::mean_dim::call(black_box(&m), Some(&[1]), false, None)
     })?;
@@ -75,6 +78,12 @@ fn measure_size(cfg: &Config, out: &mut Results, tag: &str, side: i64, iters: us
     let dst = ops::zeros(&[side, side])?;
     time(cfg, out, &key("copy_strided"), iters, || {
         ops::copy(black_box(&dst), &mt)
+    })?;
+
+    let idx = [Some(randint(n / 4, n, 20)?)];
+    let vals = randn(&[n / 4], DType::F32, 21)?;
+    time(cfg, out, &key("index_put"), iters, || {
+        ops::index_put::call(black_box(&x), &idx, &vals, false)
     })?;
 
     let sidx = randint(n, n / 4, 13)?;
