@@ -405,6 +405,8 @@ impl Engine for MpiEngine {
                 let n = count(buf.len() / elem_size(elem), "all_reduce")?;
                 let (send, copy) = send_side(&buf);
                 let p = buf.ptr().cast();
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("all_reduce", vec![buf], copy, |r| unsafe {
                     ffi::MPI_Iallreduce(send, p, n, datatype(elem), mpi_op(op), comm, r)
                 })
@@ -412,6 +414,8 @@ impl Engine for MpiEngine {
             Coll::Broadcast { buf, root } => {
                 let n = byte(&buf, "broadcast")?;
                 let p = buf.ptr().cast();
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("broadcast", vec![buf], Vec::new(), |r| unsafe {
                     ffi::MPI_Ibcast(p, n, ffi::RSMPI_UINT8_T, root as c_int, comm, r)
                 })
@@ -430,6 +434,8 @@ impl Engine for MpiEngine {
                 } else {
                     (p.cast_const(), std::ptr::null_mut(), Vec::new())
                 };
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("reduce", vec![buf], copy, |r| unsafe {
                     ffi::MPI_Ireduce(
                         send,
@@ -446,6 +452,8 @@ impl Engine for MpiEngine {
             Coll::AllGather { send, recv } => {
                 let n = byte(&send, "all_gather")?;
                 let (s, d) = (send.ptr().cast_const().cast(), recv.ptr().cast());
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("all_gather", vec![send, recv], Vec::new(), |r| unsafe {
                     ffi::MPI_Iallgather(s, n, ffi::RSMPI_UINT8_T, d, n, ffi::RSMPI_UINT8_T, comm, r)
                 })
@@ -458,6 +466,8 @@ impl Engine for MpiEngine {
             } => {
                 let n = count(recv.len() / elem_size(elem), "reduce_scatter")?;
                 let (s, d) = (send.ptr().cast_const().cast(), recv.ptr().cast());
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("reduce_scatter", vec![send, recv], Vec::new(), |r| unsafe {
                     ffi::MPI_Ireduce_scatter_block(s, d, n, datatype(elem), mpi_op(op), comm, r)
                 })
@@ -465,16 +475,22 @@ impl Engine for MpiEngine {
             Coll::AllToAll { send, recv } => {
                 let n = count(send.len() / self.size.max(1), "all_to_all")?;
                 let (s, d) = (send.ptr().cast_const().cast(), recv.ptr().cast());
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("all_to_all", vec![send, recv], Vec::new(), |r| unsafe {
                     ffi::MPI_Ialltoall(s, n, ffi::RSMPI_UINT8_T, d, n, ffi::RSMPI_UINT8_T, comm, r)
                 })
             }
+            // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+            // request completes), of the counts computed above; see `start`.
             Coll::Barrier => self.pending("barrier", Vec::new(), Vec::new(), |r| unsafe {
                 ffi::MPI_Ibarrier(comm, r)
             }),
             Coll::Send { buf, peer, tag } => {
                 let n = byte(&buf, "send")?;
                 let p = buf.ptr().cast_const().cast();
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("send", vec![buf], Vec::new(), |r| unsafe {
                     ffi::MPI_Isend(p, n, ffi::RSMPI_UINT8_T, peer as c_int, tag, comm, r)
                 })
@@ -482,6 +498,8 @@ impl Engine for MpiEngine {
             Coll::Recv { buf, peer, tag } => {
                 let n = byte(&buf, "recv")?;
                 let p = buf.ptr().cast();
+                // SAFETY: the buffers handed to MPI are the kept ones (alive until the
+                // request completes), of the counts computed above; see `start`.
                 self.pending("recv", vec![buf], Vec::new(), |r| unsafe {
                     ffi::MPI_Irecv(p, n, ffi::RSMPI_UINT8_T, peer as c_int, tag, comm, r)
                 })
