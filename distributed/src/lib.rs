@@ -23,6 +23,8 @@ mod group;
 #[cfg(feature = "mpi")]
 mod mpi_engine;
 pub mod registry;
+#[cfg(feature = "mpi")]
+mod ring;
 mod stage;
 mod types;
 

@@ -15,10 +15,12 @@
 //! [`Elem`].
 
 use crate::engine::{abandoned, mark_abandoned, Buf, Coll, Engine, Pending};
+use crate::ring::{self, RingAllReduce, RING_MIN_BYTES};
 use crate::types::{Elem, Header, Op, HEADER_WORDS};
 use mpi::ffi;
 use opal::{OpalError, Result};
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -149,6 +151,10 @@ pub struct MpiEngine {
     size: usize,
     data: Comm,
     ctl: Comm,
+    /// The chunked ring's messages (apart from `data`'s user tags).
+    ring: Comm,
+    /// Rings started so far: numbers each ring's tags.
+    rings: AtomicU32,
 }
 
 fn dup(c: Comm, what: &str) -> Result<Comm> {
@@ -167,7 +173,7 @@ fn dup(c: Comm, what: &str) -> Result<Comm> {
 
 impl MpiEngine {
     fn from_parent(parent: Comm, what: &str) -> Result<MpiEngine> {
-        let (data, ctl) = (dup(parent, what)?, dup(parent, what)?);
+        let (data, ctl, ring) = (dup(parent, what)?, dup(parent, what)?, dup(parent, what)?);
         let (mut r, mut n): (c_int, c_int) = (0, 0);
         // SAFETY: `data` is a valid communicator.
         unsafe {
@@ -179,6 +185,8 @@ impl MpiEngine {
             size: n as usize,
             data,
             ctl,
+            ring,
+            rings: AtomicU32::new(0),
         })
     }
 }
@@ -197,16 +205,6 @@ fn datatype(e: Elem) -> ffi::MPI_Datatype {
             Elem::C64 => ffi::RSMPI_FLOAT_COMPLEX,
             Elem::C128 => ffi::RSMPI_DOUBLE_COMPLEX,
         }
-    }
-}
-
-fn elem_size(e: Elem) -> usize {
-    match e {
-        Elem::U8 | Elem::I8 => 1,
-        Elem::I16 => 2,
-        Elem::I32 | Elem::F32 => 4,
-        Elem::I64 | Elem::F64 | Elem::C64 => 8,
-        Elem::C128 => 16,
     }
 }
 
@@ -401,8 +399,17 @@ impl Engine for MpiEngine {
         // byte counts, kept alive by the returned pending operation; the counts
         // fit a c_int (checked by `count`); `comm` is this engine's communicator.
         match c {
+            Coll::AllReduce { buf, elem, op }
+                if self.size > 1 && buf.len() >= RING_MIN_BYTES && ring::supports(elem, op) =>
+            {
+                let seq = self.rings.fetch_add(1, Ordering::Relaxed);
+                let (ring, rank, size) = (self.ring.0, self.rank, self.size);
+                Ok(Box::new(RingAllReduce::new(
+                    buf, elem, op, ring, rank, size, seq,
+                )))
+            }
             Coll::AllReduce { buf, elem, op } => {
-                let n = count(buf.len() / elem_size(elem), "all_reduce")?;
+                let n = count(buf.len() / ring::elem_bytes(elem), "all_reduce")?;
                 let (send, copy) = send_side(&buf);
                 let p = buf.ptr().cast();
                 // SAFETY: the buffers handed to MPI are the kept ones (alive until the
@@ -426,7 +433,7 @@ impl Engine for MpiEngine {
                 op,
                 root,
             } => {
-                let n = count(buf.len() / elem_size(elem), "reduce")?;
+                let n = count(buf.len() / ring::elem_bytes(elem), "reduce")?;
                 let p: *mut c_void = buf.ptr().cast();
                 let (send, recv, copy) = if root == self.rank {
                     let (s, c) = send_side(&buf);
@@ -464,7 +471,7 @@ impl Engine for MpiEngine {
                 elem,
                 op,
             } => {
-                let n = count(recv.len() / elem_size(elem), "reduce_scatter")?;
+                let n = count(recv.len() / ring::elem_bytes(elem), "reduce_scatter")?;
                 let (s, d) = (send.ptr().cast_const().cast(), recv.ptr().cast());
                 // SAFETY: the buffers handed to MPI are the kept ones (alive until the
                 // request completes), of the counts computed above; see `start`.

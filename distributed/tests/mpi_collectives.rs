@@ -310,6 +310,87 @@ fn group_cases(c: &mut Cases, pg: &ProcessGroup) {
     });
 }
 
+/// All_reduces of buffers large enough to take the engine's chunked ring (4 MB
+/// and up): odd lengths (segments of unequal length, a short last chunk), every
+/// operation, integers, bool, complex, f16, and two rings in flight at once.
+fn large_all_reduce_cases(c: &mut Cases, pg: &ProcessGroup) {
+    let r = pg.rank() as f64;
+    // 5 MB of f32 and an odd count; element i of rank r is (i % 7) - 3 + r.
+    let n = 1_250_003usize;
+    let mine = |r: f64| -> Vec<f64> { (0..n).map(|i| (i % 7) as f64 - 3.0 + r).collect() };
+    let want = |f: fn(f64, f64) -> f64| -> Vec<f64> {
+        mine(0.0)
+            .iter()
+            .zip(mine(1.0))
+            .map(|(a, b)| f(*a, b))
+            .collect()
+    };
+    type Combine = fn(f64, f64) -> f64;
+    let ops: [(ReduceOp, Combine); 5] = [
+        (ReduceOp::Sum, |a, b| a + b),
+        (ReduceOp::Avg, |a, b| (a + b) / 2.0),
+        (ReduceOp::Product, |a, b| a * b),
+        (ReduceOp::Min, f64::min),
+        (ReduceOp::Max, f64::max),
+    ];
+    for (op, f) in ops {
+        for dtype in [DType::F32, DType::F64, DType::I64, DType::F16] {
+            if dtype == DType::I64 && op == ReduceOp::Avg {
+                continue;
+            }
+            c.run(&format!("large all_reduce {op:?} {dtype:?}"), || {
+                let x = t(&mine(r), &[n as i64], dtype, Device::cpu())?;
+                pg.all_reduce(&x, op).map_err(e)?;
+                expect_eq(&x, &want(f), "result")
+            });
+        }
+    }
+    c.run(
+        "large all_reduce of bool (or) and i8 (wrapping sum)",
+        || {
+            let m = 5_000_001usize;
+            let bits: Vec<f64> = (0..m)
+                .map(|i| (i + pg.rank()).is_multiple_of(3) as u8 as f64)
+                .collect();
+            let b = t(&bits, &[m as i64], DType::Bool, Device::cpu())?;
+            pg.all_reduce(&b, ReduceOp::Sum).map_err(e)?;
+            let or: Vec<f64> = (0..m)
+                .map(|i| (i.is_multiple_of(3) || (i + 1).is_multiple_of(3)) as u8 as f64)
+                .collect();
+            expect_eq(&b, &or, "bool sum")?;
+            let v: Vec<f64> = (0..m).map(|i| (i % 100) as f64).collect();
+            let x = t(&v, &[m as i64], DType::I8, Device::cpu())?;
+            pg.all_reduce(&x, ReduceOp::Sum).map_err(e)?;
+            let wrapped: Vec<f64> = v.iter().map(|a| f64::from((2 * *a as i64) as i8)).collect();
+            expect_eq(&x, &wrapped, "i8 sum")
+        },
+    );
+    c.run("large all_reduce of complex (sum)", || {
+        let m = 400_001usize;
+        let v: Vec<Complex<f64>> = (0..m)
+            .map(|i| Complex::new(i as f64 + r, -(i as f64) * r))
+            .collect();
+        let z = Tensor::from_slice(&v, &[m as i64]).map_err(e)?;
+        pg.all_reduce(&z, ReduceOp::Sum).map_err(e)?;
+        let got = z.to_vec::<Complex<f64>>().map_err(e)?;
+        let bad = (0..m).find(|&i| got[i] != Complex::new(2.0 * i as f64 + 1.0, -(i as f64)));
+        match bad {
+            None => Ok(()),
+            Some(i) => Err(format!("complex sum at {i}: {:?}", got[i])),
+        }
+    });
+    c.run("two large all_reduces in flight at once", || {
+        let a = t(&mine(r), &[n as i64], DType::F32, Device::cpu())?;
+        let b = t(&mine(1.0 - r), &[n as i64], DType::F32, Device::cpu())?;
+        let wa = pg.all_reduce_async(&a, ReduceOp::Max).map_err(e)?;
+        let wb = pg.all_reduce_async(&b, ReduceOp::Min).map_err(e)?;
+        wb.wait().map_err(e)?;
+        wa.wait().map_err(e)?;
+        expect_eq(&a, &want(f64::max), "first (max)")?;
+        expect_eq(&b, &want(f64::min), "second (min)")
+    });
+}
+
 fn main() {
     opal_cpu::init().unwrap();
     opal_emu::init().unwrap();
@@ -318,6 +399,7 @@ fn main() {
     pg.set_timeout(std::time::Duration::from_secs(60));
     let mut c = Cases::new(pg.rank());
     group_cases(&mut c, &pg);
+    large_all_reduce_cases(&mut c, &pg);
     let emu = Device::parse("emu:0").unwrap();
     for device in [Device::cpu(), emu] {
         all_reduce_cases(&mut c, &pg, device);
