@@ -154,11 +154,14 @@ pub enum Coll {
         elem: Elem,
         op: Op,
     },
-    /// `send` and `recv` hold size equal blocks; block j of `send` goes to rank j,
-    /// block i of `recv` comes from rank i.
+    /// `send` holds one block per rank, of `send_counts[j]` bytes for rank j, one
+    /// after another; `recv` likewise, block i (`recv_counts[i]` bytes) coming
+    /// from rank i. Every rank's counts agree with its peers' (checked before).
     AllToAll {
         send: Buf,
         recv: Buf,
+        send_counts: Vec<usize>,
+        recv_counts: Vec<usize>,
     },
     Barrier,
     /// `buf` to rank `peer` with `tag`.
@@ -256,7 +259,7 @@ impl Engine for SelfEngine {
             Coll::Barrier => {}
             Coll::AllGather { send, recv }
             | Coll::ReduceScatter { send, recv, .. }
-            | Coll::AllToAll { send, recv } => copy(&send, &recv),
+            | Coll::AllToAll { send, recv, .. } => copy(&send, &recv),
             Coll::Send { peer, .. } | Coll::Recv { peer, .. } => {
                 return Err(OpalError::msg(format!(
                     "send/recv: rank {peer} is this process (a group of one has no peer)"

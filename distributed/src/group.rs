@@ -148,7 +148,7 @@ fn abort(inner: &Inner, why: String) {
 static NEXT_GROUP: AtomicU64 = AtomicU64::new(1);
 
 /// Local checks every collective shares.
-fn defined(t: &Tensor, what: &str, arg: &str) -> Result<()> {
+pub(crate) fn defined(t: &Tensor, what: &str, arg: &str) -> Result<()> {
     if t.is_defined() {
         Ok(())
     } else {
@@ -186,7 +186,7 @@ fn list_like(ts: &[Tensor], n: usize, model: &Tensor, what: &str, arg: &str) -> 
 
 /// The values of `ts` (each flattened) one after another, as a contiguous host
 /// tensor of `dtype`.
-fn host_cat(ts: &[Tensor], dtype: DType) -> Result<Tensor> {
+pub(crate) fn host_cat(ts: &[Tensor], dtype: DType) -> Result<Tensor> {
     let flat: Vec<Tensor> = ts
         .iter()
         .map(|t| ops::reshape(&to_host(t, dtype)?, &[-1]))
@@ -196,7 +196,7 @@ fn host_cat(ts: &[Tensor], dtype: DType) -> Result<Tensor> {
 
 /// Writes block `i` of the flat host tensor `src` (blocks of `outs[i].numel()`) into
 /// each `outs[i]`.
-fn write_blocks(src: &Tensor, outs: &[Tensor]) -> Result<()> {
+pub(crate) fn write_blocks(src: &Tensor, outs: &[Tensor]) -> Result<()> {
     let mut at = 0;
     for o in outs {
         let n = o.numel();
@@ -277,6 +277,11 @@ impl ProcessGroup {
             .clone()
     }
 
+    /// Aborts the group (a sub-step of a collective timed out).
+    pub(crate) fn abort_with(&self, why: String) {
+        abort(&self.inner, why)
+    }
+
     fn alive(&self, what: &str) -> Result<()> {
         match self.aborted() {
             None => Ok(()),
@@ -313,7 +318,7 @@ impl ProcessGroup {
     }
 
     /// Agrees on a collective of this group (all ranks).
-    fn begin(
+    pub(crate) fn begin(
         &self,
         kind: Kind,
         dtype: DType,
@@ -330,7 +335,7 @@ impl ProcessGroup {
         )
     }
 
-    fn start(
+    pub(crate) fn start(
         &self,
         what: &'static str,
         c: Coll,
@@ -618,33 +623,6 @@ impl ProcessGroup {
             recv: Buf::of(&recv)?,
             elem,
             op,
-        };
-        self.start(what, c, Some(finish), deadline)
-    }
-
-    /// Sends `inputs[j]` to rank j and receives rank i's `inputs[rank]` into
-    /// `outs[i]`; every tensor of both lists has one shape and dtype.
-    pub fn all_to_all(&self, outs: &[Tensor], inputs: &[Tensor]) -> Result<()> {
-        self.all_to_all_async(outs, inputs)?.wait()
-    }
-
-    /// [`Self::all_to_all`], returning once started.
-    pub fn all_to_all_async(&self, outs: &[Tensor], inputs: &[Tensor]) -> Result<Work> {
-        let what = "all_to_all";
-        let model = inputs
-            .first()
-            .ok_or_else(|| OpalError::msg(format!("{what}: input_tensor_list is empty")))?;
-        list_like(inputs, self.size(), model, what, "input_tensor_list")?;
-        list_like(outs, self.size(), model, what, "output_tensor_list")?;
-        let deadline = self.begin(Kind::AllToAll, model.dtype(), 0, -1, model.sizes())?;
-        let _ng = NoGradGuard::new();
-        let send = host_cat(inputs, model.dtype())?;
-        let recv = host_empty(&[send.numel()], model.dtype())?;
-        let (outs, r) = (outs.to_vec(), recv.clone());
-        let finish: Finish = Box::new(move || write_blocks(&r, &outs));
-        let c = Coll::AllToAll {
-            send: Buf::of(&send)?,
-            recv: Buf::of(&recv)?,
         };
         self.start(what, c, Some(finish), deadline)
     }

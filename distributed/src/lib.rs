@@ -16,6 +16,7 @@
 //! Owns: everything distributed. Must not: change the runtime beyond its public
 //! API (the gradient hooks it needs are `opal::autograd`'s).
 
+mod all_to_all;
 pub mod ddp;
 pub mod emu_comm;
 mod engine;

@@ -234,6 +234,7 @@ struct MpiPending {
     req: ffi::MPI_Request,
     _keep: Vec<Buf>,
     _copy: Vec<u8>,
+    _ints: Vec<c_int>,
     what: &'static str,
 }
 
@@ -261,6 +262,28 @@ impl MpiEngine {
         copy: Vec<u8>,
         f: impl FnOnce(*mut ffi::MPI_Request) -> c_int,
     ) -> Result<Box<dyn Pending>> {
+        self.start_request(what, keep, copy, Vec::new(), f)
+    }
+
+    /// [`Self::pending`] for a call that also reads count arrays.
+    fn pending_with(
+        &self,
+        what: &'static str,
+        keep: Vec<Buf>,
+        ints: Vec<c_int>,
+        f: impl FnOnce(*mut ffi::MPI_Request) -> c_int,
+    ) -> Result<Box<dyn Pending>> {
+        self.start_request(what, keep, Vec::new(), ints, f)
+    }
+
+    fn start_request(
+        &self,
+        what: &'static str,
+        keep: Vec<Buf>,
+        copy: Vec<u8>,
+        ints: Vec<c_int>,
+        f: impl FnOnce(*mut ffi::MPI_Request) -> c_int,
+    ) -> Result<Box<dyn Pending>> {
         // SAFETY: MPI_REQUEST_NULL is a constant handle, overwritten by `f`.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
         check(f(&mut req), what)?;
@@ -268,6 +291,7 @@ impl MpiEngine {
             req,
             _keep: keep,
             _copy: copy,
+            _ints: ints,
             what,
         }))
     }
@@ -479,13 +503,49 @@ impl Engine for MpiEngine {
                     ffi::MPI_Ireduce_scatter_block(s, d, n, datatype(elem), mpi_op(op), comm, r)
                 })
             }
-            Coll::AllToAll { send, recv } => {
-                let n = count(send.len() / self.size.max(1), "all_to_all")?;
+            Coll::AllToAll {
+                send,
+                recv,
+                send_counts,
+                recv_counts,
+            } => {
+                // Counts then displacements, sends then receives, in one vector
+                // that lives as long as the request (MPI may read them until then).
+                let mut ints = Vec::with_capacity(4 * self.size);
+                for counts in [&send_counts, &recv_counts] {
+                    let mut at = 0usize;
+                    let displs: Vec<usize> = counts
+                        .iter()
+                        .map(|c| {
+                            let d = at;
+                            at += c;
+                            d
+                        })
+                        .collect();
+                    for v in counts.iter().chain(&displs) {
+                        ints.push(count(*v, "all_to_all")?);
+                    }
+                }
                 let (s, d) = (send.ptr().cast_const().cast(), recv.ptr().cast());
+                let n = self.size;
+                let iv: *const c_int = ints.as_ptr();
                 // SAFETY: the buffers handed to MPI are the kept ones (alive until the
-                // request completes), of the counts computed above; see `start`.
-                self.pending("all_to_all", vec![send, recv], Vec::new(), |r| unsafe {
-                    ffi::MPI_Ialltoall(s, n, ffi::RSMPI_UINT8_T, d, n, ffi::RSMPI_UINT8_T, comm, r)
+                // request completes); `ints` (kept too, its heap block never moves)
+                // holds 4 arrays of `size` counts and displacements in bytes, each
+                // block inside its buffer (the counts sum to the buffers' lengths).
+                self.pending_with("all_to_all", vec![send, recv], ints, |r| unsafe {
+                    ffi::MPI_Ialltoallv(
+                        s,
+                        iv,
+                        iv.add(n),
+                        ffi::RSMPI_UINT8_T,
+                        d,
+                        iv.add(2 * n),
+                        iv.add(3 * n),
+                        ffi::RSMPI_UINT8_T,
+                        comm,
+                        r,
+                    )
                 })
             }
             // SAFETY: the buffers handed to MPI are the kept ones (alive until the

@@ -189,6 +189,95 @@ fn movement_cases(c: &mut Cases, pg: &ProcessGroup, device: Device) {
         expect_eq(&outs[0], &[r, 1.0 + r], "from rank 0")?;
         expect_eq(&outs[1], &[10.0 + r, 1.0 + r], "from rank 1")
     });
+    c.run(&format!("uneven all_to_all on {device}"), || {
+        // Rank r sends r + j + 1 values to rank j: rank 0 sends 1 to itself and 2
+        // to rank 1; rank 1 sends 2 to rank 0 and 3 to itself.
+        let ins: Vec<Tensor> = (0..2)
+            .map(|j| {
+                let n = rank + j + 1;
+                let v: Vec<f64> = (0..n).map(|k| (100 * rank + 10 * j + k) as f64).collect();
+                t(&v, &[n as i64], DType::F32, device)
+            })
+            .collect::<Result<_, _>>()?;
+        // outs[i] holds i + rank + 1 values, shaped as this rank likes ([n, 1]).
+        let outs: Vec<Tensor> = (0..2)
+            .map(|i| Tensor::empty(&[(i + rank + 1) as i64, 1], DType::F32, device))
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        pg.all_to_all(&outs, &ins).map_err(e)?;
+        for (i, o) in outs.iter().enumerate() {
+            let want: Vec<f64> = (0..i + rank + 1)
+                .map(|k| (100 * i + 10 * rank + k) as f64)
+                .collect();
+            expect_eq(o, &want, &format!("from rank {i}"))?;
+        }
+        Ok(())
+    });
+    c.run(
+        &format!("all_to_all_single with split sizes on {device}"),
+        || {
+            // Rows of 2: rank 0 sends 1 row to itself and 2 to rank 1; rank 1 sends 0
+            // rows to rank 0 and 1 to itself.
+            let rows: i64 = if rank == 0 { 3 } else { 1 };
+            let v: Vec<f64> = (0..2 * rows)
+                .map(|k| (10 * rank as i64 + k) as f64)
+                .collect();
+            let input = t(&v, &[rows, 2], DType::I64, device)?;
+            let (ins, outs_split): (&[i64], &[i64]) = if rank == 0 {
+                (&[1, 2], &[1, 0])
+            } else {
+                (&[0, 1], &[2, 1])
+            };
+            let out_rows: i64 = outs_split.iter().sum();
+            let output = Tensor::empty(&[out_rows, 2], DType::I64, device).map_err(e)?;
+            pg.all_to_all_single(&output, &input, Some(outs_split), Some(ins))
+                .map_err(e)?;
+            let want: &[f64] = if rank == 0 {
+                &[0.0, 1.0]
+            } else {
+                &[2.0, 3.0, 4.0, 5.0, 10.0, 11.0]
+            };
+            expect_eq(&output, want, "rows")?;
+            // Equal splits when none are given.
+            let x = t(&[rank as f64, 1.0, 2.0, 3.0], &[4], DType::F32, device)?;
+            let y = Tensor::empty(&[4], DType::F32, device).map_err(e)?;
+            pg.all_to_all_single(&y, &x, None, None).map_err(e)?;
+            let want = if rank == 0 {
+                [0.0, 1.0, 1.0, 1.0]
+            } else {
+                [2.0, 3.0, 2.0, 3.0]
+            };
+            expect_eq(&y, &want, "equal splits")
+        },
+    );
+    c.run(
+        &format!("all_to_all with a block its receiver does not expect on {device}"),
+        || {
+            // Rank 1 sends 3 values to rank 0, which expects 2: an Err on both ranks.
+            let ins: Vec<Tensor> = (0..2)
+                .map(|j| {
+                    let n = if rank == 1 && j == 0 { 3 } else { 2 };
+                    t(&vec![0.0; n], &[n as i64], DType::F32, device)
+                })
+                .collect::<Result<_, _>>()?;
+            let outs: Vec<Tensor> = (0..2)
+                .map(|_| t(&[0.0, 0.0], &[2], DType::F32, device))
+                .collect::<Result<_, _>>()?;
+            match pg.all_to_all(&outs, &ins) {
+                Err(err)
+                    if err
+                        .to_string()
+                        .contains("rank 1 sends 3 elements to rank 0") =>
+                {
+                    Ok(())
+                }
+                other => Err(format!(
+                    "expected the count error, got {:?}",
+                    other.map_err(e)
+                )),
+            }
+        },
+    );
     c.run(&format!("send/recv with tags on {device}"), || {
         let x = t(&[1.0, 2.0, 3.0], &[3], DType::F16, device)?;
         let y = t(&[7.0, 8.0, 9.0], &[3], DType::F16, device)?;
