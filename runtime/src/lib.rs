@@ -93,6 +93,7 @@
 pub mod autocast;
 pub mod autograd;
 mod composite;
+pub mod derivatives;
 pub mod device;
 mod device_runtime;
 pub mod dispatch;

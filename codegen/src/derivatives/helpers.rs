@@ -319,7 +319,7 @@ pub const DISPATCH_KEYS: &[&str] = &[
     "Default",
 ];
 
-/// The helpers Opal's runtime implements (`opal::autograd::helpers`), with the
+/// The helpers Opal's runtime implements (`opal::derivatives`), with the
 /// signatures the autograd generator calls them by: `name(Type arg, ...) -> Type`,
 /// in schema types plus `TensorOptions`, `Tensor*N` (N tensors at once) and `T[][]`;
 /// `=None` marks a parameter a formula may leave out; `@rust_name` names the Rust

@@ -1,15 +1,15 @@
 //! Average pooling that is separable, written over `matmul`: `avg_pool3d`,
 //! `_adaptive_avg_pool3d` (each output averages a box, i.e. one averaging matrix
 //! per spatial dim applied in turn), and the backward ops `avg_pool2d_backward`
-//! and `_adaptive_avg_pool2d_backward` (the transposed matrices, which autograd's
-//! helpers already build). They run on every backend, and autograd
+//! and `_adaptive_avg_pool2d_backward` (the transposed matrices, which the backward
+//! formulas in `crate::derivatives` already build). They run on every backend, and autograd
 //! differentiates them through `matmul`.
 //!
 //! Owns: these ops' argument checks and averaging matrices. Must not: read or
 //! write tensor data itself, or restate the pooling window rules
 //! (`rules::pool` has them).
 
-use crate::autograd::helpers;
+use crate::derivatives;
 use crate::dispatch::DispatchKeySet;
 use crate::error::{OpalError, Result};
 use crate::ops;
@@ -187,7 +187,7 @@ pub(super) fn avg_pool2d_backward(
         ceil_mode,
     )?;
     check_grad_output(OP, grad_output, self_, &g.out)?;
-    helpers::avg_pool2d_backward(
+    derivatives::avg_pool2d_backward(
         grad_output,
         self_,
         &g.kernel,
@@ -214,7 +214,7 @@ pub(super) fn adaptive_avg_pool2d_backward(
             "{OP}: expected a 3D or 4D self and a grad_output with its leading dims, but got grad_output of size {gs:?} and self of size {s:?}"
         )));
     }
-    helpers::_adaptive_avg_pool2d_backward(grad_output, self_)
+    derivatives::_adaptive_avg_pool2d_backward(grad_output, self_)
 }
 
 /// `max_pool3d_with_indices_backward`: each output gradient added at its recorded

@@ -224,9 +224,9 @@ impl Scope<'_, '_> {
                     Ty::List(elem) => {
                         let elem = (**elem).clone();
                         let ts = if elem.is_copy() {
-                            quote!(h::at(&#bt, #it)?)
+                            quote!(d::at(&#bt, #it)?)
                         } else {
-                            quote!(h::at(&#bt, #it)?.clone())
+                            quote!(d::at(&#bt, #it)?.clone())
                         };
                         Ok(Val::new(ts, elem))
                     }
@@ -243,7 +243,7 @@ impl Scope<'_, '_> {
                     (UnOp::Not, Ty::Bool) => Ok(Val::new(quote!((!#ts)), Ty::Bool)),
                     (UnOp::Deref, Ty::Opt(inner)) => {
                         let name = operand_name(operand);
-                        Ok(Val::new(quote!(h::value(#ts, #name)?), (**inner).clone()))
+                        Ok(Val::new(quote!(d::value(#ts, #name)?), (**inner).clone()))
                     }
                     (op, t) => fail(e.span, format!("`{}` on a value of type {t}", op.as_str())),
                 }
@@ -374,7 +374,7 @@ impl Scope<'_, '_> {
                         Some(v) => v.as_helper_arg(),
                         None => p.default.clone().unwrap_or_default(),
                     });
-                    return Ok(Val::new(quote!(h::#f(#(#ps),*)?), sig.ret.clone()));
+                    return Ok(Val::new(quote!(d::#f(#(#ps),*)?), sig.ret.clone()));
                 }
             }
             return fail(span, no_overload(name, args, "helper"));
@@ -465,7 +465,7 @@ impl Scope<'_, '_> {
             (Ty::Tensor, "numel" | "sym_numel", 0) => Ok(Val::new(quote!(#t.numel()), Ty::Int)),
             (Ty::Tensor, "size" | "sym_size", 1) => {
                 let d = int_arg(0)?;
-                Ok(Val::new(quote!(h::size_at(#r, #d)?), Ty::Int))
+                Ok(Val::new(quote!(d::size_at(#r, #d)?), Ty::Int))
             }
             (Ty::Tensor, "scalar_type", 0) => Ok(Val::new(quote!(#t.dtype()), Ty::DType)),
             (Ty::Tensor, "layout", 0) => Ok(Val::new(quote!(#t.layout()), Ty::Layout)),
@@ -485,7 +485,7 @@ impl Scope<'_, '_> {
             (Ty::Opt(_), "has_value", 0) => Ok(Val::new(quote!(#t.is_some()), Ty::Bool)),
             (Ty::Opt(inner), "value", 0) => {
                 let o = recv.owned();
-                Ok(Val::new(quote!(h::value(#o, "value")?), (**inner).clone()))
+                Ok(Val::new(quote!(d::value(#o, "value")?), (**inner).clone()))
             }
             (Ty::Scalar, "toDouble", 0) => Ok(Val::new(quote!(#t.to_f64()), Ty::Float)),
             (Ty::Scalar, "conj", 0) => Ok(recv.clone()),
@@ -514,7 +514,7 @@ impl Scope<'_, '_> {
                         // No `Scalar` overload in this operator set: the number as
                         // a 0-dim tensor of the other operand's dtype and device.
                         let (t, st) = (a.as_helper_arg(), s.owned());
-                        let wrapped = Val::new(quote!(h::scalar_like(#t, #st)?), Ty::Tensor);
+                        let wrapped = Val::new(quote!(d::scalar_like(#t, #st)?), Ty::Tensor);
                         self.resolve(name, &[a.clone(), wrapped], span)
                     })
             }
