@@ -110,6 +110,7 @@ pub mod scalar;
 #[cfg(feature = "serde")]
 mod serde_impls;
 pub mod serialize;
+mod startup;
 pub mod tensor;
 pub mod types;
 pub mod warning;

@@ -114,7 +114,7 @@ pub fn support(cx: &Ctx) -> TokenStream {
                 F: Fn(DispatchKeySet, &mut Args, &mut Stack) -> Result<()> + Send + Sync + 'static,
             {
                 ::std::sync::Arc::new(move |_: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack| {
-                    #rt::tensor::with_stack_holds(def.name, def.args, checks, stack, |stack| {
+                    #rt::dispatch::with_stack_holds(def.name, def.args, checks, stack, |stack| {
                         let mut args = Args::take(stack, def)?;
                         body(ks, &mut args, stack)
                     })

@@ -19,7 +19,8 @@ use crate::{DType, Tensor};
 /// Multiplies dim `dim` of `x` by `a` (`out x n`, row-major):
 /// `y[.., o, ..] = sum_i a[o, i] * x[.., i, ..]`.
 fn along(x: &Tensor, dim: i64, a: Vec<f64>, out: i64, n: i64) -> Result<Tensor> {
-    let m = super::host_constant(&Tensor::from_vec(a, &[out, n])?, x.dtype(), x.device())?;
+    let m =
+        crate::derivatives::host_constant(&Tensor::from_vec(a, &[out, n])?, x.dtype(), x.device())?;
     let moved = ops::transpose_int(x, dim, -1)?;
     let y = ops::matmul(&moved, &ops::transpose_int(&m, 0, 1)?)?;
     ops::transpose_int(&y, dim, -1)

@@ -16,7 +16,8 @@
 //! group).
 //!
 //! Owns: the formulas and the small pieces formulas share (`at`, `value`,
-//! `size_at`, `scalar_like`, [`TensorOptions`]). Must not: import `autograd`
+//! `size_at`, `scalar_like`, [`TensorOptions`], and `host_constant`, which
+//! composite kernels use too). Must not: import `autograd`
 //! (formulas neither record nodes nor read autograd state: grad mode, nodes and
 //! recording belong to the generated kernels and `crate::autograd`), or touch
 //! tensor data other than through operators. `runtime/tests/module_deps.rs`
@@ -137,4 +138,18 @@ fn unsqueeze_reduced(
         g = ops::unsqueeze(&g, d as i64)?;
     }
     Ok(g)
+}
+
+/// A small constant built on the host (index lists, interpolation weights) placed
+/// where an operator needs it: on `device` with `dtype`. A meta device gets an
+/// empty meta tensor of that shape (meta tensors hold no values to copy). Composite
+/// kernels use it too.
+pub(crate) fn host_constant(host: &Tensor, dtype: DType, device: Device) -> Result<Tensor> {
+    if device.is_meta() {
+        return Tensor::empty(host.sizes(), dtype, device);
+    }
+    if device.is_cpu() && host.dtype() == dtype {
+        return Ok(host.clone());
+    }
+    ops::_to_copy::call(host, Some(dtype), None, Some(device), None, false, None)
 }

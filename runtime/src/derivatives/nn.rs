@@ -14,7 +14,7 @@ use crate::{ops, Scalar, Tensor};
 /// a meta device).
 fn matrix_like(like: &Tensor, values: &[f64], rows: i64, cols: i64) -> Result<Tensor> {
     let m = Tensor::from_slice(values, &[rows, cols])?;
-    crate::composite::host_constant(&m, like.dtype(), like.device())
+    super::host_constant(&m, like.dtype(), like.device())
 }
 
 pub fn nan_to_num_backward(grad: &Tensor, self_: &Tensor) -> Result<Tensor> {
