@@ -13,7 +13,7 @@ use super::Ctx;
 use crate::ident::{self, PRELUDE};
 
 /// The `prelude` module: `pub use <rt>::{...}` for every name in [`PRELUDE`].
-pub fn prelude(cx: &Ctx) -> TokenStream {
+pub(crate) fn prelude(cx: &Ctx) -> TokenStream {
     let rt = cx.rt();
     let uses = PRELUDE.iter().map(|(path, names)| {
         let names = names.iter().map(|n| ident::ident(n));
@@ -34,7 +34,7 @@ pub fn prelude(cx: &Ctx) -> TokenStream {
 }
 
 /// The `support` module.
-pub fn support(cx: &Ctx) -> TokenStream {
+pub(crate) fn support(cx: &Ctx) -> TokenStream {
     let rt = cx.rt();
     quote! {
         /// Helpers shared by the generated operators (called only by generated code).

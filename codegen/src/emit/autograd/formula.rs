@@ -26,7 +26,7 @@ use crate::model::{NativeFunction, NativeFunctions, SchemaKind};
 
 /// Why a formula did not translate: a span of its text and the reason.
 #[derive(Clone, Debug)]
-pub struct Untranslatable {
+pub(crate) struct Untranslatable {
     pub span: Span,
     pub reason: String,
 }
@@ -50,7 +50,7 @@ struct Param {
 
 /// A runtime helper's signature.
 #[derive(Clone, Debug)]
-pub struct HelperSig {
+pub(crate) struct HelperSig {
     /// The formula name.
     name: String,
     /// The Rust function (differs for an overload: Rust has none).
@@ -93,7 +93,7 @@ fn parse_helper(s: &str) -> Option<HelperSig> {
 }
 
 /// The runtime helpers by name (overloads in table order).
-pub fn helper_table() -> Result<BTreeMap<String, Vec<HelperSig>>, String> {
+pub(crate) fn helper_table() -> Result<BTreeMap<String, Vec<HelperSig>>, String> {
     let mut t: BTreeMap<String, Vec<HelperSig>> = BTreeMap::new();
     for line in IMPLEMENTED {
         let sig = parse_helper(line).ok_or_else(|| format!("bad helper signature `{line}`"))?;
@@ -103,7 +103,7 @@ pub fn helper_table() -> Result<BTreeMap<String, Vec<HelperSig>>, String> {
 }
 
 /// Native operators by base name, with their Rust idents.
-pub struct NativeIndex<'m> {
+pub(crate) struct NativeIndex<'m> {
     by_base: BTreeMap<String, Vec<(&'m NativeFunction, String)>>,
 }
 
@@ -132,7 +132,7 @@ impl<'m> NativeIndex<'m> {
 }
 
 /// The formula's variables and the tables names resolve against.
-pub struct Scope<'a, 'm> {
+pub(crate) struct Scope<'a, 'm> {
     pub vars: BTreeMap<String, Val>,
     pub native: &'a NativeIndex<'m>,
     pub helpers: &'a BTreeMap<String, Vec<HelperSig>>,
