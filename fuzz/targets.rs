@@ -56,8 +56,8 @@ const BACKEND_NATIVE: &str =
 /// `backend_yaml`: bytes as a backend YAML, resolved against [`BACKEND_NATIVE`]; what
 /// resolves is generated and its coverage reported.
 pub fn backend_yaml(data: &[u8]) {
-    use opal_codegen::backend::report::SourceFile;
     use opal_codegen::backend::run::{coverage_of, generate_code, Inputs};
+    use opal_codegen::backend::SourceFile;
 
     static NATIVES: OnceLock<opal_codegen::model::NativeFunctions> = OnceLock::new();
     let natives = NATIVES.get_or_init(|| {
@@ -90,7 +90,7 @@ pub fn backend_yaml(data: &[u8]) {
         let _ = e.render(false, 80);
     }
     let (report, errors) = coverage_of(&inputs);
-    let _ = report.render(opal_codegen::backend::coverage::Format::Text);
+    let _ = report.render(opal_codegen::backend::Format::Text);
     if let Some(e) = errors {
         let _ = e.render(false, 80);
     }

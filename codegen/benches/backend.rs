@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use opal_codegen::backend::emit::{generate, BackendEmitOptions};
+use opal_codegen::backend::{generate, BackendEmitOptions};
 use opal_codegen::backend::{load_bytes, resolve};
 use opal_codegen::model::{NativeFunctions, Origin};
 
@@ -33,7 +33,7 @@ fn backend_yaml(natives: &NativeFunctions) -> String {
         .functions
         .iter()
         .filter(|f| matches!(f.origin, Origin::Declared) && f.dispatch.contains_key("CPU"))
-        .filter(|f| opal_codegen::ident::op_ident(&f.func.name).is_ok())
+        .filter(|f| opal_codegen::op_ident(&f.func.name).is_ok())
         .take(400);
     let mut pinned = 0;
     for f in ops {
@@ -90,11 +90,7 @@ fn bench(c: &mut Criterion) {
     {
         let (plan, errs) = resolve(&spec, &natives);
         assert!(errs.is_empty(), "{errs:?}");
-        let adapters = plan
-            .ops
-            .iter()
-            .filter(|o| !matches!(o.compat, opal_codegen::backend::Compat::Identical))
-            .count();
+        let adapters = plan.adapter_count();
         assert_eq!(adapters, 40, "{adapters} adapters");
     }
     let mut g = c.benchmark_group("backend");

@@ -129,7 +129,7 @@ const RESERVED_OPS: &[&str] = &[
 ];
 
 /// What a reserved operator identifier gets appended.
-pub const RESERVED_OP_SUFFIX: &str = "_op";
+pub(crate) const RESERVED_OP_SUFFIX: &str = "_op";
 
 /// Argument identifiers that would clash inside generated functions: their own
 /// parameters and items (`ks`, `opts`, `DEF`, `SLOT`, `ALL_DEFS`), values of the std
@@ -141,17 +141,13 @@ const RESERVED_ARGS: &[&str] = &[
 ];
 
 /// Name of the extension trait carrying `Tensor` methods.
-pub const METHODS_TRAIT: &str = "TensorOps";
-/// Per-op module item: the typed kernel signature alias.
-pub const SIG: &str = "Sig";
-/// Per-op module item: the static `OpDef`.
-pub const DEF: &str = "DEF";
+pub(crate) const METHODS_TRAIT: &str = "TensorOps";
 /// Per-op module item: the options struct (only for ops with defaulted arguments).
-pub const OPTIONS: &str = "Options";
+pub(crate) const OPTIONS: &str = "Options";
 
 /// Whether `s` is a plain Rust identifier (ASCII letters, digits, `_`; not starting
 /// with a digit; not `_` alone).
-pub fn is_identifier(s: &str) -> bool {
+pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     match chars.next() {
         Some(c) if c == '_' || c.is_ascii_alphabetic() => {}
@@ -196,7 +192,7 @@ fn in_prelude(name: &str) -> bool {
 
 /// Name of the `Tensor` method that takes an options value, for the op method `m`:
 /// `add_tensor` -> `add_tensor_with`, in-place `add_tensor_` -> `add_tensor_with_`.
-pub fn with_method(m: &str) -> String {
+pub(crate) fn with_method(m: &str) -> String {
     match m.strip_suffix('_') {
         Some(stem) if !stem.ends_with('_') => format!("{stem}_with_"),
         _ => format!("{m}_with"),
@@ -204,30 +200,25 @@ pub fn with_method(m: &str) -> String {
 }
 
 /// The kernel trait of a backend: `Emu` -> `EmuKernels`.
-pub fn backend_trait(backend: &str) -> String {
+pub(crate) fn backend_trait(backend: &str) -> String {
     format!("{backend}Kernels")
-}
-
-/// The kernel trait of a backend built as a plugin: `Emu` -> `EmuPluginKernels`.
-pub fn plugin_trait(backend: &str) -> String {
-    format!("{backend}PluginKernels")
 }
 
 /// A backend's trait fn for its own autograd kernel of op `op_ident`
 /// (`sigmoid` -> `autograd_sigmoid`).
-pub fn autograd_kernel_fn(op_ident: &str) -> String {
+pub(crate) fn autograd_kernel_fn(op_ident: &str) -> String {
     format!("autograd_{op_ident}")
 }
 
 /// The name a starter kernel gives an argument it does not use yet: `self_` ->
 /// `_self_`, raw `r#type` -> `_type`.
-pub fn unused_arg(arg: &str) -> String {
+pub(crate) fn unused_arg(arg: &str) -> String {
     format!("_{}", arg.trim_start_matches("r#"))
 }
 
 /// The Rust name of a schema argument: `self` -> `self_`, other keywords stay and
 /// become raw identifiers when turned into an [`Ident`].
-pub fn arg_ident(name: &str) -> Result<String, String> {
+pub(crate) fn arg_ident(name: &str) -> Result<String, String> {
     if !is_identifier(name) {
         return Err(format!("argument name `{name}` is not a Rust identifier"));
     }
@@ -245,7 +236,7 @@ pub fn arg_ident(name: &str) -> Result<String, String> {
 /// An [`Ident`] for a string produced by this module (raw when it is a keyword).
 /// The string must satisfy [`is_identifier`]; callers only pass names that went
 /// through [`op_ident`] / [`arg_ident`] or fixed names.
-pub fn ident(s: &str) -> Ident {
+pub(crate) fn ident(s: &str) -> Ident {
     thread_local! {
         /// Identifiers made on this thread: generation makes millions, of a few
         /// thousand names, and a clone costs less than checking the keyword list and
@@ -269,13 +260,13 @@ pub fn ident(s: &str) -> Ident {
 
 /// Whether an identifier needs `#[allow(non_snake_case)]`: PyTorch's `T`, `mH`, ...
 /// and dunder operators (`__and___scalar`), which rustc does not count as snake case.
-pub fn needs_non_snake_allow(s: &str) -> bool {
+pub(crate) fn needs_non_snake_allow(s: &str) -> bool {
     s.chars().any(|c| c.is_ascii_uppercase()) || s.trim_matches('_').contains("__")
 }
 
 /// How values of a type are passed to typed functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Passing {
+pub(crate) enum Passing {
     /// Passed as-is (`i64`, `f64`, `bool`, `DType`, `Device`, ... and `Option`s of them).
     Value,
     /// Passed as `&T` (`Tensor`, `Scalar`, `Generator`, ... and lists as `&[T]`, `str` as `&str`).
@@ -292,11 +283,11 @@ pub enum Passing {
 /// module, which re-exports exactly these names from the runtime by absolute path
 /// (see [`PRELUDE`]).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Types;
+pub(crate) struct Types;
 
 /// Runtime names the generated `prelude` re-exports: (path under the runtime root,
 /// names). Generated code uses these names unqualified.
-pub const PRELUDE: &[(&str, &[&str])] = &[
+pub(crate) const PRELUDE: &[(&str, &[&str])] = &[
     (
         "",
         &[
@@ -436,11 +427,6 @@ impl Types {
         ast::ty_generic("Result", [t])
     }
 
-    /// [`Types::owned_type`] as tokens.
-    pub fn owned(&self, ty: &Type) -> TokenStream {
-        self.owned_type(ty).into_token_stream()
-    }
-
     /// [`Types::arg_type`] as tokens.
     pub fn arg(&self, ty: &Type) -> TokenStream {
         self.arg_type(ty).into_token_stream()
@@ -459,7 +445,7 @@ impl Types {
 
 /// Converts an owned place expression (a local or a field, of the type's owned form)
 /// into the argument form, without moving out of it.
-pub fn owned_to_arg(expr: syn::Expr, ty: &Type) -> syn::Expr {
+pub(crate) fn owned_to_arg(expr: syn::Expr, ty: &Type) -> syn::Expr {
     match Types::passing(ty) {
         Passing::Value => expr,
         Passing::Ref => ast::reference(expr),
@@ -577,7 +563,10 @@ mod tests {
         assert_eq!(ts(t.arg(&b(BaseTy::ScalarType))), "DType");
         assert_eq!(ts(t.arg(&opt(b(BaseTy::Device)))), "Option<Device>");
         assert_eq!(ts(t.arg(&b(BaseTy::Scalar))), "&Scalar");
-        assert_eq!(ts(t.owned(&b(BaseTy::Str))), "String");
+        assert_eq!(
+            ts(t.owned_type(&b(BaseTy::Str)).into_token_stream()),
+            "String"
+        );
         assert_eq!(ts(t.arg(&b(BaseTy::GraphModule))), "&Opaque");
         let x = |ty: &Type| ts(owned_to_arg(ast::p(&["x"]), ty).into_token_stream());
         assert_eq!(x(&opt(list(b(BaseTy::Int)))), "x.as_deref()");

@@ -11,16 +11,19 @@
 //!   the [`model`], with located [`diagnostics`]; [`derivatives`] and [`composite`]
 //!   load their files; [`backend`] loads, resolves, generates and reports coverage of
 //!   backend YAMLs.
-//! - The `opal-codegen` binary (feature `cli`) wraps all of the above.
+//! - One stage at a time: [`parse`] (a `func:` schema, a YAML file without the
+//!   rules), [`emit`] (the operator layer and the autograd kernels from a model,
+//!   the naming check), [`op_ident`] (an operator's Rust name).
+//! - The `opal-codegen` binary (feature `cli`) wraps all of the above, through
+//!   this API only.
 //!
 //! # Internals
 //!
-//! The pipeline stages below are public so that Opal's own tests, benches and fuzz
-//! targets can reach them, but they are hidden from these docs and not part of the
-//! semver-stable API: `parse` (the `func:` grammar and YAML reading), `emit` (Rust
-//! code from the model), `ident` (schema names to Rust names). `validate`
-//! (torchgen's implicit rules and Rust's) and `suggest` ("did you mean") are
-//! private; [`dispatch_keys`] is the one list of `validate` others read.
+//! Everything else is `pub(crate)`: the stages' pieces (`parse`'s lexer and
+//! outline, `emit`'s per-item emitters and plan, `ident`'s type table, the
+//! backend's plan and emitters), `validate` (torchgen's implicit rules and Rust's)
+//! and `suggest` ("did you mean"); [`dispatch_keys`] is the one list of `validate`
+//! others read. Tests that check a piece directly are unit tests inside the crate.
 
 pub mod autocast;
 pub mod backend;
@@ -28,20 +31,18 @@ pub mod builder;
 pub mod composite;
 pub mod derivatives;
 pub mod diagnostics;
-#[doc(hidden)]
 pub mod emit;
 mod hash;
-#[doc(hidden)]
-pub mod ident;
+mod ident;
 mod load;
 pub mod model;
-#[doc(hidden)]
 pub mod parse;
 mod suggest;
 mod validate;
 
 pub use backend::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use builder::Builder;
+pub use ident::op_ident;
 pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};
 /// The dispatch key names a `native_functions.yaml` may use.
 pub use validate::keys as dispatch_keys;

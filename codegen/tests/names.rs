@@ -2,78 +2,17 @@
 //! colliding with generated items, the std prelude or the runtime's names are
 //! mangled; names that still collide after that are located errors, from
 //! `generate` and from `check`. `tests/tests/adversarial_names.rs` compiles the
-//! generated code of `fixtures/adversarial/`.
+//! generated code of `fixtures/adversarial/`; the mangling table itself is checked
+//! by the unit tests in `src/emit/names_tests.rs`.
 
-use std::collections::BTreeMap;
 use std::process::Command;
-
-use opal_codegen::emit::plan::plan;
 
 const BIN: &str = env!("CARGO_BIN_EXE_opal-codegen");
 
-fn fixture() -> String {
-    format!(
-        "{}/tests/fixtures/adversarial/native_functions.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-#[test]
-fn adversarial_names_are_mangled_not_dropped() {
-    let nf = opal_codegen::load(fixture()).unwrap_or_else(|d| panic!("{d}"));
-    let p = plan(&nf, "aten").unwrap_or_else(|e| panic!("{e:?}"));
-    assert!(p.unsupported.is_empty(), "{:?}", p.unsupported);
-    assert_eq!(p.ops.len(), nf.functions.len());
-    let idents: BTreeMap<&str, &str> = p
-        .ops
-        .iter()
-        .map(|o| (o.op_name.as_str(), o.ident_str.as_str()))
-        .collect();
-    for (op, ident) in [
-        ("prelude", "prelude_op"),
-        ("support", "support_op"),
-        ("init", "init_op"),
-        ("TensorOps", "TensorOps_op"),
-        ("Tensor", "Tensor_op"),
-        ("None", "None_op"),
-        ("i64", "i64_op"),
-        ("std", "std_op"),
-        // Items inside each operator's own module do not clash with operators.
-        ("DEF", "DEF"),
-        ("call", "call"),
-        ("Sig", "Sig"),
-        ("prelude_", "prelude_"),
-        ("Self", "Self_"),
-        ("where", "where"),
-    ] {
-        assert_eq!(idents.get(op).copied(), Some(ident), "operator `{op}`");
-    }
-    let args = p.ops.iter().find(|o| o.op_name == "arg_names").unwrap();
-    let names: BTreeMap<&str, &str> = args
-        .args
-        .iter()
-        .map(|a| (a.arg.name.as_str(), a.name.as_str()))
-        .collect();
-    for (arg, ident) in [
-        ("DEF", "DEF_"),
-        ("SLOT", "SLOT_"),
-        ("ks", "ks_"),
-        ("opts", "opts_"),
-        ("None", "None_"),
-        ("Tensor", "Tensor_"),
-        ("default", "default_"),
-        ("Sig", "Sig"),
-        ("call", "call"),
-        ("type", "type"),
-    ] {
-        assert_eq!(names.get(arg).copied(), Some(ident), "argument `{arg}`");
-    }
-}
-
-/// `check` and `generate`'s plan on `yaml`: the plan's errors and `check`'s stderr.
+/// The naming check `generate` runs, on `yaml`: its errors and `check`'s stderr.
 fn refused(yaml: &str) -> (Vec<opal_codegen::emit::EmitError>, String) {
     let nf = opal_codegen::load_str(yaml, "names.yaml", None).unwrap_or_else(|d| panic!("{d}"));
-    let errs = plan(&nf, "aten").expect_err("plan refuses");
+    let errs = opal_codegen::emit::check_names(&nf).expect_err("the names are refused");
     let dir = std::env::temp_dir().join(format!("opal-names-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("names-{}.yaml", errs.len() * 1000 + yaml.len()));
@@ -116,7 +55,8 @@ fn colliding_tensor_methods_are_a_located_error() {
 fn arguments_that_collide_after_mangling_leave_the_operator_out_with_a_reason() {
     let yaml = "- func: f(Tensor self, int DEF, int DEF_) -> Tensor\n";
     let nf = opal_codegen::load_str(yaml, "names.yaml", None).unwrap_or_else(|d| panic!("{d}"));
-    let p = plan(&nf, "aten").unwrap_or_else(|e| panic!("{e:?}"));
+    let p =
+        opal_codegen::emit::generate(&nf, &Default::default()).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(p.unsupported.len(), 1);
     assert_eq!(p.unsupported[0].loc.line, 1);
     assert!(

@@ -93,6 +93,7 @@
 pub mod autocast;
 pub mod autograd;
 mod composite;
+pub mod derivatives;
 pub mod device;
 mod device_runtime;
 pub mod dispatch;
@@ -109,6 +110,7 @@ pub mod scalar;
 #[cfg(feature = "serde")]
 mod serde_impls;
 pub mod serialize;
+mod startup;
 pub mod tensor;
 pub mod types;
 pub mod warning;

@@ -1,6 +1,6 @@
 //! Autocast cast policy as codegen input: a YAML file (`runtime/autocast.yaml` for
 //! Opal's own operators) that sorts operators into the three ways automatic mixed
-//! precision treats them, loaded into a located [`Policy`] and checked against a
+//! precision treats them, loaded into a located policy and checked against a
 //! native model; [`Builder`] writes the kernels `crate::emit::autocast` generates
 //! from it.
 //!
@@ -29,7 +29,7 @@ use crate::parse::read_document;
 
 /// How an autocast kernel treats an operator's floating-point tensor inputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CastKind {
+pub(crate) enum CastKind {
     /// Cast to the device's autocast dtype (`float16` by default).
     LowerPrecision,
     /// Cast to `float32`.
@@ -54,7 +54,7 @@ impl CastKind {
 
 /// One listed operator.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PolicyEntry {
+pub(crate) struct PolicyEntry {
     /// `name` or `name.overload`.
     pub op: String,
     pub cast: CastKind,
@@ -64,7 +64,7 @@ pub struct PolicyEntry {
 
 /// A loaded cast policy, entries in file order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Policy {
+pub(crate) struct Policy {
     pub entries: Vec<PolicyEntry>,
 }
 
@@ -77,7 +77,7 @@ const START: Loc = Loc {
 
 /// Reads policy text: the entries that loaded and every problem of the file's shape
 /// (not yet checked against operators; see [`validate`]).
-pub fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
+pub(crate) fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Policy::default();
     let doc: Node<'_> = match read_document(src) {
@@ -184,7 +184,7 @@ fn unfit(op: &OpPlan<'_>) -> Option<String> {
 
 /// How a schema argument holds tensors, for the emitter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TensorArg {
+pub(crate) enum TensorArg {
     /// `Tensor`.
     One,
     /// `Tensor?`.
@@ -196,7 +196,7 @@ pub enum TensorArg {
 }
 
 /// [`TensorArg`] of a type, `None` when it holds no tensor.
-pub fn tensor_arg(ty: &Type) -> Option<TensorArg> {
+pub(crate) fn tensor_arg(ty: &Type) -> Option<TensorArg> {
     let is_tensor = |t: &Type| matches!(t, Type::Base(BaseTy::Tensor));
     match ty {
         t if is_tensor(t) => Some(TensorArg::One),
@@ -211,7 +211,7 @@ pub fn tensor_arg(ty: &Type) -> Option<TensorArg> {
 
 /// Checks each entry against the planned operators: it must exist, be listed once
 /// and be fit for an autocast kernel.
-pub fn validate(policy: &Policy, ops: &[OpPlan<'_>]) -> Vec<Diagnostic> {
+pub(crate) fn validate(policy: &Policy, ops: &[OpPlan<'_>]) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
     let mut seen: Vec<(&str, Loc)> = Vec::new();
     for e in &policy.entries {

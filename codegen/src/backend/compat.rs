@@ -34,7 +34,7 @@ pub struct AddedArg {
     /// The default literal as written in the native YAML.
     pub default: String,
     /// The default as a value: what "the caller passed the default" means.
-    pub value: Value,
+    pub(crate) value: Value,
     pub loc: Loc,
 }
 
@@ -53,7 +53,7 @@ pub struct Incompatibility {
 
 /// Whether Opal gives both schema types the same Rust type (the argument form of
 /// `crate::ident`, which also fixes the owned form).
-pub fn same_repr(a: &Type, b: &Type) -> bool {
+pub(crate) fn same_repr(a: &Type, b: &Type) -> bool {
     let t = Types;
     a == b || t.arg(a).to_string() == t.arg(b).to_string()
 }

@@ -18,7 +18,7 @@ use super::yaml::{self, Node};
 
 /// Every key a backend YAML may have: Opal's, then torchgen's (the format of the
 /// backend YAMLs of torch-xla, Intel's XPU ops or torch_npu).
-pub const KEYS: [&str; 15] = [
+pub(crate) const KEYS: [&str; 15] = [
     "backend",
     "dispatch_key",
     "device",

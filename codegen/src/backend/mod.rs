@@ -4,31 +4,32 @@
 //! the registration function (kernels, defaulted-argument adapters for pinned
 //! kernels, the fallback) and a starter implementation, and reports coverage.
 //!
-//! Pipeline: [`load`] (YAML -> [`BackendSpec`]) -> [`plan::resolve`] (match and
-//! classify against the native functions, see [`compat`]) -> [`emit`] (Rust code)
-//! or [`coverage()`](fn@coverage) (report).
+//! Pipeline: [`load_bytes`] / [`load_file`] (YAML -> [`BackendSpec`]) -> [`resolve`]
+//! (match and [`classify`] against the native functions) -> [`generate`] (Rust code)
+//! or [`coverage()`](fn@coverage) (report); [`run`] strings them together the way
+//! the CLI does. Submodules other than `run` are private.
 //!
 //! Owns: everything about backend YAMLs. Must not: parse native YAMLs or schemas
 //! itself (it calls `crate::parse`), name things (it uses `crate::ident`), or
 //! duplicate per-op emission (it uses `crate::emit`).
 
 mod bodies;
-pub mod builder;
-pub mod compat;
-pub mod coverage;
-pub mod emit;
-pub mod load;
-pub mod plan;
-pub mod plugin;
-pub mod report;
+mod builder;
+mod compat;
+mod coverage;
+mod emit;
+mod load;
+mod plan;
+mod plugin;
+mod report;
 pub mod run;
-pub mod spec;
-pub mod yaml;
+mod spec;
+mod yaml;
 
 pub use builder::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
 pub use compat::{classify, AddedArg, Compat, Incompatibility};
-pub use coverage::{coverage, Coverage, Format, RuntimeOps, Status};
-pub use emit::{generate, BackendCode, BackendEmitOptions};
+pub use coverage::{coverage, Coverage, Format, Row, RuntimeOps, Status, Totals};
+pub use emit::{generate, BackendCode, BackendEmitOptions, SKELETON_FILE};
 pub use load::{load_bytes, load_file};
 pub use plan::{resolve, Plan};
 pub use plugin::{generate_plugin, PluginCode};

@@ -28,13 +28,13 @@ use super::spec::{BackendSpec, Located, SupportedOp};
 
 /// Trait methods that move data for the CPU fallback (reserved: no op may map to
 /// these names).
-pub const TRANSFER_TO_CPU: &str = "transfer_to_cpu";
+pub(crate) const TRANSFER_TO_CPU: &str = "transfer_to_cpu";
 /// See [`TRANSFER_TO_CPU`].
-pub const TRANSFER_FROM_CPU: &str = "transfer_from_cpu";
+pub(crate) const TRANSFER_FROM_CPU: &str = "transfer_from_cpu";
 
 /// One supported op, resolved.
 #[derive(Clone, Debug)]
-pub struct PlannedOp<'n> {
+pub(crate) struct PlannedOp<'n> {
     /// The native function the kernel implements (its current schema).
     pub func: &'n NativeFunction,
     /// The schema the kernel was written against, when pinned.
@@ -56,7 +56,7 @@ impl PlannedOp<'_> {
 /// An op registered for free because a supported out= kernel is its
 /// `structured_delegate`.
 #[derive(Clone, Debug)]
-pub struct DerivedOp<'n> {
+pub(crate) struct DerivedOp<'n> {
     pub func: &'n NativeFunction,
     /// Index into [`Plan::ops`] of the out= kernel it is derived from.
     pub from: usize,
@@ -66,17 +66,28 @@ pub struct DerivedOp<'n> {
 #[derive(Clone, Debug)]
 pub struct Plan<'n> {
     /// Supported ops that resolved cleanly, in `supported:` order.
-    pub ops: Vec<PlannedOp<'n>>,
+    pub(crate) ops: Vec<PlannedOp<'n>>,
     /// `autograd:` ops, registered at the backend's autograd key.
-    pub autograd: Vec<PlannedOp<'n>>,
+    pub(crate) autograd: Vec<PlannedOp<'n>>,
     /// Derived structured-delegate ops, in native YAML order.
-    pub derived: Vec<DerivedOp<'n>>,
+    pub(crate) derived: Vec<DerivedOp<'n>>,
     /// Supported entries that failed (unknown op, incompatible pin), by entry index,
     /// with a one-line reason, for the coverage report.
     pub failed: Vec<(String, String)>,
     /// What resolution accepted but reports: an op listed twice the same way, an
     /// op the native YAML lacks when unknown ops are skipped.
     pub warnings: Vec<BackendDiagnostic>,
+}
+
+impl Plan<'_> {
+    /// How many resolved ops need an adapter: their pinned schema is not the
+    /// native one (see [`Compat`]).
+    pub fn adapter_count(&self) -> usize {
+        self.ops
+            .iter()
+            .filter(|o| !matches!(o.compat, Compat::Identical))
+            .count()
+    }
 }
 
 /// Resolves `spec` against `natives`; problems are returned alongside the partial
@@ -90,7 +101,7 @@ pub fn resolve<'n>(
 
 /// [`resolve`], optionally skipping ops the native YAML lacks (`--skip-unknown-ops`:
 /// a warning per op, and the rest of the backend is planned).
-pub fn resolve_with<'n>(
+pub(crate) fn resolve_with<'n>(
     spec: &'n BackendSpec,
     natives: &'n NativeFunctions,
     skip_unknown_ops: bool,

@@ -16,7 +16,7 @@ use crate::parse::outline::LineIndex;
 
 /// One `key: value` of a mapping.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub key: String,
     pub key_loc: Loc,
     pub value: Node,
@@ -24,7 +24,7 @@ pub struct Entry {
 
 /// A located YAML node.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Node {
+pub(crate) enum Node {
     /// A scalar; `loc` covers its text (for quoted scalars, the text inside the
     /// quotes). Numbers and booleans read as the text YAML gives them.
     Scalar { text: String, loc: Loc },
@@ -58,7 +58,7 @@ impl Node {
 }
 
 /// Parses the backend YAML `src` into a located tree.
-pub fn parse(src: &str) -> Result<Node, Diagnostic> {
+pub(crate) fn parse(src: &str) -> Result<Node, Diagnostic> {
     let doc = crate::parse::read_document(src)?;
     let locate = Locate {
         src,

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use opal_codegen::backend::emit::SKELETON_FILE;
 use opal_codegen::backend::run::{load_inputs, resolve_inputs, write_if_changed, Inputs, Resolved};
+use opal_codegen::backend::SKELETON_FILE;
 
 use std::io::IsTerminal;
 

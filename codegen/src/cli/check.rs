@@ -27,7 +27,7 @@ impl Run for Check {
             Ok(model) => {
                 // What `generate` would refuse (Rust names that collide) is an error
                 // here too, so a file that passes `check` generates.
-                if let Err(errs) = opal_codegen::emit::plan::check_names(&model) {
+                if let Err(errs) = opal_codegen::emit::check_names(&model) {
                     return fail(&opal_codegen::builder::emit_diagnostics(&self.yaml, &errs));
                 }
                 let generated = model

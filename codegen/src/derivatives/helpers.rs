@@ -11,7 +11,7 @@
 /// Functions called unqualified that are not native ops: the backward and
 /// forward-derivative helpers of PyTorch's autograd (`mul_tensor_backward`,
 /// `cholesky_jvp`, `not_implemented`, `wrap_opt_if`, ...).
-pub const FUNCTIONS: &[&str] = &[
+pub(crate) const FUNCTIONS: &[&str] = &[
     "_cdist_backward_backward",
     "_convolution_jvp",
     "_cudnn_convolution_backward",
@@ -221,7 +221,7 @@ pub const FUNCTIONS: &[&str] = &[
 /// Methods called on formula values that are not native ops: C++ accessors of
 /// `Tensor` (`sizes`, `options`, `defined`), of optionals (`has_value`,
 /// `value_or`) and of scalars and lists (`toDouble`, `size`, `back`).
-pub const METHODS: &[&str] = &[
+pub(crate) const METHODS: &[&str] = &[
     "back",
     "defined",
     "dtype",
@@ -248,7 +248,7 @@ pub const METHODS: &[&str] = &[
 ];
 
 /// Qualified functions that are neither `at::<native op>` nor types.
-pub const PATHS: &[&str] = &[
+pub(crate) const PATHS: &[&str] = &[
     "GradMode::is_enabled",
     "at::native::get_nested_tensor_impl",
     "at::sum_to",
@@ -257,7 +257,7 @@ pub const PATHS: &[&str] = &[
 
 /// Types, written as template arguments, lambda parameters or constructors
 /// (`std::tuple<Tensor, Tensor>()`, `IntArrayRef({})`, `x.to<double>()`).
-pub const TYPES: &[&str] = &[
+pub(crate) const TYPES: &[&str] = &[
     "IntArrayRef",
     "Tensor",
     "TensorGeometry",
@@ -273,7 +273,7 @@ pub const TYPES: &[&str] = &[
 ];
 
 /// Constants, plain or qualified (math constants of `<cmath>`, enum values).
-pub const CONSTANTS: &[&str] = &[
+pub(crate) const CONSTANTS: &[&str] = &[
     "M_2_SQRTPI",
     "M_LN10",
     "M_LN2",
@@ -291,7 +291,7 @@ pub const CONSTANTS: &[&str] = &[
 /// Variables every formula may read besides the operator's arguments, outputs
 /// (`resultN`, output names, `grad_<output>`) and, in forward formulas, the
 /// primal and tangent of each argument (`self_p`, `self_t`).
-pub const VARIABLES: &[&str] = &[
+pub(crate) const VARIABLES: &[&str] = &[
     "grad",
     "grad_input_mask",
     "grads",
@@ -300,14 +300,14 @@ pub const VARIABLES: &[&str] = &[
 ];
 
 /// Variables of `_foreach_` operators' formulas: the index of the list element.
-pub const FOREACH_VARIABLES: &[&str] = &["i"];
+pub(crate) const FOREACH_VARIABLES: &[&str] = &["i"];
 
 /// Variables of in-place operators' forward formulas: `self` before the update.
-pub const INPLACE_FORWARD_VARIABLES: &[&str] = &["original_self_p", "original_self_t"];
+pub(crate) const INPLACE_FORWARD_VARIABLES: &[&str] = &["original_self_p", "original_self_t"];
 
 /// Keys of a `dispatch:` section: `Default` (the Autograd alias key) and
 /// torchgen's autograd keys.
-pub const DISPATCH_KEYS: &[&str] = &[
+pub(crate) const DISPATCH_KEYS: &[&str] = &[
     "AutogradCPU",
     "AutogradCUDA",
     "AutogradLazy",
@@ -319,13 +319,13 @@ pub const DISPATCH_KEYS: &[&str] = &[
     "Default",
 ];
 
-/// The helpers Opal's runtime implements (`opal::autograd::helpers`), with the
+/// The helpers Opal's runtime implements (`opal::derivatives`), with the
 /// signatures the autograd generator calls them by: `name(Type arg, ...) -> Type`,
 /// in schema types plus `TensorOptions`, `Tensor*N` (N tensors at once) and `T[][]`;
 /// `=None` marks a parameter a formula may leave out; `@rust_name` names the Rust
 /// function of an overload. A helper formulas call that is not here is a build
 /// error naming the formula.
-pub const IMPLEMENTED: &[&str] = &[
+pub(crate) const IMPLEMENTED: &[&str] = &[
     "maybe_multiply(Tensor t, Scalar s) -> Tensor",
     "mul_tensor_backward(Tensor grad, Tensor other, ScalarType self_st) -> Tensor",
     "mul_tensor_backward(Tensor grad, Scalar other, ScalarType self_st) -> Tensor @mul_tensor_backward_scalar",
@@ -393,7 +393,7 @@ pub const IMPLEMENTED: &[&str] = &[
 ];
 
 /// Whether `name` is a helper of [`IMPLEMENTED`].
-pub fn is_implemented(name: &str) -> bool {
+pub(crate) fn is_implemented(name: &str) -> bool {
     IMPLEMENTED
         .iter()
         .any(|s| s.split('(').next() == Some(name))

@@ -18,7 +18,7 @@ use crate::parse::outline::LineIndex;
 use crate::parse::{parse_schema_at, read_document};
 
 /// The keys of an entry that are not formulas.
-pub const ENTRY_KEYS: [&str; 3] = ["name", "dispatch", "output_differentiability"];
+pub(crate) const ENTRY_KEYS: [&str; 3] = ["name", "dispatch", "output_differentiability"];
 
 const START: Loc = Loc {
     offset: 0,

@@ -4,17 +4,17 @@
 //!
 //! - [`model`]: plain immutable data (entries, dispatch sections, formulas).
 //! - [`expr`]: the formula language, lexed and parsed into an expression tree.
-//! - [`load`]: YAML to model, with the place of every entry, key and formula.
-//! - [`validate`]: names in entries and formulas against the native model.
-//! - [`helpers`]: the vocabulary formulas use beyond native ops, as data.
+//! - `load` (private): YAML to model, with the place of every entry, key and formula.
+//! - `validate` (private): names in entries and formulas against the native model.
+//! - `helpers` (private): the vocabulary formulas use beyond native ops, as data.
 //!
 //! Entry points: [`load_derivatives`], [`load_derivatives_str`].
 
 pub mod expr;
-pub mod helpers;
-pub mod load;
+pub(crate) mod helpers;
+mod load;
 pub mod model;
-pub mod validate;
+mod validate;
 
 use std::path::Path;
 

@@ -64,7 +64,7 @@ impl<'n> NativeVocabulary<'n> {
 }
 
 /// Every problem of `d` against the native model.
-pub fn validate(d: &Derivatives, native: &NativeVocabulary<'_>) -> Vec<Diagnostic> {
+pub(crate) fn validate(d: &Derivatives, native: &NativeVocabulary<'_>) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
     let mut seen: HashMap<String, Loc> = HashMap::new();
     for e in &d.entries {

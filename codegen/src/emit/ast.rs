@@ -27,28 +27,28 @@ thread_local! {
 }
 
 /// `( .. )` delimiters.
-pub fn paren() -> token::Paren {
+pub(crate) fn paren() -> token::Paren {
     token::Paren {
         span: DELIM.with(|d| *d),
     }
 }
 
 /// `{ .. }` delimiters.
-pub fn brace() -> token::Brace {
+pub(crate) fn brace() -> token::Brace {
     token::Brace {
         span: DELIM.with(|d| *d),
     }
 }
 
 /// `[ .. ]` delimiters.
-pub fn bracket() -> token::Bracket {
+pub(crate) fn bracket() -> token::Bracket {
     token::Bracket {
         span: DELIM.with(|d| *d),
     }
 }
 
 /// An identifier by the rules of `crate::ident` (raw for keywords).
-pub fn id(s: &str) -> Ident {
+pub(crate) fn id(s: &str) -> Ident {
     crate::ident::ident(s)
 }
 
@@ -60,7 +60,7 @@ fn segment(ident: Ident) -> PathSegment {
 }
 
 /// A relative path from identifiers.
-pub fn path_of(idents: impl IntoIterator<Item = Ident>) -> Path {
+pub(crate) fn path_of(idents: impl IntoIterator<Item = Ident>) -> Path {
     Path {
         leading_colon: None,
         segments: idents.into_iter().map(segment).collect(),
@@ -68,12 +68,12 @@ pub fn path_of(idents: impl IntoIterator<Item = Ident>) -> Path {
 }
 
 /// `a::b::c`.
-pub fn path(segs: &[&str]) -> Path {
+pub(crate) fn path(segs: &[&str]) -> Path {
     path_of(segs.iter().map(|s| id(s)))
 }
 
 /// `::a::b::c`.
-pub fn global_path(segs: &[&str]) -> Path {
+pub(crate) fn global_path(segs: &[&str]) -> Path {
     Path {
         leading_colon: Some(Default::default()),
         ..path(segs)
@@ -94,7 +94,11 @@ fn generic_args(
 }
 
 /// `path` with generic arguments on its last segment (`Vec<T>`, `TypeId::of::<T>`).
-pub fn with_generics(mut p: Path, tys: impl IntoIterator<Item = Type>, turbofish: bool) -> Path {
+pub(crate) fn with_generics(
+    mut p: Path,
+    tys: impl IntoIterator<Item = Type>,
+    turbofish: bool,
+) -> Path {
     if let Some(last) = p.segments.last_mut() {
         last.arguments = PathArguments::AngleBracketed(generic_args(tys, turbofish));
     }
@@ -104,7 +108,7 @@ pub fn with_generics(mut p: Path, tys: impl IntoIterator<Item = Type>, turbofish
 // Expressions.
 
 /// A path expression.
-pub fn path_expr(path: Path) -> Expr {
+pub(crate) fn path_expr(path: Path) -> Expr {
     Expr::Path(syn::ExprPath {
         attrs: Vec::new(),
         qself: None,
@@ -113,17 +117,17 @@ pub fn path_expr(path: Path) -> Expr {
 }
 
 /// `a::b::c` as an expression.
-pub fn p(segs: &[&str]) -> Expr {
+pub(crate) fn p(segs: &[&str]) -> Expr {
     path_expr(path(segs))
 }
 
 /// A local variable (or any single identifier) as an expression.
-pub fn var(ident: Ident) -> Expr {
+pub(crate) fn var(ident: Ident) -> Expr {
     path_expr(path_of([ident]))
 }
 
 /// `f(args..)`.
-pub fn call(func: Expr, args: impl IntoIterator<Item = Expr>) -> Expr {
+pub(crate) fn call(func: Expr, args: impl IntoIterator<Item = Expr>) -> Expr {
     Expr::Call(syn::ExprCall {
         attrs: Vec::new(),
         func: Box::new(func),
@@ -133,12 +137,12 @@ pub fn call(func: Expr, args: impl IntoIterator<Item = Expr>) -> Expr {
 }
 
 /// `a::b::f(args..)`.
-pub fn call_path(segs: &[&str], args: impl IntoIterator<Item = Expr>) -> Expr {
+pub(crate) fn call_path(segs: &[&str], args: impl IntoIterator<Item = Expr>) -> Expr {
     call(p(segs), args)
 }
 
 /// `recv.name(args..)`, or `recv.name::<T>(args..)` with a turbofish type.
-pub fn method(
+pub(crate) fn method(
     recv: Expr,
     name: &str,
     turbofish: Option<Type>,
@@ -156,7 +160,7 @@ pub fn method(
 }
 
 /// `e?`.
-pub fn try_(e: Expr) -> Expr {
+pub(crate) fn try_(e: Expr) -> Expr {
     Expr::Try(syn::ExprTry {
         attrs: Vec::new(),
         expr: Box::new(e),
@@ -165,7 +169,7 @@ pub fn try_(e: Expr) -> Expr {
 }
 
 /// `&e`.
-pub fn reference(e: Expr) -> Expr {
+pub(crate) fn reference(e: Expr) -> Expr {
     Expr::Reference(syn::ExprReference {
         attrs: Vec::new(),
         and_token: Default::default(),
@@ -175,7 +179,7 @@ pub fn reference(e: Expr) -> Expr {
 }
 
 /// `e.name` or `e.0`.
-pub fn field(e: Expr, member: Member) -> Expr {
+pub(crate) fn field(e: Expr, member: Member) -> Expr {
     Expr::Field(syn::ExprField {
         attrs: Vec::new(),
         base: Box::new(e),
@@ -185,7 +189,7 @@ pub fn field(e: Expr, member: Member) -> Expr {
 }
 
 /// A literal expression.
-pub fn lit(l: Lit) -> Expr {
+pub(crate) fn lit(l: Lit) -> Expr {
     Expr::Lit(syn::ExprLit {
         attrs: Vec::new(),
         lit: l,
@@ -193,22 +197,22 @@ pub fn lit(l: Lit) -> Expr {
 }
 
 /// A literal expression from a literal token.
-pub fn literal(l: Literal) -> Expr {
+pub(crate) fn literal(l: Literal) -> Expr {
     lit(Lit::new(l))
 }
 
 /// `"s"`.
-pub fn str_lit(s: &str) -> Expr {
+pub(crate) fn str_lit(s: &str) -> Expr {
     lit(Lit::Str(syn::LitStr::new(s, Span::call_site())))
 }
 
 /// `true` / `false`.
-pub fn bool_lit(b: bool) -> Expr {
+pub(crate) fn bool_lit(b: bool) -> Expr {
     lit(Lit::Bool(syn::LitBool::new(b, Span::call_site())))
 }
 
 /// `(a, b)`; `()` when empty.
-pub fn tuple(elems: impl IntoIterator<Item = Expr>) -> Expr {
+pub(crate) fn tuple(elems: impl IntoIterator<Item = Expr>) -> Expr {
     Expr::Tuple(syn::ExprTuple {
         attrs: Vec::new(),
         paren_token: paren(),
@@ -217,7 +221,7 @@ pub fn tuple(elems: impl IntoIterator<Item = Expr>) -> Expr {
 }
 
 /// `[a, b]`.
-pub fn array(elems: impl IntoIterator<Item = Expr>) -> Expr {
+pub(crate) fn array(elems: impl IntoIterator<Item = Expr>) -> Expr {
     Expr::Array(syn::ExprArray {
         attrs: Vec::new(),
         bracket_token: bracket(),
@@ -226,7 +230,7 @@ pub fn array(elems: impl IntoIterator<Item = Expr>) -> Expr {
 }
 
 /// `name![tokens]`.
-pub fn bracket_macro(name: &str, tokens: TokenStream) -> Expr {
+pub(crate) fn bracket_macro(name: &str, tokens: TokenStream) -> Expr {
     Expr::Macro(syn::ExprMacro {
         attrs: Vec::new(),
         mac: syn::Macro {
@@ -239,17 +243,17 @@ pub fn bracket_macro(name: &str, tokens: TokenStream) -> Expr {
 }
 
 /// `Some(e)`.
-pub fn some(e: Expr) -> Expr {
+pub(crate) fn some(e: Expr) -> Expr {
     call_path(&["Some"], [e])
 }
 
 /// `Ok(e)`.
-pub fn ok(e: Expr) -> Expr {
+pub(crate) fn ok(e: Expr) -> Expr {
     call_path(&["Ok"], [e])
 }
 
 /// `|inputs| body` (with `move` when asked).
-pub fn closure(is_move: bool, inputs: impl IntoIterator<Item = Pat>, body: Expr) -> Expr {
+pub(crate) fn closure(is_move: bool, inputs: impl IntoIterator<Item = Pat>, body: Expr) -> Expr {
     Expr::Closure(syn::ExprClosure {
         attrs: Vec::new(),
         lifetimes: None,
@@ -266,7 +270,7 @@ pub fn closure(is_move: bool, inputs: impl IntoIterator<Item = Pat>, body: Expr)
 }
 
 /// `{ stmts }` as an expression.
-pub fn block_expr(stmts: Vec<Stmt>) -> Expr {
+pub(crate) fn block_expr(stmts: Vec<Stmt>) -> Expr {
     Expr::Block(syn::ExprBlock {
         attrs: Vec::new(),
         label: None,
@@ -275,7 +279,7 @@ pub fn block_expr(stmts: Vec<Stmt>) -> Expr {
 }
 
 /// `match e { arms }`, each arm `pat => body,`.
-pub fn match_(e: Expr, arms: impl IntoIterator<Item = (Pat, Expr)>) -> Expr {
+pub(crate) fn match_(e: Expr, arms: impl IntoIterator<Item = (Pat, Expr)>) -> Expr {
     Expr::Match(syn::ExprMatch {
         attrs: Vec::new(),
         match_token: Default::default(),
@@ -296,7 +300,7 @@ pub fn match_(e: Expr, arms: impl IntoIterator<Item = (Pat, Expr)>) -> Expr {
 }
 
 /// `left = right`.
-pub fn assign(left: Expr, right: Expr) -> Expr {
+pub(crate) fn assign(left: Expr, right: Expr) -> Expr {
     Expr::Assign(syn::ExprAssign {
         attrs: Vec::new(),
         left: Box::new(left),
@@ -306,7 +310,7 @@ pub fn assign(left: Expr, right: Expr) -> Expr {
 }
 
 /// `a | b | c` (left-associated, as parsed).
-pub fn bit_or(items: impl IntoIterator<Item = Expr>) -> Option<Expr> {
+pub(crate) fn bit_or(items: impl IntoIterator<Item = Expr>) -> Option<Expr> {
     items.into_iter().reduce(|l, r| {
         Expr::Binary(syn::ExprBinary {
             attrs: Vec::new(),
@@ -318,7 +322,7 @@ pub fn bit_or(items: impl IntoIterator<Item = Expr>) -> Option<Expr> {
 }
 
 /// `Path { name: value, .. }` with the fields in order.
-pub fn struct_expr(path: Path, fields: impl IntoIterator<Item = (Ident, Expr)>) -> Expr {
+pub(crate) fn struct_expr(path: Path, fields: impl IntoIterator<Item = (Ident, Expr)>) -> Expr {
     Expr::Struct(syn::ExprStruct {
         attrs: Vec::new(),
         qself: None,
@@ -341,7 +345,7 @@ pub fn struct_expr(path: Path, fields: impl IntoIterator<Item = (Ident, Expr)>) 
 // Patterns and statements.
 
 /// A binding pattern `name` (`mut name` when asked).
-pub fn pat_ident(ident: Ident, mutable: bool) -> Pat {
+pub(crate) fn pat_ident(ident: Ident, mutable: bool) -> Pat {
     Pat::Ident(PatIdent {
         attrs: Vec::new(),
         by_ref: None,
@@ -352,7 +356,7 @@ pub fn pat_ident(ident: Ident, mutable: bool) -> Pat {
 }
 
 /// `_`.
-pub fn pat_wild() -> Pat {
+pub(crate) fn pat_wild() -> Pat {
     Pat::Wild(syn::PatWild {
         attrs: Vec::new(),
         underscore_token: Default::default(),
@@ -360,7 +364,7 @@ pub fn pat_wild() -> Pat {
 }
 
 /// `(a, b)`.
-pub fn pat_tuple(elems: impl IntoIterator<Item = Pat>) -> Pat {
+pub(crate) fn pat_tuple(elems: impl IntoIterator<Item = Pat>) -> Pat {
     Pat::Tuple(syn::PatTuple {
         attrs: Vec::new(),
         paren_token: paren(),
@@ -369,7 +373,7 @@ pub fn pat_tuple(elems: impl IntoIterator<Item = Pat>) -> Pat {
 }
 
 /// `a::B(x)`.
-pub fn pat_tuple_struct(segs: &[&str], binding: Ident) -> Pat {
+pub(crate) fn pat_tuple_struct(segs: &[&str], binding: Ident) -> Pat {
     Pat::TupleStruct(syn::PatTupleStruct {
         attrs: Vec::new(),
         qself: None,
@@ -380,17 +384,17 @@ pub fn pat_tuple_struct(segs: &[&str], binding: Ident) -> Pat {
 }
 
 /// `e;`.
-pub fn semi(e: Expr) -> Stmt {
+pub(crate) fn semi(e: Expr) -> Stmt {
     Stmt::Expr(e, Some(Default::default()))
 }
 
 /// `e` as the value of a block.
-pub fn tail(e: Expr) -> Stmt {
+pub(crate) fn tail(e: Expr) -> Stmt {
     Stmt::Expr(e, None)
 }
 
 /// `let pat = e;`.
-pub fn let_(pat: Pat, e: Expr) -> Stmt {
+pub(crate) fn let_(pat: Pat, e: Expr) -> Stmt {
     Stmt::Local(Local {
         attrs: Vec::new(),
         let_token: Default::default(),
@@ -405,12 +409,12 @@ pub fn let_(pat: Pat, e: Expr) -> Stmt {
 }
 
 /// `let name = e;`.
-pub fn let_var(name: &str, e: Expr) -> Stmt {
+pub(crate) fn let_var(name: &str, e: Expr) -> Stmt {
     let_(pat_ident(id(name), false), e)
 }
 
 /// `{ stmts }`.
-pub fn block(stmts: Vec<Stmt>) -> Block {
+pub(crate) fn block(stmts: Vec<Stmt>) -> Block {
     Block {
         brace_token: brace(),
         stmts,
@@ -420,22 +424,22 @@ pub fn block(stmts: Vec<Stmt>) -> Block {
 // Types.
 
 /// A type named by a path.
-pub fn ty_path(path: Path) -> Type {
+pub(crate) fn ty_path(path: Path) -> Type {
     Type::Path(TypePath { qself: None, path })
 }
 
 /// A type named by one identifier (`Tensor`, `i64`, `Self`).
-pub fn ty(name: &str) -> Type {
+pub(crate) fn ty(name: &str) -> Type {
     ty_path(path(&[name]))
 }
 
 /// `Name<args..>`.
-pub fn ty_generic(name: &str, args: impl IntoIterator<Item = Type>) -> Type {
+pub(crate) fn ty_generic(name: &str, args: impl IntoIterator<Item = Type>) -> Type {
     ty_path(with_generics(path(&[name]), args, false))
 }
 
 /// `&t`.
-pub fn ty_ref(t: Type) -> Type {
+pub(crate) fn ty_ref(t: Type) -> Type {
     Type::Reference(syn::TypeReference {
         and_token: Default::default(),
         lifetime: None,
@@ -445,7 +449,7 @@ pub fn ty_ref(t: Type) -> Type {
 }
 
 /// `[t]`.
-pub fn ty_slice(t: Type) -> Type {
+pub(crate) fn ty_slice(t: Type) -> Type {
     Type::Slice(syn::TypeSlice {
         bracket_token: bracket(),
         elem: Box::new(t),
@@ -453,7 +457,7 @@ pub fn ty_slice(t: Type) -> Type {
 }
 
 /// `(a, b)`; `()` when empty.
-pub fn ty_tuple(elems: impl IntoIterator<Item = Type>) -> Type {
+pub(crate) fn ty_tuple(elems: impl IntoIterator<Item = Type>) -> Type {
     Type::Tuple(syn::TypeTuple {
         paren_token: paren(),
         elems: elems.into_iter().collect(),
@@ -461,7 +465,7 @@ pub fn ty_tuple(elems: impl IntoIterator<Item = Type>) -> Type {
 }
 
 /// `impl Trait<args..>`.
-pub fn ty_impl(trait_: &str, args: impl IntoIterator<Item = Type>) -> Type {
+pub(crate) fn ty_impl(trait_: &str, args: impl IntoIterator<Item = Type>) -> Type {
     Type::ImplTrait(syn::TypeImplTrait {
         impl_token: Default::default(),
         bounds: std::iter::once(syn::TypeParamBound::Trait(syn::TraitBound {
@@ -475,7 +479,7 @@ pub fn ty_impl(trait_: &str, args: impl IntoIterator<Item = Type>) -> Type {
 }
 
 /// `fn(args..) -> ret`.
-pub fn ty_fn(args: impl IntoIterator<Item = Type>, ret: Type) -> Type {
+pub(crate) fn ty_fn(args: impl IntoIterator<Item = Type>, ret: Type) -> Type {
     Type::BareFn(syn::TypeBareFn {
         lifetimes: None,
         unsafety: None,
@@ -498,7 +502,7 @@ pub fn ty_fn(args: impl IntoIterator<Item = Type>, ret: Type) -> Type {
 // Functions and items.
 
 /// `name: ty`.
-pub fn param(name: Ident, ty: Type) -> FnArg {
+pub(crate) fn param(name: Ident, ty: Type) -> FnArg {
     FnArg::Typed(PatType {
         attrs: Vec::new(),
         pat: Box::new(pat_ident(name, false)),
@@ -508,7 +512,7 @@ pub fn param(name: Ident, ty: Type) -> FnArg {
 }
 
 /// `self` (`mut self`), or `&self` with `by_ref`.
-pub fn receiver(by_ref: bool, mutable: bool) -> FnArg {
+pub(crate) fn receiver(by_ref: bool, mutable: bool) -> FnArg {
     let self_ty = ty("Self");
     FnArg::Receiver(Receiver {
         attrs: Vec::new(),
@@ -521,7 +525,11 @@ pub fn receiver(by_ref: bool, mutable: bool) -> FnArg {
 }
 
 /// `fn name(inputs..) -> output`.
-pub fn signature(name: Ident, inputs: impl IntoIterator<Item = FnArg>, output: Type) -> Signature {
+pub(crate) fn signature(
+    name: Ident,
+    inputs: impl IntoIterator<Item = FnArg>,
+    output: Type,
+) -> Signature {
     Signature {
         constness: None,
         asyncness: None,
@@ -538,12 +546,12 @@ pub fn signature(name: Ident, inputs: impl IntoIterator<Item = FnArg>, output: T
 }
 
 /// `pub`.
-pub fn public() -> Visibility {
+pub(crate) fn public() -> Visibility {
     Visibility::Public(Default::default())
 }
 
 /// `attrs pub fn sig { stmts }`.
-pub fn pub_fn(attrs: Vec<Attribute>, sig: Signature, stmts: Vec<Stmt>) -> Item {
+pub(crate) fn pub_fn(attrs: Vec<Attribute>, sig: Signature, stmts: Vec<Stmt>) -> Item {
     Item::Fn(ItemFn {
         attrs,
         vis: public(),
@@ -553,7 +561,7 @@ pub fn pub_fn(attrs: Vec<Attribute>, sig: Signature, stmts: Vec<Stmt>) -> Item {
 }
 
 /// A function inside an `impl` block.
-pub fn impl_fn(
+pub(crate) fn impl_fn(
     attrs: Vec<Attribute>,
     vis: Visibility,
     sig: Signature,
@@ -569,7 +577,7 @@ pub fn impl_fn(
 }
 
 /// `attrs impl [trait_ for] self_ty { items }`.
-pub fn impl_block(
+pub(crate) fn impl_block(
     attrs: Vec<Attribute>,
     trait_: Option<&str>,
     self_ty: Type,
@@ -589,7 +597,7 @@ pub fn impl_block(
 }
 
 /// `attrs vis static name: ty = expr;`.
-pub fn static_item(
+pub(crate) fn static_item(
     attrs: Vec<Attribute>,
     vis: Visibility,
     name: &str,
@@ -611,7 +619,7 @@ pub fn static_item(
 }
 
 /// `use a::b::c;` (`*` as the last segment is a glob).
-pub fn use_item(segs: &[&str]) -> Item {
+pub(crate) fn use_item(segs: &[&str]) -> Item {
     let mut tree = match segs.last() {
         Some(&"*") => syn::UseTree::Glob(syn::UseGlob {
             star_token: Default::default(),
@@ -641,12 +649,12 @@ pub fn use_item(segs: &[&str]) -> Item {
 // Attributes.
 
 /// `#[name]`.
-pub fn attr_word(name: &str) -> Attribute {
+pub(crate) fn attr_word(name: &str) -> Attribute {
     outer(Meta::Path(path(&[name])))
 }
 
 /// `#[name(tokens)]`.
-pub fn attr_list(name: &str, tokens: TokenStream) -> Attribute {
+pub(crate) fn attr_list(name: &str, tokens: TokenStream) -> Attribute {
     outer(Meta::List(MetaList {
         path: path(&[name]),
         delimiter: MacroDelimiter::Paren(paren()),
@@ -655,7 +663,7 @@ pub fn attr_list(name: &str, tokens: TokenStream) -> Attribute {
 }
 
 /// `#[doc = "text"]`.
-pub fn attr_doc(text: &str) -> Attribute {
+pub(crate) fn attr_doc(text: &str) -> Attribute {
     outer(Meta::NameValue(syn::MetaNameValue {
         path: path(&["doc"]),
         eq_token: Default::default(),

@@ -17,7 +17,11 @@ use crate::autocast::{tensor_arg, CastKind, Policy, TensorArg};
 
 /// The generated file for `policy` (named `source` in the header), whose entries
 /// have been validated against `ops`.
-pub fn generate(policy: &Policy, ops: &[OpPlan<'_>], source: &str) -> Result<String, String> {
+pub(crate) fn generate(
+    policy: &Policy,
+    ops: &[OpPlan<'_>],
+    source: &str,
+) -> Result<String, String> {
     let cx = Ctx::new(&RuntimePath::Crate);
     let mut fns = Vec::new();
     let mut regs = Vec::new();

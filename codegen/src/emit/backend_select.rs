@@ -13,7 +13,7 @@ use super::{member_doc, Ctx};
 use crate::model::Type;
 
 /// `backend_select` for a factory op (nothing for other ops).
-pub fn backend_select(cx: &Ctx, op: &OpPlan) -> Option<Item> {
+pub(crate) fn backend_select(cx: &Ctx, op: &OpPlan) -> Option<Item> {
     let dev = &op.args[op.factory_device?];
     let device = match dev.ty() {
         Type::Optional(_) => var(dev.ident()),

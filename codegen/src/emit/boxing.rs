@@ -20,7 +20,7 @@ fn sig_param() -> syn::FnArg {
 }
 
 /// `boxed` and `kernel` in the op module.
-pub fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
+pub(crate) fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     // Each argument is popped in order right inside the call expression; temporaries
     // live until the end of the statement, so borrowed forms can point at them.
     let next = |ty: Option<&Type>| {

@@ -48,7 +48,7 @@ const NO_OVERLAP_INPUTS: &[(&str, &[&str])] = &[
 
 /// Which argument positions [`checks_expr`] numbers.
 #[derive(Copy, Clone, PartialEq, Eq)]
-pub enum Positions {
+pub(crate) enum Positions {
     /// The read tensor arguments, as the typed entry passes them to the op holds.
     Reads,
     /// Every schema argument, as a boxed call's stack holds them.
@@ -60,7 +60,7 @@ pub enum Positions {
 /// forward in training mode updates them in place (backward ops only read them).
 /// `ArgDef::mutable` says the same, so boxed calls and the CPU fallback (which
 /// copies written arguments back to the device) treat them alike.
-pub fn is_written(op: &OpPlan, a: &ArgPlan) -> bool {
+pub(crate) fn is_written(op: &OpPlan, a: &ArgPlan) -> bool {
     a.arg.is_write()
         || (matches!(a.arg.name.as_str(), "running_mean" | "running_var")
             && !op.f.func.name.name.base.contains("backward"))
@@ -105,7 +105,7 @@ fn no_overlap_mask(op: &OpPlan, at: Positions) -> u64 {
 
 /// `support::checks(support::DEVICES_..., write_overlap, no_overlap)` for `op`, its
 /// argument positions numbered per `at`.
-pub fn checks_expr(op: &OpPlan, at: Positions) -> Expr {
+pub(crate) fn checks_expr(op: &OpPlan, at: Positions) -> Expr {
     let f = op.f;
     let name = &f.func.name.name;
     let full = if name.inplace {
@@ -137,7 +137,7 @@ pub fn checks_expr(op: &OpPlan, at: Positions) -> Expr {
 /// over the op's tensor arguments: `support::held(DEF.name, checks, [reads],
 /// [writes], move || body)`, or `held_dyn` with `OpArg`s when an argument is
 /// optional or a list. Ops without tensor arguments run `body` as it is.
-pub fn with_holds(op: &OpPlan, body: Expr) -> Expr {
+pub(crate) fn with_holds(op: &OpPlan, body: Expr) -> Expr {
     let tensors: Vec<(&ArgPlan, Shape)> = op
         .args
         .iter()

@@ -13,7 +13,7 @@ use crate::emit::format::format_file;
 use crate::emit::plan::OpPlan;
 
 /// The generated file, or why it cannot be generated.
-pub fn generate(
+pub(crate) fn generate(
     kernels: &[CompositeKernel],
     ops: &[OpPlan<'_>],
     source: &str,

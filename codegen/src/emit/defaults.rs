@@ -16,7 +16,7 @@ use crate::model::{BaseTy, Type};
 
 /// A parsed default literal.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     /// `None` for an optional type.
     None,
     Int(i64),
@@ -41,7 +41,7 @@ pub enum Value {
 
 /// Parses the literal `lit` as a default of type `ty`. Errors say why the literal
 /// does not belong to the type.
-pub fn parse(ty: &Type, lit: &str) -> Result<Value, String> {
+pub(crate) fn parse(ty: &Type, lit: &str) -> Result<Value, String> {
     let lit = lit.trim();
     match ty {
         Type::Optional(inner) => {
@@ -242,7 +242,7 @@ fn string(s: &str) -> Expr {
 }
 
 /// The owned Rust value of a default (`Some(..)` for optional types).
-pub fn owned_value(ty: &Type, v: &Value) -> Expr {
+pub(crate) fn owned_value(ty: &Type, v: &Value) -> Expr {
     if let Type::Optional(inner) = ty {
         return match v {
             Value::None => p(&["None"]),
@@ -285,7 +285,7 @@ fn value_expr(v: &Value) -> Expr {
 
 /// A value in borrowed argument form (see `crate::ident::Passing`): `&[0, 1]` for
 /// lists, `"mean"` for strings, `&Scalar::Int(1)`, `Some(&[..])` for optional lists.
-pub fn arg_value(ty: &Type, v: &Value) -> Expr {
+pub(crate) fn arg_value(ty: &Type, v: &Value) -> Expr {
     match (Types::passing(ty), v) {
         (Passing::Value, _) => owned_value(ty, v),
         (_, Value::None) => p(&["None"]),
@@ -295,7 +295,7 @@ pub fn arg_value(ty: &Type, v: &Value) -> Expr {
 }
 
 /// [`arg_value`] as tokens (for the backend generator).
-pub fn arg_expr(ty: &Type, v: &Value) -> TokenStream {
+pub(crate) fn arg_expr(ty: &Type, v: &Value) -> TokenStream {
     arg_value(ty, v).into_token_stream()
 }
 
@@ -312,7 +312,7 @@ fn borrowed(v: &Value) -> Expr {
 }
 
 /// The `IValue` a default stands for (optional types hold their inner value).
-pub fn ivalue_expr(v: &Value) -> Expr {
+pub(crate) fn ivalue_expr(v: &Value) -> Expr {
     let variant = match v {
         Value::None => return p(&["IValue", "None"]),
         Value::Int(_) => "Int",

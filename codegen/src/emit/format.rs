@@ -29,7 +29,7 @@ thread_local! {
 ///
 /// The placeholder refers to this thread's list of docs: the item must be
 /// formatted on the thread that built it.
-pub fn doc_attr(text: String) -> syn::Attribute {
+pub(crate) fn doc_attr(text: String) -> syn::Attribute {
     thread_local! {
         /// Placeholder attributes by index: every file numbers its docs from 0, and a
         /// clone costs less than escaping the placeholder string again.
@@ -51,7 +51,7 @@ pub fn doc_attr(text: String) -> syn::Attribute {
 }
 
 /// [`doc_attr`] as tokens.
-pub fn doc(text: &str) -> TokenStream {
+pub(crate) fn doc(text: &str) -> TokenStream {
     doc_attr(text.to_string()).into_token_stream()
 }
 
@@ -90,7 +90,7 @@ fn expand_docs(formatted: &str, docs: &[String], out: &mut String) {
 /// `out`, consuming this thread's docs. prettyplease ends every top-level item with a
 /// forced line break at indentation 0, so formatting a file's items in several calls
 /// gives the text of formatting them at once.
-pub fn append_items(items: Vec<syn::Item>, out: &mut String) {
+pub(crate) fn append_items(items: Vec<syn::Item>, out: &mut String) {
     let docs = DOCS.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let file = syn::File {
         shebang: None,
@@ -101,7 +101,7 @@ pub fn append_items(items: Vec<syn::Item>, out: &mut String) {
 }
 
 /// Parses top-level items from tokens.
-pub fn parse_items(tokens: TokenStream) -> Result<Vec<syn::Item>, String> {
+pub(crate) fn parse_items(tokens: TokenStream) -> Result<Vec<syn::Item>, String> {
     syn::parse2::<syn::File>(tokens)
         .map(|f| f.items)
         .map_err(|e| format!("generated code does not parse: {e}"))
@@ -114,7 +114,7 @@ fn format_into(tokens: TokenStream, out: &mut String) -> Result<(), String> {
 }
 
 /// Formats one file's items with prettyplease, behind the generated-file header.
-pub fn format_items(header: &str, items: Vec<syn::Item>) -> String {
+pub(crate) fn format_items(header: &str, items: Vec<syn::Item>) -> String {
     let mut out = String::with_capacity(64 * 1024);
     out.push_str(header);
     append_items(items, &mut out);
@@ -122,7 +122,7 @@ pub fn format_items(header: &str, items: Vec<syn::Item>) -> String {
 }
 
 /// Formats one file's tokens with prettyplease, behind the generated-file header.
-pub fn format_file(header: &str, tokens: TokenStream) -> Result<String, String> {
+pub(crate) fn format_file(header: &str, tokens: TokenStream) -> Result<String, String> {
     Ok(format_items(header, parse_items(tokens)?))
 }
 
@@ -130,7 +130,7 @@ pub fn format_file(header: &str, tokens: TokenStream) -> Result<String, String> 
 /// `build(i)` makes the tokens of group `i`; groups are built and formatted on worker
 /// threads. prettyplease ends every top-level item with a forced line break at
 /// indentation 0, so the concatenation is exactly the text of the whole file.
-pub fn format_parts<F>(header: &str, parts: usize, build: F) -> Result<String, String>
+pub(crate) fn format_parts<F>(header: &str, parts: usize, build: F) -> Result<String, String>
 where
     F: Fn(usize) -> TokenStream + Sync,
 {
@@ -151,7 +151,7 @@ where
 /// panicked (the panic message has been printed by then), so callers can report it
 /// as an error. The pool's threads live on between calls, so their allocator arenas
 /// stay warm (fresh threads per call cost more in page faults than they saved).
-pub fn parallel_map<T, F>(n: usize, f: F) -> Vec<Option<T>>
+pub(crate) fn parallel_map<T, F>(n: usize, f: F) -> Vec<Option<T>>
 where
     T: Send,
     F: Fn(usize) -> T + Sync,

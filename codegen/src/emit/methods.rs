@@ -92,7 +92,7 @@ fn methods(cx: &Ctx, op: &OpPlan, self_idx: usize) -> Vec<Method> {
 }
 
 /// The `TensorOps` trait and its impl for `Tensor`.
-pub fn tensor_ops(cx: &Ctx, plan: &Plan) -> Vec<Item> {
+pub(crate) fn tensor_ops(cx: &Ctx, plan: &Plan) -> Vec<Item> {
     let all: Vec<Method> = plan
         .ops
         .iter()

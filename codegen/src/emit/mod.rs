@@ -14,31 +14,33 @@
 //! `backend_select`, `structured`.
 
 pub(crate) mod ast;
-pub mod autocast;
+pub(crate) mod autocast;
 pub mod autograd;
-pub mod backend_select;
-pub mod boxing;
-pub mod checks;
-pub mod composites;
-pub mod defaults;
-pub mod format;
-pub mod methods;
-pub mod options;
-pub mod plan;
-pub mod registry;
-pub mod signature;
-pub mod structured;
-pub mod stubs;
+pub(crate) mod backend_select;
+pub(crate) mod boxing;
+pub(crate) mod checks;
+pub(crate) mod composites;
+pub(crate) mod defaults;
+pub(crate) mod format;
+pub(crate) mod methods;
+#[cfg(test)]
+mod names_tests;
+pub(crate) mod options;
+pub(crate) mod plan;
+pub(crate) mod registry;
+pub(crate) mod signature;
+pub(crate) mod structured;
+pub(crate) mod stubs;
 mod summary;
-pub mod support;
+pub(crate) mod support;
 
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
 use crate::ident::{self, Types};
 use crate::model::NativeFunctions;
-pub use format::{doc, doc_attr, format_file};
-pub use plan::{EmitError, Unsupported};
+pub(crate) use format::{doc, doc_attr, format_file};
+pub use plan::{check_names, EmitError, Unsupported};
 
 /// Operators per `ops_NNN.rs` file (files are formatted in parallel).
 const CHUNK: usize = 128;
@@ -81,14 +83,14 @@ pub struct Generated {
 }
 
 /// Context shared by the emitters.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub types: Types,
     /// The runtime root path (`::opal` or `crate`), used only by the prelude.
     rt: TokenStream,
 }
 
 impl Ctx {
-    pub fn new(runtime: &RuntimePath) -> Self {
+    pub(crate) fn new(runtime: &RuntimePath) -> Self {
         let rt = match runtime {
             RuntimePath::Opal => quote!(::opal),
             RuntimePath::Crate => quote!(crate),
@@ -97,13 +99,13 @@ impl Ctx {
     }
 
     /// The runtime root path.
-    pub fn rt(&self) -> &TokenStream {
+    pub(crate) fn rt(&self) -> &TokenStream {
         &self.rt
     }
 
     /// `#[allow(non_snake_case)]` for ops named like `mT` or with arguments named like
     /// `LU` (PyTorch's names are kept).
-    pub fn non_snake_attr(&self, op: &plan::OpPlan) -> Option<syn::Attribute> {
+    pub(crate) fn non_snake_attr(&self, op: &plan::OpPlan) -> Option<syn::Attribute> {
         let needed = ident::needs_non_snake_allow(&op.ident_str)
             || op
                 .args
@@ -121,7 +123,7 @@ impl Ctx {
     }
 
     /// [`Ctx::non_snake_attr`] as tokens.
-    pub fn non_snake(&self, op: &plan::OpPlan) -> TokenStream {
+    pub(crate) fn non_snake(&self, op: &plan::OpPlan) -> TokenStream {
         self.non_snake_attr(op)
             .map(ToTokens::into_token_stream)
             .unwrap_or_default()
@@ -131,7 +133,7 @@ impl Ctx {
 /// An item's doc: what the op does (derived from its schema and tags, see
 /// `summary`) and what the item is, as one first paragraph (the line rustdoc's
 /// index shows), then the qualified schema.
-pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
+pub(crate) fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
     doc_attr(format!(
         "{}. {summary}\n\nSchema: `{}`",
         summary::op_summary(op.f, &op.op_name),
@@ -142,13 +144,13 @@ pub fn op_doc(op: &plan::OpPlan, summary: &str) -> syn::Attribute {
 /// The doc of an item inside an operator's module: only what the item is. The
 /// module's doc ([`op_doc`]) says what the op does and gives its schema, once per
 /// op instead of once per item.
-pub fn member_doc(what: &str) -> syn::Attribute {
+pub(crate) fn member_doc(what: &str) -> syn::Attribute {
     doc_attr(what.to_string())
 }
 
 /// The doc of an operator's free function: what the op does and `what`, pointing
 /// to the module of the same name for the schema.
-pub fn free_doc(op: &plan::OpPlan, what: &str) -> syn::Attribute {
+pub(crate) fn free_doc(op: &plan::OpPlan, what: &str) -> syn::Attribute {
     doc_attr(format!(
         "{}. {what}\n\nSchema, entry points and kernel adapters: the module `{}`.",
         summary::op_summary(op.f, &op.op_name),
@@ -158,7 +160,7 @@ pub fn free_doc(op: &plan::OpPlan, what: &str) -> syn::Attribute {
 
 /// Which of an operator's items an output holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpItems {
+pub(crate) enum OpItems {
     /// Everything: the free function, `Sig`, `DEF`, the entry points, `Options`,
     /// the kernel adapters and derivations (the runtime's own operators).
     All,
@@ -170,7 +172,7 @@ pub enum OpItems {
 }
 
 /// Everything about one operator: its free function and its module.
-pub fn op_item_list(cx: &Ctx, op: &plan::OpPlan) -> [syn::Item; 2] {
+pub(crate) fn op_item_list(cx: &Ctx, op: &plan::OpPlan) -> [syn::Item; 2] {
     let free = stubs::free_fn(cx, op);
     [free, op_module(cx, op, OpItems::All)]
 }
@@ -218,7 +220,7 @@ fn op_module(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> syn::Item {
 
 /// The items `which` selects of one operator, as tokens (for the backend
 /// generator, which carries op items).
-pub fn op_items(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> TokenStream {
+pub(crate) fn op_items(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> TokenStream {
     match which {
         OpItems::All => {
             let mut tokens = TokenStream::new();

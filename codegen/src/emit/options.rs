@@ -58,7 +58,7 @@ fn setter(cx: &Ctx, a: &ArgPlan) -> syn::ImplItem {
 }
 
 /// `Options` and `with` for an op with defaults (nothing otherwise).
-pub fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
+pub(crate) fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     if !op.has_defaults() {
         return;
     }

@@ -35,7 +35,7 @@ pub struct EmitError {
 
 /// One argument, ready for emission.
 #[derive(Clone, Debug)]
-pub struct ArgPlan<'a> {
+pub(crate) struct ArgPlan<'a> {
     pub arg: &'a Argument,
     /// The Rust identifier as a string (`self` -> `self_`; keywords become raw
     /// identifiers in [`ArgPlan::ident`]).
@@ -58,7 +58,7 @@ impl ArgPlan<'_> {
 
 /// How the functional or in-place variant is derived from an out= kernel.
 #[derive(Clone, Debug)]
-pub struct StructuredPlan {
+pub(crate) struct StructuredPlan {
     /// Module identifier of the out= op the derivation calls.
     pub out_op: String,
     /// Module identifier of the functional op run on meta tensors.
@@ -69,7 +69,7 @@ pub struct StructuredPlan {
 
 /// One operator, ready for emission.
 #[derive(Clone, Debug)]
-pub struct OpPlan<'a> {
+pub(crate) struct OpPlan<'a> {
     pub f: &'a NativeFunction,
     /// `name.overload`.
     pub op_name: String,
@@ -111,7 +111,7 @@ impl<'a> OpPlan<'a> {
 
 /// The whole plan.
 #[derive(Debug)]
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     pub namespace: String,
     pub ops: Vec<OpPlan<'a>>,
     pub unsupported: Vec<Unsupported>,
@@ -155,12 +155,15 @@ fn plan_args(f: &NativeFunction) -> Result<Vec<ArgPlan<'_>>, String> {
 }
 
 /// Plans every function of `nf`, in file order.
-pub fn plan<'a>(nf: &'a NativeFunctions, namespace: &str) -> Result<Plan<'a>, Vec<EmitError>> {
+pub(crate) fn plan<'a>(
+    nf: &'a NativeFunctions,
+    namespace: &str,
+) -> Result<Plan<'a>, Vec<EmitError>> {
     plan_functions(nf.functions.iter(), namespace)
 }
 
 /// Checks what can stop generation of `nf` (Rust names that collide), without
-/// building the rest of the plan: `Ok` here means [`plan`] succeeds.
+/// building the rest of the plan: `Ok` here means planning succeeds.
 pub fn check_names(nf: &NativeFunctions) -> Result<(), Vec<EmitError>> {
     // The argument plans are dropped on the threads that made them.
     name_functions(nf.functions.iter(), drop).map(drop)
@@ -320,7 +323,7 @@ fn name_functions<'a, A: Send>(
 }
 
 /// Plans the functions `fns` (in the order given) as if they were a whole file.
-pub fn plan_functions<'a>(
+pub(crate) fn plan_functions<'a>(
     fns: impl ExactSizeIterator<Item = &'a NativeFunction>,
     namespace: &str,
 ) -> Result<Plan<'a>, Vec<EmitError>> {

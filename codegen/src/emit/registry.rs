@@ -28,7 +28,7 @@ fn annotated_type(printed: &str, name: &str, default: Option<&str>) -> String {
 }
 
 /// The `DEF` static of one op.
-pub fn def(_cx: &Ctx, op: &OpPlan) -> Item {
+pub(crate) fn def(_cx: &Ctx, op: &OpPlan) -> Item {
     let args = op.args.iter().map(|a| {
         let n = ast::str_lit(&a.arg.name);
         let ty = ast::str_lit(&annotated_type(
@@ -89,7 +89,7 @@ pub fn def(_cx: &Ctx, op: &OpPlan) -> Item {
 }
 
 /// `ALL_DEFS`, `def_all`, `register_backend_select` and `init` (once per output).
-pub fn def_all(_cx: &Ctx, plan: &Plan) -> TokenStream {
+pub(crate) fn def_all(_cx: &Ctx, plan: &Plan) -> TokenStream {
     let defs = plan.ops.iter().map(|o| {
         let id = o.ident();
         quote!(&self::#id::DEF)

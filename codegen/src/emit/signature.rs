@@ -13,7 +13,7 @@ use super::plan::{ArgPlan, OpPlan};
 use super::{member_doc, Ctx};
 
 /// `name: Type` for each argument (borrowed argument form).
-pub fn inputs<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<FnArg> {
+pub(crate) fn inputs<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<FnArg> {
     args.map(|a| ast::param(a.ident(), cx.types.arg_type(a.ty())))
         .collect()
 }
@@ -26,7 +26,10 @@ fn ks_inputs(cx: &Ctx, op: &OpPlan) -> Vec<FnArg> {
 }
 
 /// [`inputs`] as tokens (for the backend generator).
-pub fn params<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream> {
+pub(crate) fn params<'a>(
+    cx: &Ctx,
+    args: impl Iterator<Item = &'a ArgPlan<'a>>,
+) -> Vec<TokenStream> {
     inputs(cx, args)
         .into_iter()
         .map(ToTokens::into_token_stream)
@@ -34,12 +37,12 @@ pub fn params<'a>(cx: &Ctx, args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<
 }
 
 /// The arguments as expressions, in order.
-pub fn arg_exprs<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<syn::Expr> {
+pub(crate) fn arg_exprs<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<syn::Expr> {
     args.map(|a| ast::var(a.ident())).collect()
 }
 
 /// The argument idents, in order, as tokens.
-pub fn names<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream> {
+pub(crate) fn names<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream> {
     args.map(|a| {
         let id = a.ident();
         quote!(#id)
@@ -49,7 +52,7 @@ pub fn names<'a>(args: impl Iterator<Item = &'a ArgPlan<'a>>) -> Vec<TokenStream
 
 /// `Result<R>` of the op as written inside its module: several returns are named by
 /// the module's `Output` tuple alias.
-pub fn ret(cx: &Ctx, op: &OpPlan) -> syn::Type {
+pub(crate) fn ret(cx: &Ctx, op: &OpPlan) -> syn::Type {
     if op.f.func.returns.len() > 1 {
         cx.types.result_type(ast::ty("Output"))
     } else {
@@ -59,7 +62,7 @@ pub fn ret(cx: &Ctx, op: &OpPlan) -> syn::Type {
 }
 
 /// `Result<R>` of the op as written outside its module (`op::Output` for tuples).
-pub fn ret_outside(cx: &Ctx, op: &OpPlan) -> syn::Type {
+pub(crate) fn ret_outside(cx: &Ctx, op: &OpPlan) -> syn::Type {
     if op.f.func.returns.len() > 1 {
         let p = ast::path_of([ast::id("self"), op.ident(), ast::id("Output")]);
         cx.types.result_type(ast::ty_path(p))
@@ -70,7 +73,7 @@ pub fn ret_outside(cx: &Ctx, op: &OpPlan) -> syn::Type {
 }
 
 /// `#[allow(clippy::too_many_arguments)]` when a function of `n` parameters needs it.
-pub fn many_args_attr(n: usize) -> Option<syn::Attribute> {
+pub(crate) fn many_args_attr(n: usize) -> Option<syn::Attribute> {
     (n > 7).then(|| {
         ast::attr_list(
             "allow",
@@ -83,14 +86,14 @@ pub fn many_args_attr(n: usize) -> Option<syn::Attribute> {
 }
 
 /// [`many_args_attr`] as tokens (for the backend generator).
-pub fn many_args_allow(n: usize) -> TokenStream {
+pub(crate) fn many_args_allow(n: usize) -> TokenStream {
     many_args_attr(n)
         .map(ToTokens::into_token_stream)
         .unwrap_or_default()
 }
 
 /// The attributes of an inline function: `doc`, the allowances, `#[inline]`.
-pub fn inline_attrs(
+pub(crate) fn inline_attrs(
     doc: syn::Attribute,
     allows: impl IntoIterator<Item = Option<syn::Attribute>>,
 ) -> Vec<syn::Attribute> {
@@ -103,7 +106,7 @@ pub fn inline_attrs(
 /// `#[inline] pub fn name(ks: DispatchKeySet, args..) -> Result<R> { body }`: a
 /// function with the op's kernel signature (`redispatch`, `backend_select`,
 /// `structured`).
-pub fn kernel_fn(
+pub(crate) fn kernel_fn(
     cx: &Ctx,
     op: &OpPlan,
     name: &str,
@@ -130,7 +133,7 @@ fn type_alias(attrs: Vec<syn::Attribute>, name: &str, ty: syn::Type) -> Item {
 }
 
 /// The `Sig` alias of one op (after the `Output` alias of a multi-return op).
-pub fn sig(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
+pub(crate) fn sig(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     if op.f.func.returns.len() > 1 {
         let t = cx.types.returns_type(op.return_types());
         let odoc = member_doc("The operator's returns, in schema order.");

@@ -28,7 +28,7 @@ fn sibling(op: &str, entry: &str, args: impl IntoIterator<Item = Expr>) -> Expr 
 }
 
 /// `structured` for an op with a usable structured delegate (nothing otherwise).
-pub fn structured(cx: &Ctx, op: &OpPlan) -> Option<Item> {
+pub(crate) fn structured(cx: &Ctx, op: &OpPlan) -> Option<Item> {
     let s = op.structured.as_ref()?;
     let mut prep: Vec<Stmt> = Vec::new();
     let mut meta_args = Vec::new();

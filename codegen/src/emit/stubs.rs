@@ -19,7 +19,7 @@ use crate::model::{BaseTy, Type};
 
 /// Expressions for a call of `call` with every argument, where defaulted arguments
 /// take `defaulted(arg)` and the others their own ident.
-pub fn full_args(op: &OpPlan, mut defaulted: impl FnMut(&ArgPlan) -> Expr) -> Vec<Expr> {
+pub(crate) fn full_args(op: &OpPlan, mut defaulted: impl FnMut(&ArgPlan) -> Expr) -> Vec<Expr> {
     op.args
         .iter()
         .map(|a| {
@@ -33,7 +33,7 @@ pub fn full_args(op: &OpPlan, mut defaulted: impl FnMut(&ArgPlan) -> Expr) -> Ve
 }
 
 /// The free function `ops::<op>(required args)`.
-pub fn free_fn(cx: &Ctx, op: &OpPlan) -> Item {
+pub(crate) fn free_fn(cx: &Ctx, op: &OpPlan) -> Item {
     let id = op.ident();
     let ps = inputs(cx, op.args.iter().filter(|a| a.default.is_none()));
     let args = full_args(op, |a| match &a.default {
@@ -105,7 +105,7 @@ fn boxed_call(op: &OpPlan) -> Expr {
 }
 
 /// `call` and `redispatch` in the op module.
-pub fn entry(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
+pub(crate) fn entry(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     let ns = || arg_exprs(op.args.iter());
     let ks_and = |first: &str| std::iter::once(p(&[first])).chain(ns());
     let call_doc = member_doc(

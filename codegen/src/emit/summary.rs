@@ -183,7 +183,7 @@ fn kind_words(f: &NativeFunction) -> &'static str {
 /// The op's one-line summary, e.g. "`add.Tensor`: element-wise addition of
 /// tensors, functional", "`mm.out`: matrix product, writes into `out`" or
 /// "`square`: operator, functional".
-pub fn op_summary(f: &NativeFunction, op_name: &str) -> String {
+pub(crate) fn op_summary(f: &NativeFunction, op_name: &str) -> String {
     let base = f.func.name.name.base.as_str();
     let tagged = |t: &str| f.tags.iter().any(|x| x == t);
     let mut what = match known(base) {

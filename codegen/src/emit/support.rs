@@ -13,7 +13,7 @@ use super::Ctx;
 use crate::ident::{self, PRELUDE};
 
 /// The `prelude` module: `pub use <rt>::{...}` for every name in [`PRELUDE`].
-pub fn prelude(cx: &Ctx) -> TokenStream {
+pub(crate) fn prelude(cx: &Ctx) -> TokenStream {
     let rt = cx.rt();
     let uses = PRELUDE.iter().map(|(path, names)| {
         let names = names.iter().map(|n| ident::ident(n));
@@ -34,7 +34,7 @@ pub fn prelude(cx: &Ctx) -> TokenStream {
 }
 
 /// The `support` module.
-pub fn support(cx: &Ctx) -> TokenStream {
+pub(crate) fn support(cx: &Ctx) -> TokenStream {
     let rt = cx.rt();
     quote! {
         /// Helpers shared by the generated operators (called only by generated code).
@@ -114,7 +114,7 @@ pub fn support(cx: &Ctx) -> TokenStream {
                 F: Fn(DispatchKeySet, &mut Args, &mut Stack) -> Result<()> + Send + Sync + 'static,
             {
                 ::std::sync::Arc::new(move |_: &OperatorHandle, ks: DispatchKeySet, stack: &mut Stack| {
-                    #rt::tensor::with_stack_holds(def.name, def.args, checks, stack, |stack| {
+                    #rt::dispatch::with_stack_holds(def.name, def.args, checks, stack, |stack| {
                         let mut args = Args::take(stack, def)?;
                         body(ks, &mut args, stack)
                     })

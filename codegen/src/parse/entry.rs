@@ -14,7 +14,7 @@ use crate::model::{
 };
 
 /// Every key a `native_functions.yaml` entry may have (PyTorch 1.13 through 2.15).
-pub const KNOWN_KEYS: [&str; 18] = [
+pub(crate) const KNOWN_KEYS: [&str; 18] = [
     "func",
     "variants",
     "dispatch",

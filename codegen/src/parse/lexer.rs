@@ -10,7 +10,7 @@ use crate::model::Loc;
 
 /// Kind of a schema token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tok {
+pub(crate) enum Tok {
     /// `[A-Za-z_][A-Za-z0-9_]*`
     Ident,
     /// `12`, `1.5`, `1e-05` (sign is a separate [`Tok::Minus`]).
@@ -66,7 +66,7 @@ impl Tok {
 /// One token: its kind and byte range in the schema string ([`LocMap::at`] gives
 /// its place in the file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Token {
+pub(crate) struct Token {
     pub kind: Tok,
     /// Byte offset of the first byte in the schema string.
     pub start: usize,
@@ -77,7 +77,7 @@ pub struct Token {
 /// Maps byte offsets in a schema string to file locations, given where the string
 /// starts. Schema strings are single-line in practice; columns count characters.
 #[derive(Clone, Copy, Debug)]
-pub struct LocMap<'a> {
+pub(crate) struct LocMap<'a> {
     src: &'a str,
     base: Loc,
     ascii: bool,
@@ -119,7 +119,7 @@ fn is_ident_char(c: u8) -> bool {
 
 /// Splits `src` into tokens (ending with [`Tok::Eof`]); `base` is where `src` starts
 /// in its file.
-pub fn lex(src: &str, base: Loc) -> Result<Vec<Token>, Diagnostic> {
+pub(crate) fn lex(src: &str, base: Loc) -> Result<Vec<Token>, Diagnostic> {
     let map = LocMap::new(src, base);
     let b = src.as_bytes();
     let mut toks = Vec::with_capacity(b.len() / 3 + 2);

@@ -6,14 +6,14 @@
 
 mod block;
 mod entry;
-pub mod lexer;
-pub mod node;
-pub mod outline;
+pub(crate) mod lexer;
+pub(crate) mod node;
+pub(crate) mod outline;
 mod schema;
 mod typed;
 mod yaml;
 
-pub use entry::KNOWN_KEYS;
-pub use schema::{limits, parse_operator_name_at, parse_schema, parse_schema_at, split_namespace};
+pub use schema::{limits, parse_schema, parse_schema_at, split_namespace};
+pub(crate) use yaml::parse_native_yaml_checked;
 pub(crate) use yaml::read_document;
-pub use yaml::{decode, parse_native_yaml, parse_native_yaml_checked, parse_tags, Checked, Parsed};
+pub use yaml::{decode, parse_native_yaml, parse_tags, Parsed};

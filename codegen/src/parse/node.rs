@@ -15,7 +15,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// One YAML value.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Node<'a> {
+pub(crate) enum Node<'a> {
     Null,
     Bool(bool),
     Int(i64),

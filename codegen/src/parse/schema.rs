@@ -75,7 +75,7 @@ pub fn parse_schema_at(src: &str, base: Loc) -> Result<FunctionSchema, Diagnosti
 
 /// Parses an operator name such as `add.out` (for `structured_delegate:` and
 /// `autogen:` values) located at `base`.
-pub fn parse_operator_name_at(src: &str, base: Loc) -> Result<OperatorName, Diagnostic> {
+pub(crate) fn parse_operator_name_at(src: &str, base: Loc) -> Result<OperatorName, Diagnostic> {
     let mut p = Parser::new(src, base)?;
     let name = p.operator_name()?;
     if p.peek().kind != Tok::Eof {

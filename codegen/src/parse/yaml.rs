@@ -196,7 +196,7 @@ pub fn parse_native_yaml(src: &str) -> Parsed {
 }
 
 /// [`parse_native_yaml`] plus the result of `check` on each function, in order.
-pub struct Checked<T> {
+pub(crate) struct Checked<T> {
     pub parsed: Parsed,
     /// `check`'s result for each of `parsed.functions`.
     pub results: Vec<T>,
@@ -208,7 +208,7 @@ pub struct Checked<T> {
 /// parsed, on the thread that parsed it: the loader's per-function rules then
 /// need no second pass over the functions (the caller says what the rules are;
 /// parsing knows none).
-pub fn parse_native_yaml_checked<T: Send>(
+pub(crate) fn parse_native_yaml_checked<T: Send>(
     src: &str,
     check: impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T + Sync,
 ) -> Checked<T> {

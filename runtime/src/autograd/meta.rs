@@ -6,7 +6,7 @@
 
 use super::node::{Edge, Node};
 use crate::error::{OpalError, Result};
-use crate::tensor::autograd_keys_for_device;
+use crate::tensor::{autograd_keys_for_device, AutogradState};
 use crate::Tensor;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,19 +29,23 @@ pub(crate) struct AutogradMeta {
     pub(super) viewed: AtomicBool,
 }
 
-impl AutogradMeta {
+impl AutogradState for AutogradMeta {
     /// Called as a handle of `t` drops: when the handles left are only those its
     /// own `grad_fn` saved, nothing can use `t` in a new op any more, so its link to
     /// the node is cut, breaking the `t -> grad_fn -> saved t` cycle. (Consumers of
     /// `t` already recorded hold the node through their edges.)
     #[cold]
     #[inline(never)]
-    pub(crate) fn on_handle_drop(&self, t: &Tensor) {
+    fn on_handle_drop(&self, t: &Tensor) {
         let saved = self.saved_by_grad_fn.load(Ordering::Acquire);
         if saved != 0 && t.handle_count() <= saved + 1 {
             let node = lock(&self.grad_fn).take();
             drop(node);
         }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -52,6 +56,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Tensor {
+    /// The tensor's autograd state, if it was ever given one.
+    #[inline]
+    pub(crate) fn autograd_meta(&self) -> Option<&AutogradMeta> {
+        self.autograd_state()?.as_any().downcast_ref()
+    }
+
+    /// The tensor's autograd state, made on first use.
+    pub(crate) fn autograd_meta_or_init(&self) -> &AutogradMeta {
+        let state = self.autograd_state_or_init(|| Box::<AutogradMeta>::default());
+        match state.as_any().downcast_ref() {
+            Some(m) => m,
+            // `AutogradState` is crate-private and this is its one implementor.
+            None => unreachable!("a tensor's autograd state is always an AutogradMeta"),
+        }
+    }
+
     /// True for a tensor that autograd tracks: a leaf that requires grad, or the
     /// result of an op recorded for backward.
     pub fn requires_grad(&self) -> bool {

@@ -16,7 +16,9 @@
 //! Owns: per-tensor autograd state, grad mode, nodes, edges, saved tensors, the
 //! engine, and [`record`] (how a kernel attaches a node to its outputs). Must not:
 //! know any operator's derivative formula: those come from the kernels that record
-//! nodes (custom functions, or kernels generated from `derivatives.yaml`).
+//! nodes (custom functions, or kernels generated from `derivatives.yaml`, which
+//! call the formulas of `crate::derivatives`). The per-tensor state reaches the
+//! tensor through the tensor module's `AutogradState` interface.
 
 mod engine;
 mod fallback;
@@ -32,6 +34,5 @@ pub use engine::{backward, grad, GradOptions};
 pub(crate) use fallback::register as register_fallback;
 pub use grad_mode::{is_grad_enabled, GradModeGuard, NoGradGuard};
 pub use hooks::{register_post_accumulate_grad_hook, GradHook, HookHandle};
-pub(crate) use meta::AutogradMeta;
 pub use node::{Edge, InputMeta, Node, SavedTensor};
 pub use record::{check_inplace, record, BackwardFn};

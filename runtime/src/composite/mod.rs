@@ -74,20 +74,3 @@ pub(crate) fn register(d: &Dispatcher) -> crate::Result<()> {
         )))
     }
 }
-
-/// A small constant built on the host (index lists, interpolation weights) placed
-/// where an operator needs it: on `device` with `dtype`. A meta device gets an
-/// empty meta tensor of that shape (meta tensors hold no values to copy).
-pub(crate) fn host_constant(
-    host: &crate::Tensor,
-    dtype: crate::DType,
-    device: crate::Device,
-) -> crate::Result<crate::Tensor> {
-    if device.is_meta() {
-        return crate::Tensor::empty(host.sizes(), dtype, device);
-    }
-    if device.is_cpu() && host.dtype() == dtype {
-        return Ok(host.clone());
-    }
-    crate::ops::_to_copy::call(host, Some(dtype), None, Some(device), None, false, None)
-}

@@ -76,7 +76,11 @@ fn pad(op: &str, x: &Tensor, padding: &[i64], spatial: usize, mode: Mode) -> Res
         }
         // Negative padding crops: those sources are inside the input already.
         let idx: Vec<i64> = (0..len).map(|o| source(o, n, l, mode)).collect();
-        let idx = super::host_constant(&Tensor::from_vec(idx, &[len])?, DType::I64, x.device())?;
+        let idx = crate::derivatives::host_constant(
+            &Tensor::from_vec(idx, &[len])?,
+            DType::I64,
+            x.device(),
+        )?;
         out = ops::index_select(&out, dim as i64, &idx)?;
     }
     Ok(out)

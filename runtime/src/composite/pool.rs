@@ -1,15 +1,15 @@
 //! Average pooling that is separable, written over `matmul`: `avg_pool3d`,
 //! `_adaptive_avg_pool3d` (each output averages a box, i.e. one averaging matrix
 //! per spatial dim applied in turn), and the backward ops `avg_pool2d_backward`
-//! and `_adaptive_avg_pool2d_backward` (the transposed matrices, which autograd's
-//! helpers already build). They run on every backend, and autograd
+//! and `_adaptive_avg_pool2d_backward` (the transposed matrices, which the backward
+//! formulas in `crate::derivatives` already build). They run on every backend, and autograd
 //! differentiates them through `matmul`.
 //!
 //! Owns: these ops' argument checks and averaging matrices. Must not: read or
 //! write tensor data itself, or restate the pooling window rules
 //! (`rules::pool` has them).
 
-use crate::autograd::helpers;
+use crate::derivatives;
 use crate::dispatch::DispatchKeySet;
 use crate::error::{OpalError, Result};
 use crate::ops;
@@ -19,7 +19,8 @@ use crate::{DType, Tensor};
 /// Multiplies dim `dim` of `x` by `a` (`out x n`, row-major):
 /// `y[.., o, ..] = sum_i a[o, i] * x[.., i, ..]`.
 fn along(x: &Tensor, dim: i64, a: Vec<f64>, out: i64, n: i64) -> Result<Tensor> {
-    let m = super::host_constant(&Tensor::from_vec(a, &[out, n])?, x.dtype(), x.device())?;
+    let m =
+        crate::derivatives::host_constant(&Tensor::from_vec(a, &[out, n])?, x.dtype(), x.device())?;
     let moved = ops::transpose_int(x, dim, -1)?;
     let y = ops::matmul(&moved, &ops::transpose_int(&m, 0, 1)?)?;
     ops::transpose_int(&y, dim, -1)
@@ -187,7 +188,7 @@ pub(super) fn avg_pool2d_backward(
         ceil_mode,
     )?;
     check_grad_output(OP, grad_output, self_, &g.out)?;
-    helpers::avg_pool2d_backward(
+    derivatives::avg_pool2d_backward(
         grad_output,
         self_,
         &g.kernel,
@@ -214,7 +215,7 @@ pub(super) fn adaptive_avg_pool2d_backward(
             "{OP}: expected a 3D or 4D self and a grad_output with its leading dims, but got grad_output of size {gs:?} and self of size {s:?}"
         )));
     }
-    helpers::_adaptive_avg_pool2d_backward(grad_output, self_)
+    derivatives::_adaptive_avg_pool2d_backward(grad_output, self_)
 }
 
 /// `max_pool3d_with_indices_backward`: each output gradient added at its recorded

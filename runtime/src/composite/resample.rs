@@ -198,7 +198,7 @@ pub(super) fn upsample_bilinear2d(
     let f64_math = d == DType::F64;
     let (h, w, oh, ow) = (s[2], s[3], output_size[0], output_size[1]);
     let matrix = |vals: Vec<f64>, rows: i64, cols: i64| -> Result<Tensor> {
-        super::host_constant(&Tensor::from_vec(vals, &[rows, cols])?, d, x.device())
+        crate::derivatives::host_constant(&Tensor::from_vec(vals, &[rows, cols])?, d, x.device())
     };
     let a_h = matrix(
         linear_weights(h, oh, align_corners, scales_h, f64_math),

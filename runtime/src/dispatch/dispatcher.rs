@@ -6,6 +6,7 @@
 //! typed hot path (that reads published tables through `typed`), or hold a lock while
 //! calling a kernel.
 
+use super::holds::with_stack_holds;
 use super::kernel::{KernelEntry, KernelFunction, KernelRepr, OwnedEntry};
 use super::key::DispatchKey;
 use super::keyset::DispatchKeySet;
@@ -65,16 +66,11 @@ impl Dispatcher {
                     regs.push((k, 0, e));
                 }
             }
-            // The CompositeImplicitAutograd kernels ship with the runtime: registered
-            // here, before any op is defined or called, so they need no init call.
-            if let Err(e) = crate::composite::register(&d) {
+            // The runtime's own kernels (composites, autograd), before any op is
+            // defined or called, so they need no init call.
+            if let Err(e) = crate::startup::register_runtime_kernels(&d) {
                 let _ = d.startup_error.set(e.to_string());
             }
-            // So are the autograd kernels generated from derivatives.yaml.
-            crate::autograd::generated::register(&d);
-            // Ops without a derivative refuse differentiable calls instead of
-            // silently dropping the gradient.
-            crate::autograd::register_fallback(&d);
             d
         })
     }
@@ -394,7 +390,7 @@ impl OperatorHandle {
     /// uses to redispatch, with `ks.below(its_key)`.
     ///
     /// The storages of the tensor arguments are held for the call (see
-    /// `opal::tensor::with_op_holds`); the checks of the op (device rule, overlap)
+    /// `dispatch::with_stack_holds`); the checks of the op (device rule, overlap)
     /// run in the generated boxed adapter of a typed kernel.
     pub fn redispatch_boxed(&self, ks: DispatchKeySet, stack: &mut Stack) -> Result<()> {
         // The kernel is cloned out of the entry under the epoch guard, so it stays
@@ -409,7 +405,7 @@ impl OperatorHandle {
             return Err(self.entry.no_kernel(None, ks));
         };
         let args = self.def().map_or(&[][..], |d| d.args);
-        crate::tensor::with_stack_holds(self.name(), args, OpChecks::NONE, stack, |stack| {
+        with_stack_holds(self.name(), args, OpChecks::NONE, stack, |stack| {
             b(self, ks, stack)
         })
     }

@@ -4,14 +4,18 @@
 //! Submodules: `key` (the keys and their order), `keyset` (bit sets), `tls`
 //! (include/exclude guards, global set, [`dispatch_keyset`]), `opdef` (static op
 //! definitions), `kernel` (kernel representations), `table` (per-op tables and
-//! precedence), `dispatcher` (registry, boxed calls), `typed` (the lock-free typed
-//! path), `library` (grouped registrations).
+//! precedence), `dispatcher` (registry, boxed calls), `holds` (what a boxed call
+//! holds), `typed` (the lock-free typed path), `library` (grouped registrations).
 //!
-//! Must not: know tensor internals beyond `Tensor::key_set`.
+//! Must not: know tensor internals: of tensors it uses `Tensor::key_set` and the
+//! tensor module's op-call interface (`with_op_holds_dyn`, `OpArg`, `OpChecks`)
+//! only; nor autograd's or any kernel's. `runtime/tests/module_deps.rs` checks the
+//! imports.
 
 #![warn(missing_docs)]
 
 mod dispatcher;
+mod holds;
 mod kernel;
 pub mod key;
 mod keyset;
@@ -22,6 +26,7 @@ pub mod tls;
 mod typed;
 
 pub use dispatcher::{Dispatcher, OperatorHandle, RegistrationHandle};
+pub use holds::with_stack_holds;
 pub use kernel::{BoxedKernelFn, Kernel, KernelFunction};
 pub use key::DispatchKey;
 pub use keyset::DispatchKeySet;

@@ -33,9 +33,7 @@ use super::checks::{
 };
 use super::storage::{borrow_error, release, try_acquire, StorageBuf};
 use super::Tensor;
-use crate::dispatch::ArgDef;
 use crate::error::Result;
-use crate::ivalue::Stack;
 use std::cell::{Cell, RefCell};
 
 /// One storage that an op of this thread holds exclusively.
@@ -538,46 +536,6 @@ pub fn with_op_holds_dyn<T>(
         )?;
     }
     body()
-}
-
-/// [`with_op_holds`] for a boxed call: the arguments are the last `args.len()`
-/// values of `stack`, written when their [`ArgDef`] says `mutable`.
-pub fn with_stack_holds<T>(
-    op: &str,
-    args: &[ArgDef],
-    checks: OpChecks,
-    stack: &mut Stack,
-    body: impl FnOnce(&mut Stack) -> Result<T>,
-) -> Result<T> {
-    let first = stack.len().saturating_sub(args.len());
-    // Handles of their own: `body` pops the arguments off the stack and may drop
-    // them before the holds are released.
-    let mut reads: Vec<Tensor> = Vec::new();
-    let mut writes: Vec<Tensor> = Vec::new();
-    // The reads no written tensor may overlap at all, with their schema position.
-    let mut apart: Vec<(usize, Tensor)> = Vec::new();
-    for (i, (v, a)) in stack[first..].iter().zip(args).enumerate() {
-        let into = if a.mutable { &mut writes } else { &mut reads };
-        v.for_each_tensor(|t| into.push(t.clone()));
-        if !a.mutable && i < 64 && checks.no_overlap >> i & 1 == 1 {
-            v.for_each_tensor(|t| apart.push((i, t.clone())));
-        }
-    }
-    let mut holds = OpHolds::new();
-    for t in &writes {
-        holds.take(t, true)?;
-    }
-    for t in &reads {
-        holds.take(t, false)?;
-    }
-    run_checks(op, checks, reads.iter(), writes.iter())?;
-    check_no_overlap_masked(
-        op,
-        checks.no_overlap,
-        apart.iter().map(|(i, t)| (*i, t)),
-        writes.iter(),
-    )?;
-    body(stack)
 }
 
 #[inline]

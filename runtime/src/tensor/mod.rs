@@ -2,8 +2,12 @@
 //! with a dtype, a device and a dispatch key set computed once at creation.
 //!
 //! Owns: tensor metadata, construction, views, resizing, data access and printing
-//! (submodules `storage`, `meta`, `create`, `access`, `display`). Must not: dispatch
-//! (ops live in `ops` and backends) or know kernels.
+//! (submodules `storage`, `meta`, `create`, `access`, `display`), the op-call
+//! interface (`hold`, `checks`: what every operator call holds and checks), and the
+//! slot for autograd's per-tensor state (`AutogradState`, which autograd
+//! implements). Must not: dispatch (ops live in `ops` and backends), know kernels,
+//! or name autograd's types, op definitions or stacks (docs/design.md, "Module
+//! layers"; `runtime/tests/module_deps.rs` checks the imports).
 //!
 //! # Aliasing and thread-safety model
 //!
@@ -85,7 +89,7 @@ pub use checks::{
     check_no_overlap, internal_overlap, is_non_overlapping_and_dense, overlap, DeviceRule,
     OpChecks, Overlap,
 };
-pub use hold::{with_op_holds, with_op_holds_dyn, with_stack_holds, OpArg};
+pub use hold::{with_op_holds, with_op_holds_dyn, OpArg};
 pub use storage::{
     allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage, StorageBuf,
 };
@@ -123,8 +127,9 @@ pub(crate) struct TensorImpl {
     /// atomic; a relaxed load costs what a plain one does).
     key_set: AtomicU64,
     /// Autograd state (`requires_grad`, `.grad`, `grad_fn`), made on first need:
-    /// tensors that never see autograd pay one word.
-    autograd: OnceLock<Box<crate::autograd::AutogradMeta>>,
+    /// tensors that never see autograd pay for an empty slot. Opaque here (see
+    /// [`AutogradState`]).
+    autograd: OnceLock<Box<dyn AutogradState>>,
     wrapped_number: bool,
     /// Set only inside [`Tensor::fill_unshared`]: the tensor is a result being
     /// written that nothing outside its kernel can reach, so [`KernelAccess`] need not
@@ -184,10 +189,22 @@ impl Drop for Tensor {
     fn drop(&mut self) {
         // A tensor in autograd may be kept alive only by its own `grad_fn` (which
         // saved it for backward): a cycle that the last user handle breaks.
-        if let Some(m) = self.autograd_meta() {
+        if let Some(m) = self.autograd_state() {
             m.on_handle_drop(self);
         }
     }
+}
+
+/// What a tensor keeps for autograd, opaque to this module: the tensor stores it,
+/// has it made on first need, and tells it when a handle drops. `crate::autograd`
+/// implements it for its per-tensor state and reaches that type through
+/// [`AutogradState::as_any`]. The interface lives here so that the tensor never
+/// names autograd's types (autograd is built on tensors, not the other way).
+pub(crate) trait AutogradState: Send + Sync + 'static {
+    /// Called as a handle of `t` drops (before its count goes down).
+    fn on_handle_drop(&self, t: &Tensor);
+    /// The state as `Any`, for its implementor to downcast to its own type.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// The key set of a tensor on `device`: its backend key and `ADInplaceOrView`
@@ -543,13 +560,16 @@ impl Tensor {
 
     /// The tensor's autograd state, if it was ever given one.
     #[inline]
-    pub(crate) fn autograd_meta(&self) -> Option<&crate::autograd::AutogradMeta> {
+    pub(crate) fn autograd_state(&self) -> Option<&dyn AutogradState> {
         self.inner.autograd.get().map(|b| &**b)
     }
 
-    /// The tensor's autograd state, made on first use.
-    pub(crate) fn autograd_meta_or_init(&self) -> &crate::autograd::AutogradMeta {
-        self.inner.autograd.get_or_init(Default::default)
+    /// The tensor's autograd state, made by `init` on first use.
+    pub(crate) fn autograd_state_or_init(
+        &self,
+        init: impl FnOnce() -> Box<dyn AutogradState>,
+    ) -> &dyn AutogradState {
+        &**self.inner.autograd.get_or_init(init)
     }
 
     /// The storage buffer (shared with views): `nbytes`, `device`, `data_ptr`, ...

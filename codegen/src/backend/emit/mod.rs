@@ -72,7 +72,7 @@ pub struct BackendCode {
 }
 
 /// The name of the kernel trait of a backend (`Emu` -> `EmuKernels`).
-pub use crate::ident::backend_trait as trait_name;
+pub(crate) use crate::ident::backend_trait as trait_name;
 
 fn err(loc: crate::model::Loc, code: &'static str, msg: String) -> BackendDiagnostic {
     Diagnostic::new(code, loc, msg).into()

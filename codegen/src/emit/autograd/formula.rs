@@ -26,7 +26,7 @@ use crate::model::{NativeFunction, NativeFunctions, SchemaKind};
 
 /// Why a formula did not translate: a span of its text and the reason.
 #[derive(Clone, Debug)]
-pub struct Untranslatable {
+pub(crate) struct Untranslatable {
     pub span: Span,
     pub reason: String,
 }
@@ -50,7 +50,7 @@ struct Param {
 
 /// A runtime helper's signature.
 #[derive(Clone, Debug)]
-pub struct HelperSig {
+pub(crate) struct HelperSig {
     /// The formula name.
     name: String,
     /// The Rust function (differs for an overload: Rust has none).
@@ -93,7 +93,7 @@ fn parse_helper(s: &str) -> Option<HelperSig> {
 }
 
 /// The runtime helpers by name (overloads in table order).
-pub fn helper_table() -> Result<BTreeMap<String, Vec<HelperSig>>, String> {
+pub(crate) fn helper_table() -> Result<BTreeMap<String, Vec<HelperSig>>, String> {
     let mut t: BTreeMap<String, Vec<HelperSig>> = BTreeMap::new();
     for line in IMPLEMENTED {
         let sig = parse_helper(line).ok_or_else(|| format!("bad helper signature `{line}`"))?;
@@ -103,7 +103,7 @@ pub fn helper_table() -> Result<BTreeMap<String, Vec<HelperSig>>, String> {
 }
 
 /// Native operators by base name, with their Rust idents.
-pub struct NativeIndex<'m> {
+pub(crate) struct NativeIndex<'m> {
     by_base: BTreeMap<String, Vec<(&'m NativeFunction, String)>>,
 }
 
@@ -132,7 +132,7 @@ impl<'m> NativeIndex<'m> {
 }
 
 /// The formula's variables and the tables names resolve against.
-pub struct Scope<'a, 'm> {
+pub(crate) struct Scope<'a, 'm> {
     pub vars: BTreeMap<String, Val>,
     pub native: &'a NativeIndex<'m>,
     pub helpers: &'a BTreeMap<String, Vec<HelperSig>>,
@@ -224,9 +224,9 @@ impl Scope<'_, '_> {
                     Ty::List(elem) => {
                         let elem = (**elem).clone();
                         let ts = if elem.is_copy() {
-                            quote!(h::at(&#bt, #it)?)
+                            quote!(d::at(&#bt, #it)?)
                         } else {
-                            quote!(h::at(&#bt, #it)?.clone())
+                            quote!(d::at(&#bt, #it)?.clone())
                         };
                         Ok(Val::new(ts, elem))
                     }
@@ -243,7 +243,7 @@ impl Scope<'_, '_> {
                     (UnOp::Not, Ty::Bool) => Ok(Val::new(quote!((!#ts)), Ty::Bool)),
                     (UnOp::Deref, Ty::Opt(inner)) => {
                         let name = operand_name(operand);
-                        Ok(Val::new(quote!(h::value(#ts, #name)?), (**inner).clone()))
+                        Ok(Val::new(quote!(d::value(#ts, #name)?), (**inner).clone()))
                     }
                     (op, t) => fail(e.span, format!("`{}` on a value of type {t}", op.as_str())),
                 }
@@ -374,7 +374,7 @@ impl Scope<'_, '_> {
                         Some(v) => v.as_helper_arg(),
                         None => p.default.clone().unwrap_or_default(),
                     });
-                    return Ok(Val::new(quote!(h::#f(#(#ps),*)?), sig.ret.clone()));
+                    return Ok(Val::new(quote!(d::#f(#(#ps),*)?), sig.ret.clone()));
                 }
             }
             return fail(span, no_overload(name, args, "helper"));
@@ -465,7 +465,7 @@ impl Scope<'_, '_> {
             (Ty::Tensor, "numel" | "sym_numel", 0) => Ok(Val::new(quote!(#t.numel()), Ty::Int)),
             (Ty::Tensor, "size" | "sym_size", 1) => {
                 let d = int_arg(0)?;
-                Ok(Val::new(quote!(h::size_at(#r, #d)?), Ty::Int))
+                Ok(Val::new(quote!(d::size_at(#r, #d)?), Ty::Int))
             }
             (Ty::Tensor, "scalar_type", 0) => Ok(Val::new(quote!(#t.dtype()), Ty::DType)),
             (Ty::Tensor, "layout", 0) => Ok(Val::new(quote!(#t.layout()), Ty::Layout)),
@@ -485,7 +485,7 @@ impl Scope<'_, '_> {
             (Ty::Opt(_), "has_value", 0) => Ok(Val::new(quote!(#t.is_some()), Ty::Bool)),
             (Ty::Opt(inner), "value", 0) => {
                 let o = recv.owned();
-                Ok(Val::new(quote!(h::value(#o, "value")?), (**inner).clone()))
+                Ok(Val::new(quote!(d::value(#o, "value")?), (**inner).clone()))
             }
             (Ty::Scalar, "toDouble", 0) => Ok(Val::new(quote!(#t.to_f64()), Ty::Float)),
             (Ty::Scalar, "conj", 0) => Ok(recv.clone()),
@@ -514,7 +514,7 @@ impl Scope<'_, '_> {
                         // No `Scalar` overload in this operator set: the number as
                         // a 0-dim tensor of the other operand's dtype and device.
                         let (t, st) = (a.as_helper_arg(), s.owned());
-                        let wrapped = Val::new(quote!(h::scalar_like(#t, #st)?), Ty::Tensor);
+                        let wrapped = Val::new(quote!(d::scalar_like(#t, #st)?), Ty::Tensor);
                         self.resolve(name, &[a.clone(), wrapped], span)
                     })
             }

@@ -126,7 +126,8 @@ pub fn generate(
     let count = regs.len();
     let tokens = quote! {
         use #rt::autograd::helpers as h;
-        use #rt::autograd::helpers::TensorOptions;
+        use #rt::derivatives as d;
+        use #rt::derivatives::TensorOptions;
         use #rt::autograd::{record, SavedTensor};
         use #rt::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, KernelFunction};
         use #rt::ops;

@@ -18,7 +18,7 @@ use crate::model::{BaseTy, Type};
 
 /// The type of a formula value.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Ty {
+pub(crate) enum Ty {
     Tensor,
     Int,
     Float,
@@ -123,7 +123,7 @@ impl std::fmt::Display for Ty {
 /// A translated value: a Rust expression of an owned [`Ty`]. A `place` is a
 /// variable: borrowing it needs no clone.
 #[derive(Clone, Debug)]
-pub struct Val {
+pub(crate) struct Val {
     pub ts: TokenStream,
     pub ty: Ty,
     pub place: bool,
@@ -183,7 +183,7 @@ impl Val {
 
 /// How well an argument of type `from` fits a parameter of type `to`: `None` when
 /// it does not, else the number of conversions (fewer is a better overload).
-pub fn fit(from: &Ty, to: &Ty) -> Option<u32> {
+pub(crate) fn fit(from: &Ty, to: &Ty) -> Option<u32> {
     if from == to {
         return Some(0);
     }
@@ -201,7 +201,7 @@ pub fn fit(from: &Ty, to: &Ty) -> Option<u32> {
 }
 
 /// Converts `v` to type `to` (`fit` said it can).
-pub fn coerce(v: &Val, to: &Ty) -> Option<Val> {
+pub(crate) fn coerce(v: &Val, to: &Ty) -> Option<Val> {
     if v.ty == *to {
         return Some(v.clone());
     }

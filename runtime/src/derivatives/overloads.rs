@@ -1,12 +1,13 @@
-//! Backward helpers of the core opset's last group of overloads and views:
+//! Backward formulas of the core opset's last group of overloads and views:
 //! `prod` over one dim, `clamp` with tensor bounds, `pow` with a Scalar base and
 //! `diagonal`, and of `masked_scatter`'s source, under PyTorch's names (the signatures are listed in
 //! `opal_codegen::derivatives::helpers::IMPLEMENTED`).
 //!
-//! Owns: these helpers. Must not: record graph nodes or touch tensor data other
+//! Owns: these formulas. Must not: record graph nodes or touch tensor data other
 //! than through operators.
 
-use super::{cmp, product_of_others, wd, zeros_as, zeros_of, TensorOptions};
+use super::reduce::product_of_others;
+use super::{cmp, wd, zeros_as, zeros_of, TensorOptions};
 use crate::error::Result;
 use crate::{ops, Scalar, Tensor};
 
