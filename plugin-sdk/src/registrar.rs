@@ -106,6 +106,28 @@ impl<'a> Registrar<'a> {
         Ok(self)
     }
 
+    /// Registers the `extern "C"` kernel `k` for op `name` as it is, with `user`
+    /// passed back to every call: for kernels that write ABI values themselves
+    /// (a test plugin's deliberately wrong returns, a kernel generated in C).
+    ///
+    /// # Safety
+    /// `k` follows the ABI's kernel contract (docs/abi.md: it catches panics and
+    /// writes only owned handles to `rets`, or whatever a test means to break),
+    /// and `user` is valid for the process, from any thread.
+    pub unsafe fn raw_kernel(
+        &mut self,
+        name: &str,
+        k: abi::OpalKernelFn,
+        user: *mut c_void,
+    ) -> Result<&mut Self> {
+        // SAFETY: the registrar is valid during init; `k` and `user` per the contract.
+        let st =
+            unsafe { (self.raw.register_kernel)(self.raw.ctx, OpalStr::borrow(name), k, user) };
+        // SAFETY: a host status, consumed once.
+        unsafe { check(st) }?;
+        Ok(self)
+    }
+
     /// Registers the typed entry `k` (ABI 1.1, see [`crate::typed`]) for op `name`,
     /// whose boxed kernel must be registered already: the host calls the entry for
     /// typed calls when it has a bridge for the op's signature and the plugin's

@@ -324,6 +324,22 @@ impl Tensor {
         self.h
     }
 
+    /// A borrowed tensor of handle `h`, which the host lent for the current call
+    /// (a raw kernel's argument), with its metadata from the host.
+    ///
+    /// # Safety
+    /// `h` is a handle the host lent for a call that has not returned.
+    pub unsafe fn borrowed(h: OpalTensor) -> Result<Tensor> {
+        Tensor::from_handle(h, false)
+    }
+
+    /// Gives the handle up as an owned one, which the caller must hand to the host
+    /// (a kernel's return) or release (`tensor_release`) exactly once; a borrowed
+    /// handle is retained first.
+    pub fn into_raw(self) -> Result<OpalTensor> {
+        self.into_owned_handle()
+    }
+
     /// Gives the handle up as an owned one (retaining a borrowed handle).
     #[inline]
     pub(crate) fn into_owned_handle(self) -> Result<OpalTensor> {

@@ -53,6 +53,20 @@ pub fn built_plugins(tmp: &Path) -> PathBuf {
     .clone()
 }
 
+/// Builds `opal-broken-plugin` (debug) into `<tmp>/plugin-build-broken` once per
+/// process and returns the directory holding `libopal_broken_plugin.so`.
+pub fn built_broken_plugin(tmp: &Path) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        cargo_build(
+            &tmp.join("plugin-build-broken"),
+            &["opal-broken-plugin"],
+            &[],
+        )
+    })
+    .clone()
+}
+
 /// Builds the test plugin with `feature` (`abi-1-x`) into
 /// `<tmp>/plugin-build-1-x` once per `dir` (one cell per feature).
 fn built_test_plugin_with(dir: &OnceLock<PathBuf>, tmp: &Path, feature: &str) -> PathBuf {

@@ -8,6 +8,7 @@
 //! Owns: those functions and bridges. Must not: read manifests or open libraries.
 
 use super::adapt::{is_default, Plan, Slot};
+use super::results;
 use super::typed::{self, TypedEntry};
 use super::value::{self, Marshal};
 use crate::device::Device;
@@ -50,9 +51,11 @@ unsafe extern "C" fn tensor_release(t: OpalTensor) {
     if t.0.is_null() {
         return;
     }
-    // SAFETY: the ABI requires an owned handle released once; dropping a tensor
-    // cannot unwind into the plugin because the result of catch_unwind is ignored.
-    let _ = catch_unwind(|| drop(unsafe { value::take(t) }));
+    // A handle that is not a live owned one (a borrowed argument, one released
+    // twice) is refused by `take` untouched: there is no status to report it.
+    // Dropping a tensor cannot unwind into the plugin: the result of
+    // catch_unwind is ignored.
+    let _ = catch_unwind(|| drop(value::take(t)));
 }
 
 unsafe extern "C" fn tensor_info(t: OpalTensor, out: *mut OpalTensorInfo) -> OpalStatus {
@@ -449,10 +452,28 @@ pub(super) fn invoke(
     let mut out = Vec::with_capacity(nrets);
     let mut err = None;
     for r in &m.rets {
-        // SAFETY: returns are owned by the host after the call (ABI).
-        match unsafe { value::from_abi(r, true) } {
+        // SAFETY: returns are owned by the host after the call (ABI); a tensor
+        // handle is taken over only when it is a live one the host issued.
+        let v = unsafe { value::from_abi(r, true) }.and_then(|v| {
+            if let IValue::Tensor(t) = &v {
+                // SAFETY: `m.values` are the call's borrowed arguments, still alive.
+                let first = unsafe { results::first_device(&m.values) };
+                // SAFETY: as above.
+                results::check_tensor(plugin, t, first, || unsafe {
+                    results::devices_of(&m.values)
+                })?;
+            }
+            Ok(v)
+        });
+        match v {
             Ok(v) => out.push(v),
-            Err(e) => err = err.or(Some(e)),
+            Err(e) => {
+                err = err.or_else(|| {
+                    Some(OpalError::msg(format!(
+                        "{name}: plugin '{plugin}''s kernel returned a value the host refuses: {e}"
+                    )))
+                })
+            }
         }
     }
     m.give_back();

@@ -38,6 +38,7 @@ mod extend;
 mod generators;
 mod host;
 pub mod manifest;
+mod results;
 mod security;
 mod typed;
 mod value;
@@ -107,6 +108,16 @@ static RECORDS: Mutex<Vec<PluginInfo>> = Mutex::new(Vec::new());
 
 fn records() -> std::sync::MutexGuard<'static, Vec<PluginInfo>> {
     RECORDS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The dispatch key of loaded plugin `name` (for the checks of its kernels'
+/// results: cold, after a result was not on the plugin's device type).
+fn key_of(name: &str) -> Option<DispatchKey> {
+    records()
+        .iter()
+        .rev()
+        .find(|p| p.name == name && p.loaded())
+        .and_then(|p| p.key)
 }
 
 /// Every plugin this process tried to load, in order, with where it came from and

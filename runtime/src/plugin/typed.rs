@@ -29,12 +29,13 @@
 //! adapter plans.
 
 use super::host::{info_of, run_fallback, Fallback};
-use super::value;
+use super::{results, value};
+use crate::device::Device;
 use crate::dispatch::BoxedKernelFn;
 use crate::dispatch::{DispatchKey, DispatchKeySet, KernelFunction, OperatorHandle};
 use crate::dtype::DType;
 use crate::error::{OpalError, Result};
-use crate::ivalue::{FromIValue, IntoIValue, Stack};
+use crate::ivalue::{FromIValue, IValue, IntoIValue, Stack};
 use crate::scalar::Scalar;
 use crate::tensor::Tensor;
 use opal_plugin_abi::{code, scalar_kind, typed as tc, OpalIntArray, OpalScalar, OpalStatus};
@@ -108,7 +109,17 @@ impl TypedEntry {
         if st.code == code::OK {
             // SAFETY: a status from the plugin, consumed once (frees its message).
             let _ = unsafe { st.into_result() };
-            return ret.take();
+            return match ret {
+                Ret::Handle(h) => {
+                    let stack = args();
+                    let first = stack.first().and_then(|v| match v {
+                        IValue::Tensor(t) if t.is_defined() => Some(t.device()),
+                        _ => None,
+                    });
+                    self.result(h, first, || results::devices_in(&stack))
+                }
+                Ret::Out(t) => Ok(t),
+            };
         }
         ret.discard();
         if st.code == code::DECLINED {
@@ -145,6 +156,33 @@ impl TypedEntry {
     }
 }
 
+impl TypedEntry {
+    /// Takes over the handle `h` a typed entry returned, when it is a live owned
+    /// handle whose tensor passes the result checks (module `results`; `first`
+    /// is the device of the first tensor argument, `args` the devices of all).
+    #[inline]
+    fn result(
+        &self,
+        h: OpalTensor,
+        first: Option<Device>,
+        args: impl FnOnce() -> Vec<Device>,
+    ) -> Result<Tensor> {
+        value::take(h)
+            .and_then(|t| results::check_tensor(&self.plugin, &t, first, args).map(|()| t))
+            .map_err(|e| self.refused(e))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, e: OpalError) -> OpalError {
+        OpalError::msg(format!(
+            "{}: plugin '{}''s typed kernel returned a value the host refuses: {e}",
+            self.op.name(),
+            self.plugin
+        ))
+    }
+}
+
 /// What an entry returned: the handle a typed entry wrote, or the result the host
 /// made for an out entry.
 enum Ret {
@@ -153,22 +191,11 @@ enum Ret {
 }
 
 impl Ret {
-    /// The result of a successful call.
-    fn take(self) -> Result<Tensor> {
-        match self {
-            // SAFETY: a returned handle is owned by the host (ABI), taken once.
-            Ret::Handle(h) => unsafe { value::take(h) },
-            Ret::Out(t) => Ok(t),
-        }
-    }
-
-    /// Drops what a failed call returned.
+    /// Drops what a failed call returned (a handle only when it is a live one the
+    /// host issued: `take` refuses anything else untouched).
     fn discard(self) {
         match self {
-            Ret::Handle(h) if !h.0.is_null() => {
-                // SAFETY: a handle the entry wrote is owned by the host (ABI); once.
-                drop(unsafe { value::take(h) });
-            }
+            Ret::Handle(h) if !h.0.is_null() => drop(value::take(h)),
             Ret::Handle(_) => {}
             Ret::Out(t) => drop(t),
         }
@@ -486,8 +513,9 @@ macro_rules! shapes {
                     f(e.user, HostArg::to_c($a0.0, &$a0.1), $(HostArg::to_c($a.0, &$a.1),)* out.as_mut_ptr())
                 };
                 if st.code == code::OK && st.msg_ptr.is_null() {
-                    // SAFETY: a returned handle is owned by the host (ABI).
-                    return unsafe { value::take(out[0]) };
+                    return e.result(out[0], Some($a0.0.device()), || {
+                        results::devices_in(&[$a0.0.into_ivalue() $(, $a.0.into_ivalue())*])
+                    });
                 }
                 e.failed(st, Ret::Handle(out[0]), ks, || {
                     vec![$a0.0.into_ivalue() $(, $a.0.into_ivalue())*]

@@ -157,7 +157,9 @@ pub fn own(t: Tensor) -> OpalTensor {
         }
         None => Box::new(std::mem::MaybeUninit::new(t)),
     };
-    OpalTensor(Box::into_raw(b).cast())
+    let p = Box::into_raw(b);
+    super::results::issue(p as usize);
+    OpalTensor(p.cast())
 }
 
 /// The tensor behind a handle.
@@ -170,17 +172,24 @@ pub unsafe fn deref<'a>(h: OpalTensor) -> Result<&'a Tensor> {
         .ok_or_else(|| OpalError::msg("a null tensor handle was passed to the host"))
 }
 
-/// Takes an owned handle back (keeping its box for [`own`]).
-///
-/// # Safety
-/// `h` is an owned handle made by [`own`], not used afterwards.
-pub unsafe fn take(h: OpalTensor) -> Result<Tensor> {
+/// Takes an owned handle back (keeping its box for [`own`]). A null handle, or
+/// any address that is not a live handle [`own`] made (a borrowed handle, one
+/// already taken back, a foreign pointer), is an `Err` and is not dereferenced.
+pub fn take(h: OpalTensor) -> Result<Tensor> {
     if h.0.is_null() {
-        return Err(OpalError::msg("a plugin returned a null tensor handle"));
+        return Err(OpalError::msg("a null tensor handle"));
     }
-    // SAFETY: per the contract, `h` is a leaked `Box` holding an initialised
-    // `Tensor` (`own` writes one before leaking) that its owner gave up;
-    // `MaybeUninit<Tensor>` has `Tensor`'s layout.
+    if !super::results::retire(h.0 as usize) {
+        return Err(OpalError::msg(format!(
+            "the tensor handle {:p}, which the host did not issue as an owned handle or \
+             which was already released (a borrowed argument returned without \
+             tensor_retain, a handle released twice, or a foreign pointer)",
+            h.0
+        )));
+    }
+    // SAFETY: `own` recorded the address of a leaked `Box` holding an initialised
+    // `Tensor` (it writes one before leaking), and `retire` removed the record,
+    // so this is the one taker; `MaybeUninit<Tensor>` has `Tensor`'s layout.
     let b = unsafe { Box::from_raw(h.0.cast::<std::mem::MaybeUninit<Tensor>>()) };
     // SAFETY: initialised (above) and read once: the box is then reused or freed,
     // and `MaybeUninit` never drops its content.
@@ -325,8 +334,7 @@ fn scalar(s: &Scalar) -> OpalValue {
 pub unsafe fn from_abi(v: &OpalValue, owned: bool) -> Result<IValue> {
     Ok(match v.tag {
         tag::NONE => IValue::None,
-        // SAFETY: forwarded contract (a live handle, owned or borrowed as said).
-        tag::TENSOR if owned => IValue::Tensor(unsafe { take(handle(v)) }?),
+        tag::TENSOR if owned => IValue::Tensor(take(handle(v))?),
         // SAFETY: forwarded contract.
         tag::TENSOR => IValue::Tensor(unsafe { deref(handle(v)) }?.clone()),
         tag::INT => IValue::Int(v.i),
