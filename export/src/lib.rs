@@ -51,6 +51,7 @@ mod plan;
 mod pointwise;
 mod program;
 mod runner;
+mod safe_softmax;
 mod schema;
 mod weights;
 

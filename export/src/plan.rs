@@ -75,6 +75,13 @@ pub(crate) enum Kind {
         outputs: Vec<usize>,
         sizes: Vec<i64>,
     },
+    /// softmax over the last dimension with all-`-inf` rows as zeros (CPU
+    /// only; see `safe_softmax`): seven nodes of the graph.
+    SafeSoftmax {
+        input: usize,
+        output: usize,
+        dim: i64,
+    },
     /// Symbolic int arithmetic (`operator.add`, ...).
     Int {
         op: IntOp,
@@ -490,7 +497,7 @@ fn compile_op(
 
 impl Kind {
     /// Every slot this step reads.
-    fn reads(&self, out: &mut Vec<usize>) {
+    pub(crate) fn reads(&self, out: &mut Vec<usize>) {
         let sym = |v: &SymVal, out: &mut Vec<usize>| {
             if let SymVal::Slot(s) = v {
                 out.push(*s)
@@ -508,6 +515,7 @@ impl Kind {
                 }
             }
             Kind::Alias { src, .. } | Kind::Size { src, .. } => out.push(*src),
+            Kind::SafeSoftmax { input, .. } => out.push(*input),
             Kind::Pointwise { inputs, .. } => out.extend(inputs),
             Kind::Int { a, b, .. } => {
                 sym(a, out);
@@ -517,7 +525,7 @@ impl Kind {
     }
 
     /// Every slot this step defines.
-    fn writes(&self, out: &mut Vec<usize>) {
+    pub(crate) fn writes(&self, out: &mut Vec<usize>) {
         match self {
             Kind::Op { binds, .. } => {
                 for b in binds {
@@ -532,6 +540,7 @@ impl Kind {
                 out.push(*dst)
             }
             Kind::Pointwise { outputs, .. } => out.extend(outputs),
+            Kind::SafeSoftmax { output, .. } => out.push(*output),
         }
     }
 }
@@ -560,6 +569,12 @@ fn traced_bytes(p: &Program, node: &Node) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
+/// A run of nodes that becomes one step.
+enum Fused {
+    Pointwise(crate::pointwise::Group),
+    Softmax(crate::safe_softmax::Group),
+}
+
 /// Compiles `p` for `device`; the first node that cannot run is an error naming it.
 pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
     let mut slots = Slots {
@@ -573,38 +588,52 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         .collect::<Result<Vec<_>>>()?;
     let mut steps = Vec::with_capacity(p.nodes.len());
     let mut max_stack = 0;
-    // Fused element-wise runs by their first node; the other members are skipped.
-    let mut groups: HashMap<usize, crate::pointwise::Group> = if device == Device::cpu() {
-        crate::pointwise::groups(p)
-            .into_iter()
-            .map(|g| (g.members.start, g))
-            .collect()
-    } else {
-        HashMap::new()
-    };
+    // Fused runs of nodes (CPU only) by their first node; the other members are
+    // skipped.
+    let mut fused: HashMap<usize, Fused> = HashMap::new();
+    if device == Device::cpu() {
+        for g in crate::pointwise::groups(p) {
+            fused.insert(g.members.start, Fused::Pointwise(g));
+        }
+        for g in crate::safe_softmax::groups(p) {
+            fused.entry(g.members.start).or_insert(Fused::Softmax(g));
+        }
+    }
     let mut skip_to = 0;
     for (i, node) in p.nodes.iter().enumerate() {
         if i < skip_to {
             continue;
         }
-        if let Some(g) = groups.remove(&i) {
-            skip_to = g.members.end;
+        if let Some(g) = fused.remove(&i) {
             let kind = (|| -> Result<Kind> {
-                let inputs = g
-                    .inputs
-                    .iter()
-                    .map(|n| slots.get(n))
-                    .collect::<Result<Vec<_>>>()?;
-                let outputs = g
-                    .outputs
-                    .iter()
-                    .map(|n| slots.define(n))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(Kind::Pointwise {
-                    program: g.program,
-                    inputs,
-                    outputs,
-                    sizes: g.sizes,
+                Ok(match g {
+                    Fused::Pointwise(g) => {
+                        skip_to = g.members.end;
+                        let inputs = g
+                            .inputs
+                            .iter()
+                            .map(|n| slots.get(n))
+                            .collect::<Result<Vec<_>>>()?;
+                        let outputs = g
+                            .outputs
+                            .iter()
+                            .map(|n| slots.define(n))
+                            .collect::<Result<Vec<_>>>()?;
+                        Kind::Pointwise {
+                            program: g.program,
+                            inputs,
+                            outputs,
+                            sizes: g.sizes,
+                        }
+                    }
+                    Fused::Softmax(g) => {
+                        skip_to = g.members.end;
+                        Kind::SafeSoftmax {
+                            input: slots.get(&g.input)?,
+                            output: slots.define(&g.output)?,
+                            dim: g.dim,
+                        }
+                    }
                 })
             })()
             .map_err(|e| e.context(format!("node '{}' ({})", node.name, node.target)))?;

@@ -9,7 +9,7 @@
 
 use crate::error::{bail, Error, Result};
 use crate::limits::RunLimits;
-use crate::plan::{self, Bind, Fill, IntOp, Kind, Plan, SizeOf, SymOut, SymVal};
+use crate::plan::{self, Bind, Fill, IntOp, Kind, Plan, SizeOf, Step, SymOut, SymVal};
 use crate::program::{move_stored, move_to, ExportedProgram};
 use crate::schema::{Dim, InputKind, Range, TensorMeta};
 use opal::{Device, IValue, Tensor};
@@ -21,11 +21,74 @@ pub struct Runner {
     name: String,
     device: Device,
     plan: Plan,
-    stored: Vec<(usize, Tensor)>,
+    /// Values every run starts with: the stored tensors, and the results of
+    /// the steps folded at load (see [`Runner::fold_constants`]).
+    stored: Vec<(usize, IValue)>,
     user: Vec<UserInput>,
     ranges: Vec<Range>,
     /// Node names and targets by node index (error messages).
     nodes: Vec<(String, String)>,
+}
+
+/// Largest result (bytes as traced) folded at load: a folded value stays in
+/// memory for the runner's life, where a run's value is freed after its last use.
+const FOLD_MAX_BYTES: u64 = 1 << 20;
+
+/// `aten` operators whose results differ from call to call, or whose contents
+/// are unspecified: never folded.
+const NOT_FOLDED: [&str; 12] = [
+    "rand",
+    "bernoulli",
+    "dropout",
+    "normal",
+    "uniform",
+    "multinomial",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "poisson",
+    "empty",
+    "seed",
+];
+
+/// Whether a step may run once at load when everything it reads is known.
+fn foldable(kind: &Kind) -> bool {
+    match kind {
+        Kind::Op {
+            op, traced_bytes, ..
+        } => {
+            let name = op.name();
+            name.starts_with("aten::")
+                && !NOT_FOLDED.iter().any(|w| name.contains(w))
+                && *traced_bytes <= FOLD_MAX_BYTES
+        }
+        Kind::Pointwise { sizes, outputs, .. } => {
+            let n = sizes.iter().product::<i64>().max(0) as u64;
+            n.saturating_mul(4 * outputs.len() as u64) <= FOLD_MAX_BYTES
+        }
+        Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => true,
+        Kind::SafeSoftmax { .. } => false,
+    }
+}
+
+/// One run's values: by slot, the bytes of each live intermediate and their
+/// sum, and the argument stack reused by every step.
+struct Frame {
+    env: Vec<Option<IValue>>,
+    bytes: Vec<u64>,
+    live: u64,
+    stack: Vec<IValue>,
+}
+
+impl Frame {
+    fn new(slots: usize, max_stack: usize) -> Frame {
+        Frame {
+            env: vec![None; slots],
+            bytes: vec![0; slots],
+            live: 0,
+            stack: Vec::with_capacity(max_stack),
+        }
+    }
 }
 
 struct UserInput {
@@ -61,8 +124,11 @@ impl Runner {
                 }),
             }
         }
-        let stored = move_stored(&stored, device)?;
-        Ok(Runner {
+        let stored = move_stored(&stored, device)?
+            .into_iter()
+            .map(|(s, t)| (s, IValue::Tensor(t)))
+            .collect();
+        let mut runner = Runner {
             name: p.name.clone(),
             device,
             plan,
@@ -74,7 +140,94 @@ impl Runner {
                 .iter()
                 .map(|n| (n.name.clone(), n.target.clone()))
                 .collect(),
-        })
+        };
+        runner.fold_constants();
+        Ok(runner)
+    }
+
+    /// Runs, once at load, every step whose result does not depend on the user
+    /// inputs (a causal mask built from `arange`, rotary tables from stored
+    /// frequencies, a weight's transpose), and keeps the values later steps read
+    /// as stored values, so a run starts after them. Not folded: operators
+    /// outside `aten`, random or uninitialised results, results over
+    /// [`FOLD_MAX_BYTES`], and every step of a program with an operator that
+    /// writes to an argument (a later in-place write would change the kept value
+    /// for the next run). A step that fails here is left in the plan, so its
+    /// error comes from the run as before.
+    fn fold_constants(&mut self) {
+        let mutates = self.plan.steps.iter().any(|s| match &s.kind {
+            Kind::Op { op, .. } => op.def().is_some_and(|d| d.args.iter().any(|a| a.mutable)),
+            _ => false,
+        });
+        if mutates {
+            return;
+        }
+        let mut known = vec![false; self.plan.slots];
+        let mut f = Frame::new(self.plan.slots, self.plan.max_stack);
+        for (slot, v) in &self.stored {
+            known[*slot] = true;
+            f.env[*slot] = Some(v.clone());
+        }
+        // A graph output is a new tensor on every run, never one the runner keeps
+        // (the caller may write to it).
+        let mut output = vec![false; self.plan.slots];
+        for o in &self.plan.outputs {
+            if let SymOut::Slot(s) = o {
+                output[*s] = true;
+            }
+        }
+        let mut folded = vec![false; self.plan.steps.len()];
+        let mut buf = Vec::new();
+        for (i, step) in self.plan.steps.iter().enumerate() {
+            buf.clear();
+            step.kind.reads(&mut buf);
+            if !buf.iter().all(|&r| known[r]) || !foldable(&step.kind) {
+                continue;
+            }
+            buf.clear();
+            step.kind.writes(&mut buf);
+            if buf.iter().any(|&w| output[w]) {
+                continue;
+            }
+            if self.step(step, &mut f, u64::MAX).is_err() {
+                continue;
+            }
+            folded[i] = true;
+            buf.clear();
+            step.kind.writes(&mut buf);
+            for &w in &buf {
+                known[w] = true;
+            }
+        }
+        if !folded.contains(&true) {
+            return;
+        }
+        // Keep what a remaining step or a graph output reads.
+        let mut needed = vec![false; self.plan.slots];
+        for (step, _) in self.plan.steps.iter().zip(&folded).filter(|(_, f)| !**f) {
+            buf.clear();
+            step.kind.reads(&mut buf);
+            for &r in &buf {
+                needed[r] = true;
+            }
+        }
+        for (s, &o) in output.iter().enumerate() {
+            needed[s] |= o;
+        }
+        self.stored = f
+            .env
+            .into_iter()
+            .enumerate()
+            .filter(|(s, v)| known[*s] && needed[*s] && v.is_some())
+            .filter_map(|(s, v)| Some((s, v?)))
+            .collect();
+        let steps = std::mem::take(&mut self.plan.steps);
+        self.plan.steps = steps
+            .into_iter()
+            .zip(folded)
+            .filter(|(_, f)| !f)
+            .map(|(s, _)| s)
+            .collect();
     }
 
     /// The device it runs on.
@@ -170,177 +323,22 @@ impl Runner {
 
     fn execute(&self, inputs: &[Tensor], limits: &RunLimits) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
-        let mut env: Vec<Option<IValue>> = vec![None; self.plan.slots];
-        for (slot, t) in &self.stored {
-            env[*slot] = Some(IValue::Tensor(t.clone()));
+        let mut f = Frame::new(self.plan.slots, self.plan.max_stack);
+        for (slot, v) in &self.stored {
+            f.env[*slot] = Some(v.clone());
         }
         for (u, t) in self.user.iter().zip(inputs) {
-            env[u.slot] = Some(IValue::Tensor(move_to(t, self.device)?));
+            f.env[u.slot] = Some(IValue::Tensor(move_to(t, self.device)?));
         }
-        let mut bytes = vec![0u64; self.plan.slots];
-        let mut live: u64 = 0;
-        let max = limits.max_peak_intermediate_bytes;
-        let over = |live: u64| {
-            Error::new(format!(
-                "intermediate values would take {live} bytes, over RunLimits::max_peak_intermediate_bytes ({max})"
-            ))
-        };
-        let mut stack: Vec<IValue> = Vec::with_capacity(self.plan.max_stack);
         for step in &self.plan.steps {
-            let get = |s: usize| -> Result<&IValue> {
-                env[s]
-                    .as_ref()
-                    .ok_or_else(|| Error::new("reads a value that is not defined at this point"))
-            };
-            let int = |v: SymVal| -> Result<i64> {
-                match v {
-                    SymVal::Const(i) => Ok(i),
-                    SymVal::Slot(s) => match get(s)? {
-                        IValue::Int(i) => Ok(*i),
-                        other => bail!("expected an int value, got {}", other.type_name()),
-                    },
-                }
-            };
-            match &step.kind {
-                Kind::Op {
-                    op,
-                    template,
-                    fills,
-                    binds,
-                    traced_bytes,
-                } => {
-                    if live.saturating_add(*traced_bytes) > max {
-                        return Err(self.node_err(step.node, over(live + traced_bytes)));
-                    }
-                    stack.clear();
-                    stack.extend_from_slice(template);
-                    for (pos, fill) in fills {
-                        let v = (|| -> Result<IValue> {
-                            Ok(match fill {
-                                Fill::Value(s) => get(*s)?.clone(),
-                                Fill::Tensors(ss) => IValue::TensorList(
-                                    ss.iter().map(|s| tensor(get(*s)?)).collect::<Result<_>>()?,
-                                ),
-                                Fill::OptTensors(ss) => IValue::OptionalTensorList(
-                                    ss.iter()
-                                        .map(|s| s.map(|s| tensor(get(s)?)).transpose())
-                                        .collect::<Result<_>>()?,
-                                ),
-                                Fill::WrappedInt(s) => IValue::Tensor(Tensor::wrapped_number(
-                                    &opal::Scalar::Int(int(SymVal::Slot(*s))?),
-                                )?),
-                                Fill::Ints(vs) => IValue::IntList(
-                                    vs.iter().map(|v| int(*v)).collect::<Result<_>>()?,
-                                ),
-                            })
-                        })()
-                        .map_err(|e| self.node_err(step.node, e))?;
-                        stack[*pos] = v;
-                    }
-                    op.call_boxed(&mut stack)
-                        .map_err(|e| self.node_err(step.node, e))?;
-                    if stack.len() != binds.len() {
-                        return Err(self.node_err(
-                            step.node,
-                            format!("returned {} values, expected {}", stack.len(), binds.len()),
-                        ));
-                    }
-                    for (b, v) in binds.iter().zip(stack.drain(..)) {
-                        match b {
-                            Bind::Drop => {}
-                            Bind::Slot(s) => put(&mut env, &mut bytes, &mut live, *s, v),
-                            Bind::List(ss) => {
-                                let IValue::TensorList(ts) = v else {
-                                    return Err(self.node_err(
-                                        step.node,
-                                        format!(
-                                            "returned {}, expected a tensor list",
-                                            v.type_name()
-                                        ),
-                                    ));
-                                };
-                                if ts.len() != ss.len() {
-                                    return Err(self.node_err(
-                                        step.node,
-                                        format!(
-                                            "returned {} tensors, the graph names {}",
-                                            ts.len(),
-                                            ss.len()
-                                        ),
-                                    ));
-                                }
-                                for (s, t) in ss.iter().zip(ts) {
-                                    put(&mut env, &mut bytes, &mut live, *s, IValue::Tensor(t));
-                                }
-                            }
-                        }
-                    }
-                    if live > max {
-                        return Err(self.node_err(step.node, over(live)));
-                    }
-                }
-                Kind::Pointwise {
-                    program,
-                    inputs,
-                    outputs,
-                    sizes,
-                } => {
-                    let ts = inputs
-                        .iter()
-                        .map(|s| tensor(get(*s)?))
-                        .collect::<Result<Vec<_>>>()
-                        .map_err(|e| self.node_err(step.node, e))?;
-                    let outs = run_pointwise(program, &ts, outputs.len(), sizes)
-                        .map_err(|e| self.node_err(step.node, e))?;
-                    for (s, t) in outputs.iter().zip(outs) {
-                        put(&mut env, &mut bytes, &mut live, *s, IValue::Tensor(t));
-                    }
-                    if live > max {
-                        return Err(self.node_err(step.node, over(live)));
-                    }
-                }
-                Kind::Alias { src, dst } => {
-                    let v = get(*src).map_err(|e| self.node_err(step.node, e))?.clone();
-                    env[*dst] = Some(v);
-                }
-                Kind::Size {
-                    src,
-                    dim,
-                    what,
-                    dst,
-                } => {
-                    let v = (|| -> Result<i64> {
-                        let t = tensor(get(*src)?)?;
-                        let d = || -> Result<usize> {
-                            let n = t.dim() as i64;
-                            let d = if *dim < 0 { dim + n } else { *dim };
-                            if d < 0 || d >= n {
-                                bail!("dimension {dim} is out of range for {n} dimensions");
-                            }
-                            Ok(d as usize)
-                        };
-                        Ok(match what {
-                            SizeOf::Size => t.sizes()[d()?],
-                            SizeOf::Stride => t.strides()[d()?],
-                            SizeOf::Numel => t.numel(),
-                            SizeOf::Offset => t.storage_offset(),
-                        })
-                    })()
-                    .map_err(|e| self.node_err(step.node, e))?;
-                    env[*dst] = Some(IValue::Int(v));
-                }
-                Kind::Int { op, a, b, dst } => {
-                    let v = (|| -> Result<i64> { int_op(*op, int(*a)?, int(*b)?) })()
-                        .map_err(|e| self.node_err(step.node, e))?;
-                    env[*dst] = Some(IValue::Int(v));
-                }
-            }
-            for &f in &step.frees {
-                env[f] = None;
-                live -= bytes[f];
-                bytes[f] = 0;
+            self.step(step, &mut f, limits.max_peak_intermediate_bytes)?;
+            for &x in &step.frees {
+                f.env[x] = None;
+                f.live -= f.bytes[x];
+                f.bytes[x] = 0;
             }
         }
+        let mut env = f.env;
         self.plan
             .outputs
             .iter()
@@ -356,6 +354,178 @@ impl Runner {
                 SymOut::None => bail!("output {i} is None"),
             })
             .collect()
+    }
+
+    /// Runs one step on the frame's values (freeing nothing: the caller frees
+    /// the step's last uses): `max` is the limit on the bytes of live
+    /// intermediate values.
+    fn step(&self, step: &Step, f: &mut Frame, max: u64) -> Result<()> {
+        let over = |live: u64| {
+            Error::new(format!(
+                "intermediate values would take {live} bytes, over RunLimits::max_peak_intermediate_bytes ({max})"
+            ))
+        };
+        let get = |s: usize| -> Result<&IValue> {
+            f.env[s]
+                .as_ref()
+                .ok_or_else(|| Error::new("reads a value that is not defined at this point"))
+        };
+        let int = |v: SymVal| -> Result<i64> {
+            match v {
+                SymVal::Const(i) => Ok(i),
+                SymVal::Slot(s) => match get(s)? {
+                    IValue::Int(i) => Ok(*i),
+                    other => bail!("expected an int value, got {}", other.type_name()),
+                },
+            }
+        };
+        match &step.kind {
+            Kind::Op {
+                op,
+                template,
+                fills,
+                binds,
+                traced_bytes,
+            } => {
+                if f.live.saturating_add(*traced_bytes) > max {
+                    return Err(self.node_err(step.node, over(f.live + traced_bytes)));
+                }
+                let stack = &mut f.stack;
+                stack.clear();
+                stack.extend_from_slice(template);
+                for (pos, fill) in fills {
+                    let v = (|| -> Result<IValue> {
+                        Ok(match fill {
+                            Fill::Value(s) => get(*s)?.clone(),
+                            Fill::Tensors(ss) => IValue::TensorList(
+                                ss.iter().map(|s| tensor(get(*s)?)).collect::<Result<_>>()?,
+                            ),
+                            Fill::OptTensors(ss) => IValue::OptionalTensorList(
+                                ss.iter()
+                                    .map(|s| s.map(|s| tensor(get(s)?)).transpose())
+                                    .collect::<Result<_>>()?,
+                            ),
+                            Fill::WrappedInt(s) => IValue::Tensor(Tensor::wrapped_number(
+                                &opal::Scalar::Int(int(SymVal::Slot(*s))?),
+                            )?),
+                            Fill::Ints(vs) => {
+                                IValue::IntList(vs.iter().map(|v| int(*v)).collect::<Result<_>>()?)
+                            }
+                        })
+                    })()
+                    .map_err(|e| self.node_err(step.node, e))?;
+                    stack[*pos] = v;
+                }
+                op.call_boxed(stack)
+                    .map_err(|e| self.node_err(step.node, e))?;
+                if stack.len() != binds.len() {
+                    return Err(self.node_err(
+                        step.node,
+                        format!("returned {} values, expected {}", stack.len(), binds.len()),
+                    ));
+                }
+                for (b, v) in binds.iter().zip(stack.drain(..)) {
+                    match b {
+                        Bind::Drop => {}
+                        Bind::Slot(s) => put(&mut f.env, &mut f.bytes, &mut f.live, *s, v),
+                        Bind::List(ss) => {
+                            let IValue::TensorList(ts) = v else {
+                                return Err(self.node_err(
+                                    step.node,
+                                    format!("returned {}, expected a tensor list", v.type_name()),
+                                ));
+                            };
+                            if ts.len() != ss.len() {
+                                return Err(self.node_err(
+                                    step.node,
+                                    format!(
+                                        "returned {} tensors, the graph names {}",
+                                        ts.len(),
+                                        ss.len()
+                                    ),
+                                ));
+                            }
+                            for (s, t) in ss.iter().zip(ts) {
+                                put(&mut f.env, &mut f.bytes, &mut f.live, *s, IValue::Tensor(t));
+                            }
+                        }
+                    }
+                }
+                if f.live > max {
+                    return Err(self.node_err(step.node, over(f.live)));
+                }
+            }
+            Kind::Pointwise {
+                program,
+                inputs,
+                outputs,
+                sizes,
+            } => {
+                let ts = inputs
+                    .iter()
+                    .map(|s| tensor(get(*s)?))
+                    .collect::<Result<Vec<_>>>()
+                    .map_err(|e| self.node_err(step.node, e))?;
+                let outs = run_pointwise(program, &ts, outputs.len(), sizes)
+                    .map_err(|e| self.node_err(step.node, e))?;
+                for (s, t) in outputs.iter().zip(outs) {
+                    put(&mut f.env, &mut f.bytes, &mut f.live, *s, IValue::Tensor(t));
+                }
+                if f.live > max {
+                    return Err(self.node_err(step.node, over(f.live)));
+                }
+            }
+            Kind::SafeSoftmax { input, output, dim } => {
+                let y = (|| crate::safe_softmax::run(&tensor(get(*input)?)?, *dim))()
+                    .map_err(|e| self.node_err(step.node, e))?;
+                put(
+                    &mut f.env,
+                    &mut f.bytes,
+                    &mut f.live,
+                    *output,
+                    IValue::Tensor(y),
+                );
+                if f.live > max {
+                    return Err(self.node_err(step.node, over(f.live)));
+                }
+            }
+            Kind::Alias { src, dst } => {
+                let v = get(*src).map_err(|e| self.node_err(step.node, e))?.clone();
+                f.env[*dst] = Some(v);
+            }
+            Kind::Size {
+                src,
+                dim,
+                what,
+                dst,
+            } => {
+                let v = (|| -> Result<i64> {
+                    let t = tensor(get(*src)?)?;
+                    let d = || -> Result<usize> {
+                        let n = t.dim() as i64;
+                        let d = if *dim < 0 { dim + n } else { *dim };
+                        if d < 0 || d >= n {
+                            bail!("dimension {dim} is out of range for {n} dimensions");
+                        }
+                        Ok(d as usize)
+                    };
+                    Ok(match what {
+                        SizeOf::Size => t.sizes()[d()?],
+                        SizeOf::Stride => t.strides()[d()?],
+                        SizeOf::Numel => t.numel(),
+                        SizeOf::Offset => t.storage_offset(),
+                    })
+                })()
+                .map_err(|e| self.node_err(step.node, e))?;
+                f.env[*dst] = Some(IValue::Int(v));
+            }
+            Kind::Int { op, a, b, dst } => {
+                let v = (|| -> Result<i64> { int_op(*op, int(*a)?, int(*b)?) })()
+                    .map_err(|e| self.node_err(step.node, e))?;
+                f.env[*dst] = Some(IValue::Int(v));
+            }
+        }
+        Ok(())
     }
 }
 
