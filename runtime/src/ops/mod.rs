@@ -5,7 +5,7 @@
 //! duplicates it). Must not: contain per-op glue written by hand.
 //!
 //! Per operator `name.overload` (Rust name `name_overload`, overload lowercased, see
-//! `opal_codegen::ident`):
+//! `opal_codegen::op_ident`):
 //! - `ops::add_tensor(&a, &b)`: required arguments, defaults applied;
 //! - `ops::add_tensor::with(&a, &b, ops::add_tensor::Options::default().alpha(2))`;
 //! - `ops::add_tensor::call(..)` (every argument), `redispatch(ks, ..)`, `Sig`, `DEF`,
