@@ -23,6 +23,13 @@ struct Cells(Vec<UnsafeCell<usize>>);
 // access without a happens-before edge.
 unsafe impl Sync for Cells {}
 
+impl Cells {
+    /// Cell `c` (a method, so closures capture the `Sync` whole, not the field).
+    fn cell(&self, c: usize) -> &UnsafeCell<usize> {
+        &self.0[c]
+    }
+}
+
 /// A helper on its own loom thread, serving jobs until told to stop.
 struct Served {
     helper: Arc<Helper>,
@@ -77,7 +84,7 @@ fn fork_and_check(team: &[Arc<Helper>], helpers: usize, chunks: usize) {
     let f = |c: usize| {
         runs[c].fetch_add(1, Ordering::Relaxed);
         // SAFETY: chunk `c` is the only writer of cell `c` (see `Cells`).
-        cells.0[c].with_mut(|p| unsafe { *p = c + 1 });
+        cells.cell(c).with_mut(|p| unsafe { *p = c + 1 });
     };
     let work: &(dyn Fn(usize) + Sync) = &f;
     // SAFETY (lifetime): `run_job` returns only after every chunk finished and
@@ -96,7 +103,7 @@ fn fork_and_check(team: &[Arc<Helper>], helpers: usize, chunks: usize) {
     for c in 0..chunks {
         assert_eq!(runs[c].load(Ordering::Relaxed), 1, "chunk {c} ran once");
         // SAFETY: no chunk runs any more (the join above); loom checks the edge.
-        assert_eq!(cells.0[c].with(|p| unsafe { *p }), c + 1);
+        assert_eq!(cells.cell(c).with(|p| unsafe { *p }), c + 1);
     }
     for t in extra {
         t.join().unwrap();
