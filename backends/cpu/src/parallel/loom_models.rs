@@ -100,8 +100,8 @@ fn fork_and_check(team: &[Arc<Helper>], helpers: usize, chunks: usize) {
         extra.push(thread::spawn(move || j.run_claimed(|| ())))
     });
     assert!(panic.is_none());
-    for c in 0..chunks {
-        assert_eq!(runs[c].load(Ordering::Relaxed), 1, "chunk {c} ran once");
+    for (c, r) in runs.iter().enumerate() {
+        assert_eq!(r.load(Ordering::Relaxed), 1, "chunk {c} ran once");
         // SAFETY: no chunk runs any more (the join above); loom checks the edge.
         assert_eq!(cells.cell(c).with(|p| unsafe { *p }), c + 1);
     }

@@ -204,7 +204,7 @@ impl Helper {
     }
 
     /// The helper thread's loop: wait for a job, run its chunks, repeat.
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, loom)))]
     fn serve(&self) {
         loop {
             self.serve_one();
@@ -257,7 +257,7 @@ impl Helper {
 
 /// The warm helpers: one per CPU beyond the first, started on first use. A helper
 /// that cannot be started is simply not there.
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 fn team() -> &'static [Arc<Helper>] {
     static TEAM: OnceLock<Vec<Arc<Helper>>> = OnceLock::new();
     TEAM.get_or_init(|| {
@@ -278,7 +278,7 @@ fn team() -> &'static [Arc<Helper>] {
 }
 
 /// Under loom the models make their own helpers (loom threads).
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 fn team() -> &'static [Arc<Helper>] {
     &[]
 }

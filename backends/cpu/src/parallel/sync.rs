@@ -6,40 +6,40 @@
 //!
 //! Owns: those names. Must not: hold any logic of the protocol.
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 pub(super) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 pub(super) use std::sync::{Arc, Mutex};
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 pub(super) use std::thread::{park, yield_now, Thread};
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub(super) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub(super) use loom::sync::{Arc, Mutex};
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub(super) use loom::thread::{park, yield_now, Thread};
 
 /// One round of a busy wait.
 #[inline(always)]
 pub(super) fn spin() {
-    #[cfg(not(loom))]
+    #[cfg(not(all(test, loom)))]
     std::hint::spin_loop();
-    #[cfg(loom)]
+    #[cfg(all(test, loom))]
     loom::thread::yield_now();
 }
 
 /// Spins between two looks at the clock while a helper watches for a job.
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 pub(super) const WATCH_SPINS: u32 = 64;
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub(super) const WATCH_SPINS: u32 = 1;
 
 /// The end of a helper's warm window.
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 pub(super) struct Deadline(std::time::Instant);
 
-#[cfg(not(loom))]
+#[cfg(not(all(test, loom)))]
 impl Deadline {
     #[inline]
     pub(super) fn after(d: std::time::Duration) -> Deadline {
@@ -54,10 +54,10 @@ impl Deadline {
 
 /// Under loom: the window closes at the second look, so a model sees a helper
 /// that watches once, then parks.
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 pub(super) struct Deadline(bool);
 
-#[cfg(loom)]
+#[cfg(all(test, loom))]
 impl Deadline {
     pub(super) fn after(_: std::time::Duration) -> Deadline {
         Deadline(false)
