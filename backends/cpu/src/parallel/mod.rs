@@ -23,13 +23,21 @@
 //! no team helper is free (forks from several threads at once, nested forks), the
 //! rest come from `rayon::spawn`. The total never exceeds the current rayon pool's
 //! thread count, so `RAYON_NUM_THREADS` and custom pools still bound parallelism.
+//!
+//! The protocol's atomics, locks and parking come from [`sync`]: `std`'s, or
+//! loom's under `--cfg loom`, where `loom_models.rs` checks every interleaving of
+//! a fork with a helper (`RUSTFLAGS="--cfg loom" cargo test --release -p opal-cpu
+//! --lib loom`).
+
+#[cfg(all(test, loom))]
+mod loom_models;
+mod sync;
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::Thread;
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
+use sync::{Arc, AtomicBool, AtomicU8, AtomicUsize, Deadline, Mutex, Ordering, Thread};
 
 /// Busy-wait rounds before the caller starts yielding its CPU while it waits for
 /// helpers to finish their last chunks.
@@ -64,6 +72,18 @@ unsafe impl Send for Job {}
 unsafe impl Sync for Job {}
 
 impl Job {
+    /// A job of `chunks` chunks running `work` (see [`Job::work`] for the
+    /// lifetime the caller must keep).
+    fn new(chunks: usize, work: *const (dyn Fn(usize) + Sync)) -> Job {
+        Job {
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            chunks,
+            work,
+            panic: Mutex::new(None),
+        }
+    }
+
     /// Claims and runs chunks until none is left. `drained` runs once, as soon as
     /// this thread sees that no chunk is left to claim: before it reports its last
     /// chunk done when it can tell then, else when its next claim fails.
@@ -113,6 +133,22 @@ struct Helper {
 }
 
 impl Helper {
+    /// A helper not yet free for hire (its thread starts it: [`Helper::open`]).
+    fn new() -> Helper {
+        Helper {
+            state: AtomicU8::new(HIRED),
+            ready: AtomicBool::new(false),
+            job: Mutex::new(None),
+            thread: OnceLock::new(),
+        }
+    }
+
+    /// Free for hire, once `thread` (to unpark it) is in place.
+    fn open(&self, thread: Thread) {
+        let _ = self.thread.set(thread);
+        self.state.store(WATCHING, Ordering::Release);
+    }
+
     /// Hands `job` to this helper if it is free.
     fn try_hire(&self, job: &Arc<Job>) -> bool {
         let was =
@@ -168,34 +204,40 @@ impl Helper {
     }
 
     /// The helper thread's loop: wait for a job, run its chunks, repeat.
+    #[cfg(not(all(test, loom)))]
     fn serve(&self) {
         loop {
-            self.wait_for_job();
-            self.ready.store(false, Ordering::Relaxed);
-            let job = self.job.lock().ok().and_then(|mut slot| slot.take());
-            // Free for hire again before the caller can see the job finished:
-            // otherwise a caller that forks again at once finds this helper still
-            // hired and wakes a rayon worker instead (two threads then compete for
-            // the CPUs that this one would have used while watching).
-            let release = || self.state.store(WATCHING, Ordering::Release);
-            match job {
-                Some(job) => job.run_claimed(release),
-                None => release(),
-            }
+            self.serve_one();
+        }
+    }
+
+    /// One round of the helper's loop: waits for a job and runs its chunks.
+    fn serve_one(&self) {
+        self.wait_for_job();
+        self.ready.store(false, Ordering::Relaxed);
+        let job = self.job.lock().ok().and_then(|mut slot| slot.take());
+        // Free for hire again before the caller can see the job finished:
+        // otherwise a caller that forks again at once finds this helper still
+        // hired and wakes a rayon worker instead (two threads then compete for
+        // the CPUs that this one would have used while watching).
+        let release = || self.state.store(WATCHING, Ordering::Release);
+        match job {
+            Some(job) => job.run_claimed(release),
+            None => release(),
         }
     }
 
     /// Watches `ready` for [`WARM_WINDOW`], then parks until it is set.
     fn wait_for_job(&self) {
-        let deadline = Instant::now() + WARM_WINDOW;
+        let mut deadline = Deadline::after(WARM_WINDOW);
         let mut rounds = 0u32;
         while !self.ready.load(Ordering::Acquire) {
             rounds = rounds.wrapping_add(1);
-            if !rounds.is_multiple_of(64) {
-                std::hint::spin_loop();
+            if !rounds.is_multiple_of(sync::WATCH_SPINS) {
+                sync::spin();
                 continue;
             }
-            if Instant::now() >= deadline
+            if deadline.passed()
                 && self
                     .state
                     .compare_exchange(WATCHING, PARKED, Ordering::AcqRel, Ordering::Acquire)
@@ -204,41 +246,41 @@ impl Helper {
                 // A hire from now on unparks us; a token from an earlier unpark
                 // only makes one park return early, hence the loop.
                 while !self.ready.load(Ordering::Acquire) {
-                    std::thread::park();
+                    sync::park();
                 }
                 return;
             }
-            std::thread::yield_now();
+            sync::yield_now();
         }
     }
 }
 
 /// The warm helpers: one per CPU beyond the first, started on first use. A helper
 /// that cannot be started is simply not there.
+#[cfg(not(all(test, loom)))]
 fn team() -> &'static [Arc<Helper>] {
     static TEAM: OnceLock<Vec<Arc<Helper>>> = OnceLock::new();
     TEAM.get_or_init(|| {
         let extra = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
         (0..extra)
             .filter_map(|i| {
-                let helper = Arc::new(Helper {
-                    state: AtomicU8::new(HIRED),
-                    ready: AtomicBool::new(false),
-                    job: Mutex::new(None),
-                    thread: OnceLock::new(),
-                });
+                let helper = Arc::new(Helper::new());
                 let served = Arc::clone(&helper);
                 let handle = std::thread::Builder::new()
                     .name(format!("opal-cpu-helper-{i}"))
                     .spawn(move || served.serve())
                     .ok()?;
-                let _ = helper.thread.set(handle.thread().clone());
-                // Free for hire only once the handle to unpark it is in place.
-                helper.state.store(WATCHING, Ordering::Release);
+                helper.open(handle.thread().clone());
                 Some(helper)
             })
             .collect()
     })
+}
+
+/// Under loom the models make their own helpers (loom threads).
+#[cfg(all(test, loom))]
+fn team() -> &'static [Arc<Helper>] {
+    &[]
 }
 
 /// Runs `f(c)` for every `c` in `0..chunks`, each exactly once, spread over the
@@ -264,42 +306,50 @@ pub(crate) fn fork_chunks(chunks: usize, f: impl Fn(usize) + Sync) {
             work,
         )
     };
-    let job = Arc::new(Job {
-        next: AtomicUsize::new(0),
-        done: AtomicUsize::new(0),
-        chunks,
-        work,
-        panic: Mutex::new(None),
+    let job = Arc::new(Job::new(chunks, work));
+    let payload = run_job(&job, team(), helpers, |job| {
+        rayon::spawn(move || job.run_claimed(|| ()))
     });
+    if let Some(payload) = payload {
+        resume_unwind(payload);
+    }
+}
+
+/// Runs `job` on the calling thread and up to `helpers` others: members of `team`
+/// first, then threads `spawn` starts for the rest. Returns once every chunk has
+/// finished, with the first chunk's panic, if any.
+#[inline(always)]
+fn run_job(
+    job: &Arc<Job>,
+    team: &[Arc<Helper>],
+    helpers: usize,
+    mut spawn: impl FnMut(Arc<Job>),
+) -> Option<Box<dyn Any + Send>> {
     let mut hired = 0;
-    for helper in team() {
+    for helper in team {
         if hired == helpers {
             break;
         }
-        if helper.try_hire(&job) {
+        if helper.try_hire(job) {
             hired += 1;
         }
     }
     for _ in hired..helpers {
-        let job = Arc::clone(&job);
-        rayon::spawn(move || job.run_claimed(|| ()));
+        spawn(Arc::clone(job));
     }
     job.run_claimed(|| ());
     let mut rounds = 0u32;
     // Acquire: pairs with the Release in `run_claimed`, so every chunk's writes
     // are visible here.
-    while job.done.load(Ordering::Acquire) < chunks {
+    while job.done.load(Ordering::Acquire) < job.chunks {
         if rounds < SPIN_ROUNDS {
             rounds += 1;
-            std::hint::spin_loop();
+            sync::spin();
         } else {
-            std::thread::yield_now();
+            sync::yield_now();
         }
     }
-    let payload = job.panic.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(payload) = payload {
-        resume_unwind(payload);
-    }
+    job.panic.lock().ok().and_then(|mut slot| slot.take())
 }
 
 /// `data.chunks_mut(len)`, each chunk handed to `f(index, chunk)` through
@@ -379,7 +429,7 @@ impl<T> SharedPtr<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::{
         fork_chunks, fork_chunks_mut, fork_each_mut, team, Helper, Job, HIRED, PARKED, WARM_WINDOW,
