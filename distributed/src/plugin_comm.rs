@@ -62,6 +62,11 @@ pub(crate) fn all_reduce_bytes(
 ) -> Result<()> {
     let _ng = NoGradGuard::new();
     let (elem, mop, avg) = reduction(what, dtype, op)?;
+    if bytes.is_empty() {
+        // The ranks agreed on the shape already; MPI refuses an empty buffer's
+        // null pointer.
+        return Ok(());
+    }
     let n = (bytes.len() / dtype.size()) as i64;
     let host = Tensor::from_bytes(bytes, &[n], dtype)?.to_dtype(wire_dtype(dtype))?;
     let p = engine.start(Coll::AllReduce {
