@@ -17,7 +17,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 tests=("$@")
 if [ ${#tests[@]} = 0 ]; then
-    tests=(mpi_collectives mpi_training mpi_faults:exit mpi_faults:panic)
+    tests=(mpi_collectives mpi_training mpi_plugin_comm mpi_faults:exit mpi_faults:panic)
 fi
 
 passed=0

@@ -8,19 +8,17 @@
 //! Owns: emu's communicator. Must not: touch emu memory except through
 //! `opal_emu::device::update_in_stream`.
 
-use crate::engine::{wait_until, Buf, Coll, Engine, Pending};
 use crate::group::{ProcessGroup, Work};
+use crate::plugin_comm::{all_reduce_bytes, GroupEngines, StreamDone};
 use crate::registry::{register_communicator, Communicator};
-use crate::types::{reduction, wire_dtype, ReduceOp};
-use opal::autograd::NoGradGuard;
-use opal::{ops, DeviceType, Result, Scalar, Stream, Tensor};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use crate::types::{reduction, ReduceOp};
+use opal::{DeviceType, Result, Tensor};
+use std::sync::Arc;
 use std::time::Instant;
 
 #[derive(Default)]
 pub struct EmuCommunicator {
-    engines: Mutex<HashMap<u64, Arc<dyn Engine>>>,
+    engines: GroupEngines,
 }
 
 /// Registers [`EmuCommunicator`] for `emu` (PrivateUse1). Idempotent in effect.
@@ -32,27 +30,7 @@ pub fn register() -> Result<()> {
     Ok(())
 }
 
-/// Completes when everything queued on the stream so far has run; reports a
-/// queued job's error.
-struct StreamDone(Stream);
-
-impl Pending for StreamDone {
-    fn test(&mut self) -> Result<bool> {
-        self.0.query()
-    }
-}
-
 impl EmuCommunicator {
-    fn engine(&self, group: &ProcessGroup) -> Result<Arc<dyn Engine>> {
-        let mut m = self.engines.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = m.get(&group.id()) {
-            return Ok(e.clone());
-        }
-        let e = group.engine().dup()?;
-        m.insert(group.id(), e.clone());
-        Ok(e)
-    }
-
     fn queue_all_reduce(
         &self,
         group: &ProcessGroup,
@@ -60,24 +38,20 @@ impl EmuCommunicator {
         op: ReduceOp,
         deadline: Instant,
     ) -> Result<Work> {
-        let engine = self.engine(group)?;
-        let (elem, mop, avg) = reduction("all_reduce", t.dtype(), op)?;
-        let (dtype, sizes, size) = (t.dtype(), t.sizes().to_vec(), group.size() as i64);
-        let wire = wire_dtype(dtype);
+        let engine = self.engines.of(group)?;
+        // Refused here, on the caller's thread, rather than in the queued job.
+        reduction("all_reduce", t.dtype(), op)?;
+        let (dtype, size) = (t.dtype(), group.size());
         opal_emu::device::update_in_stream(t, move |bytes| {
-            let _ng = NoGradGuard::new();
-            let host = Tensor::from_bytes(bytes, &sizes, dtype)?.to_dtype(wire)?;
-            let p = engine.start(Coll::AllReduce {
-                buf: Buf::of(&host)?,
-                elem,
-                op: mop,
-            })?;
-            wait_until(p, deadline, "all_reduce (emu stream)")?;
-            if avg {
-                ops::div_scalar_(&host, &Scalar::Int(size))?;
-            }
-            bytes.copy_from_slice(&host.to_dtype(dtype)?.to_bytes()?);
-            Ok(())
+            all_reduce_bytes(
+                &engine,
+                bytes,
+                dtype,
+                op,
+                size,
+                deadline,
+                "all_reduce (emu stream)",
+            )
         })?;
         let stream = opal::device::current_stream(t.device())?;
         Ok(Work::new(

@@ -9,7 +9,8 @@
 //!   `Err`, and a rank that does not arrive within the timeout is named.
 //! - [`init_process_group`]: the world of an `mpirun -n N` launch (cargo feature
 //!   `mpi`); [`ProcessGroup::single_process`] needs no MPI.
-//! - [`registry`]: communicators by device type; [`emu_comm`] is `emu`'s.
+//! - [`registry`]: communicators by device type; [`emu_comm`] is `emu`'s,
+//!   [`plugin_comm`] wraps the one a plugin device registers through the C ABI.
 //! - [`ddp`]: data-parallel training with bucketed gradient averaging during
 //!   backward.
 //!
@@ -23,6 +24,7 @@ mod engine;
 mod group;
 #[cfg(feature = "mpi")]
 mod mpi_engine;
+pub mod plugin_comm;
 pub mod registry;
 #[cfg(feature = "mpi")]
 mod ring;

@@ -1,7 +1,9 @@
 //! Communicators by device type (PyTorch's `Backend.register_backend`): the CPU
 //! uses the group's engine (MPI); a device registers a [`Communicator`] for the
-//! collectives it runs itself; every collective a device's communicator does not
-//! take is staged through host memory on the device's current stream.
+//! collectives it runs itself (a plugin device through the C ABI, picked up
+//! here when no compiled-in one is registered); every collective a device's
+//! communicator does not take is staged through host memory on the device's
+//! current stream.
 //!
 //! Owns: the registry. Must not: run collectives itself.
 
@@ -53,13 +55,16 @@ pub fn register_communicator(
         .insert(device, c))
 }
 
-/// The communicator registered for `device`, if any.
+/// The communicator registered for `device`, if any; else the one a plugin
+/// device registered through the C ABI ([`crate::plugin_comm`]).
 pub fn communicator(device: DeviceType) -> Option<Arc<dyn Communicator>> {
-    table()
+    let registered = table()
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .get(&device)
-        .cloned()
+        .cloned();
+    registered
+        .or_else(|| crate::plugin_comm::for_device(device).map(|c| c as Arc<dyn Communicator>))
 }
 
 /// How collectives on `device` run, in words.

@@ -31,6 +31,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 pub mod args;
+pub mod comm;
 pub mod device;
 mod generator;
 mod registrar;
@@ -39,6 +40,7 @@ mod tensor;
 pub mod typed;
 mod value;
 
+pub use comm::{Communicator, Group, OwnedGroup, ReduceOp};
 pub use device::{DeviceRuntime, Event, HostEvent, MemoryStats};
 pub use generator::Generator;
 pub use registrar::{Allocator, HostMemory, KernelFn, Registrar, Transfer};

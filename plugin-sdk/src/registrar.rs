@@ -249,10 +249,15 @@ impl Registrar<'_> {
 }
 
 impl Registrar<'_> {
+    /// The host's table (for registrations defined in other modules).
+    pub(crate) fn raw(&self) -> &OpalRegistrar {
+        self.raw
+    }
+
     /// An `ABI_MISMATCH` error naming both versions when the host's registrar
     /// lacks the 1.4 function `what`.
     fn needs_1_4(&self, what: &str) -> Result<()> {
-        if abi::has_field(self.raw.size, std::mem::size_of::<OpalRegistrar>()) {
+        if abi::has_field(self.raw.size, abi::REGISTRAR_SIZE_1_4_BEFORE_COMM) {
             return Ok(());
         }
         let (major, minor) = crate::host()
@@ -518,6 +523,9 @@ mod tests {
     ) -> OpalStatus {
         OpalStatus::OK
     }
+    unsafe extern "C" fn reg_comm(_: *mut c_void, _: *const abi::OpalCommunicator) -> OpalStatus {
+        OpalStatus::OK
+    }
 
     fn registrar(size: usize) -> OpalRegistrar {
         OpalRegistrar {
@@ -532,7 +540,40 @@ mod tests {
             register_device_hooks: reg_hooks,
             register_autograd_kernel: reg_autograd,
             register_custom_op: reg_custom,
+            register_communicator: reg_comm,
         }
+    }
+
+    struct NoComm;
+    impl crate::Communicator for NoComm {
+        fn all_reduce(
+            &self,
+            _: &Tensor,
+            _: crate::ReduceOp,
+            _: &crate::Group,
+            _: i64,
+        ) -> Result<()> {
+            Err(Error::declined())
+        }
+    }
+
+    /// A 1.4 host from before `register_communicator` was appended keeps every
+    /// other 1.4 registration, and refuses a communicator with an ABI mismatch
+    /// naming the sizes; a host with the field takes it.
+    #[test]
+    fn a_communicator_needs_the_appended_registrar_field() {
+        static C: NoComm = NoComm;
+        let raw = registrar(abi::REGISTRAR_SIZE_1_4_BEFORE_COMM);
+        let mut r = Registrar::new(&raw).unwrap();
+        assert!(r.needs_1_4("a device runtime").is_ok());
+        let e = match r.communicator(&C) {
+            Err(e) => e,
+            Ok(_) => panic!("a registrar without register_communicator took a communicator"),
+        };
+        assert_eq!(e.code, abi::code::ABI_MISMATCH);
+        assert!(e.message.contains("register_communicator"), "{}", e.message);
+        let raw = registrar(std::mem::size_of::<OpalRegistrar>());
+        assert!(Registrar::new(&raw).unwrap().communicator(&C).is_ok());
     }
 
     struct Three;

@@ -19,8 +19,12 @@
 
 extern crate alloc;
 
+mod comm;
 mod device;
 
+pub use comm::{
+    reduce_op, OpalCommGroup, OpalCommunicator, COMMUNICATOR_SIZE_1_4, COMM_GROUP_SIZE_1_4,
+};
 pub use device::{
     OpalDeviceHooks, OpalEvent, OpalMemoryStats, OpalOwnedStr, DEVICE_HOOKS_SIZE_1_4,
 };
@@ -40,8 +44,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// [`OpalTensorInfo::contiguous`]); 1.4 added the device runtime
 /// ([`OpalRegistrar::register_device_hooks`], [`OpalDeviceHooks`]) and the
 /// current device and stream ([`OpalHostApi::current_device`],
-/// [`OpalHostApi::current_stream`]), and generators ([`OpalHostApi::generator_default`]
-/// and the functions after it, [`tag::GENERATOR`]).
+/// [`OpalHostApi::current_stream`]), generators ([`OpalHostApi::generator_default`]
+/// and the functions after it, [`tag::GENERATOR`]), and then a device's own
+/// collective communicator ([`OpalRegistrar::register_communicator`],
+/// [`OpalCommunicator`]).
 pub const ABI_MINOR: u32 = 4;
 
 /// Name of the data symbol ([`OpalAbiVersion`]) every plugin exports; the host reads
@@ -726,7 +732,20 @@ pub struct OpalRegistrar {
         kernel: OpalKernelFn,
         user: *mut c_void,
     ) -> OpalStatus,
+    /// (1.4, appended last) Makes `comm` the collective communicator of the
+    /// plugin's device type: `opal-distributed` runs the collectives it has a
+    /// function for through it. The host copies the table during the call;
+    /// `comm.user` must stay valid for the process. A plugin checks `size`
+    /// covers this field ([`REGISTRAR_SIZE_1_4_BEFORE_COMM`] does not).
+    pub register_communicator:
+        unsafe extern "C" fn(ctx: *mut c_void, comm: *const OpalCommunicator) -> OpalStatus,
 }
+
+/// The size of the 1.4 layout of [`OpalRegistrar`] before
+/// [`OpalRegistrar::register_communicator`] was appended: a host of that layout
+/// has every other 1.4 function.
+pub const REGISTRAR_SIZE_1_4_BEFORE_COMM: usize =
+    core::mem::offset_of!(OpalRegistrar, register_communicator);
 
 /// The size of the 1.0 layout of [`OpalRegistrar`] (a reader of an older producer's
 /// table checks `size` against this before using the 1.0 fields).

@@ -27,6 +27,7 @@ use opal_plugin_sdk::{
     Transfer, Value,
 };
 
+pub mod comm;
 pub mod extend;
 pub mod random;
 pub mod runtime;
@@ -396,6 +397,10 @@ pub fn init(reg: &mut Registrar, config: &str) -> Result<()> {
     reg.allocator(&runtime::POOLS)?
         .cpu_fallback(&TRANSFER)?
         .device_runtime(&runtime::RUNTIME)?;
+    // Config `no-communicator`: a copy whose collectives the host stages.
+    if !config.split(',').any(|w| w.trim() == "no-communicator") {
+        reg.communicator(&comm::COMMUNICATOR)?;
+    }
     reg.kernel("aten::add.Tensor", add)?
         .kernel("aten::sub.Tensor", sub)?
         .kernel("aten::mul.Tensor", mul)?
@@ -433,7 +438,8 @@ export_plugin!(init);
 /// `index` ([`timeline::hold`]; returns 0, or `u64::MAX` for an unknown stream),
 /// 1 returns the pinned bytes in use, 2 device `index`'s pool bytes in use, 3 the
 /// native random kernel calls so far, 4 the native `EmuSigmoidBackward` calls, 5
-/// the native `emu::fused_add_relu` calls; other values return `u64::MAX`.
+/// the native `emu::fused_add_relu` calls, 6 the native `all_reduce` calls;
+/// other values return `u64::MAX`.
 #[no_mangle]
 pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg: u64) -> u64 {
     std::panic::catch_unwind(|| match what {
@@ -443,6 +449,7 @@ pub extern "C" fn opal_emu_plugin_probe(what: u32, index: i32, stream: i64, arg:
         3 => random::CALLS.load(std::sync::atomic::Ordering::Relaxed),
         4 => extend::BACKWARD_CALLS.load(std::sync::atomic::Ordering::Relaxed),
         5 => extend::FUSED_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+        6 => comm::CALLS.load(std::sync::atomic::Ordering::Relaxed),
         _ => u64::MAX,
     })
     .unwrap_or(u64::MAX)

@@ -422,3 +422,26 @@ pub fn init_cpu() {
 pub fn f32_tensor(v: &[f32]) -> Tensor {
     Tensor::from_slice(v, &[v.len() as i64]).unwrap()
 }
+
+/// Installs a copy of the emu plugin (from `built`) in `dir` as plugin and
+/// device `name` at dispatch key `key` with config words `config` (a separate
+/// library image: its own statics); returns the manifest's path.
+pub fn install_emu_copy(built: &Path, dir: &Path, name: &str, key: &str, config: &str) -> PathBuf {
+    let lib = format!("lib{name}_plugin.so");
+    std::fs::copy(built.join("libopal_emu_plugin.so"), dir.join(&lib)).unwrap();
+    set_mode(&dir.join(&lib), 0o755);
+    let manifest = std::fs::read_to_string(built.join("emu.opal-plugin.json"))
+        .unwrap()
+        .replacen(
+            "\"name\": \"emu\"",
+            &format!("\"name\": \"{name}\", \"config\": \"{config}\""),
+            1,
+        )
+        .replacen("\"device\": \"emu\"", &format!("\"device\": \"{name}\""), 1)
+        .replacen("\"PrivateUse1\"", &format!("\"{key}\""), 1)
+        .replacen("libopal_emu_plugin.so", &lib, 1);
+    let path = dir.join(format!("{name}.opal-plugin.json"));
+    std::fs::write(&path, manifest).unwrap();
+    set_mode(&path, 0o644);
+    path
+}

@@ -664,6 +664,8 @@ pub struct Registration {
     pub(super) autograd: Vec<super::extend::AutogradKernel>,
     /// The plugin's own operators (1.4).
     pub(super) custom: Vec<super::extend::CustomOp>,
+    /// The device's collective communicator (1.4, appended).
+    pub(super) communicator: Option<super::comm::PluginCommunicator>,
     /// Ops whose kernel the plugin registered but that stay disabled.
     pub skipped: Vec<String>,
 }
@@ -692,6 +694,7 @@ impl Registration {
             device: plugin.to_string(),
             autograd: Vec::new(),
             custom: Vec::new(),
+            communicator: None,
             skipped: Vec::new(),
         }
     }
@@ -710,6 +713,7 @@ impl Registration {
             register_device_hooks,
             register_autograd_kernel: super::extend::register_autograd_kernel,
             register_custom_op: super::extend::register_custom_op,
+            register_communicator: super::comm::register_communicator,
         }
     }
 
@@ -736,6 +740,9 @@ impl Registration {
                 Box::new(super::device_hooks::DefaultHooks),
             )?,
             None => {}
+        }
+        if let Some(c) = self.communicator {
+            super::comm::install(dev, c);
         }
         if let Some(t) = self.transfer {
             let t: &'static PluginTransfer = Box::leak(Box::new(PluginTransfer {

@@ -31,6 +31,7 @@
 //! backends.
 
 mod adapt;
+mod comm;
 mod device_hooks;
 #[cfg(unix)]
 mod dl;
@@ -50,6 +51,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+pub use comm::{communicator, CommReduce, HostTransport, PluginCommunicator};
 pub use manifest::{Manifest, ManifestOp, MANIFEST_SUFFIX};
 
 /// The environment variable that turns autoloading off when `0`.

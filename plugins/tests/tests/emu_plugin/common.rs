@@ -7,7 +7,7 @@
 #![allow(dead_code)] // the suite uses a subset
 
 use opal::{Device, Stream};
-use opal_plugin_tests::{built_plugins, init_cpu, private_dir, set_mode};
+use opal_plugin_tests::{built_plugins, init_cpu, install_emu_copy, private_dir};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -27,22 +27,7 @@ fn emu_library() -> &'static Path {
             ("emu", "PrivateUse1", ""),
             ("emu2", "PrivateUse2", "devices=1,no-custom-op"),
         ] {
-            let lib = format!("lib{name}_plugin.so");
-            std::fs::copy(built.join("libopal_emu_plugin.so"), dir.join(&lib)).unwrap();
-            set_mode(&dir.join(&lib), 0o755);
-            let manifest = std::fs::read_to_string(built.join("emu.opal-plugin.json"))
-                .unwrap()
-                .replacen(
-                    "\"name\": \"emu\"",
-                    &format!("\"name\": \"{name}\", \"config\": \"{config}\""),
-                    1,
-                )
-                .replacen("\"device\": \"emu\"", &format!("\"device\": \"{name}\""), 1)
-                .replacen("\"PrivateUse1\"", &format!("\"{key}\""), 1)
-                .replacen("libopal_emu_plugin.so", &lib, 1);
-            let path = dir.join(format!("{name}.opal-plugin.json"));
-            std::fs::write(&path, manifest).unwrap();
-            set_mode(&path, 0o644);
+            let path = install_emu_copy(&built, &dir, name, key, config);
             opal::plugin::load_manifest(&path).expect("the emu plugin loads");
         }
         dir.join("libemu_plugin.so")
