@@ -14,6 +14,7 @@ use opal::{DType, Device, OpalError, Result, Storage, Tensor};
 use std::alloc::Layout;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Blocks from this size up are cached. Small enough to cover the activations of a
@@ -41,6 +42,35 @@ static CACHE: Mutex<Cache> = Mutex::new(Cache {
     bytes: 0,
 });
 
+/// When set, blocks go straight to and from the global allocator.
+static BYPASS: AtomicBool = AtomicBool::new(false);
+
+/// Frees every cached block and, while `bypass` is true, caches nothing: each
+/// block is a fresh allocation of the global allocator and is freed there. For
+/// measuring the memory a computation uses: with the cache on, blocks reused
+/// from earlier calls are not allocations a counting global allocator sees, and
+/// blocks returned to the cache are never seen freed.
+pub fn set_bypass(bypass: bool) {
+    BYPASS.store(bypass, Ordering::Relaxed);
+    let blocks: Vec<(usize, usize)> = match CACHE.lock() {
+        Ok(mut c) => {
+            c.bytes = 0;
+            std::mem::take(&mut c.free)
+                .into_iter()
+                .flat_map(|(n, v)| v.into_iter().map(move |a| (n, a)))
+                .collect()
+        }
+        Err(_) => return,
+    };
+    for (nbytes, addr) in blocks {
+        if let (Ok(l), Some(p)) = (layout(nbytes.max(1)), NonNull::new(addr as *mut u8)) {
+            // SAFETY: a cached block came from `allocate(nbytes)` with this exact
+            // layout, and was just removed from the cache, so nobody holds it.
+            unsafe { std::alloc::dealloc(p.as_ptr(), l) }
+        }
+    }
+}
+
 fn layout(nbytes: usize) -> Result<Layout> {
     Layout::from_size_align(nbytes, 64)
         .map_err(|_| OpalError::msg(format!("cannot allocate {nbytes} bytes")))
@@ -56,12 +86,14 @@ pub struct CachingAllocator;
 // the lock) and only freed or recycled once `deallocate` gives it back.
 unsafe impl Allocator for CachingAllocator {
     fn allocate(&self, _device: Device, nbytes: usize) -> Result<NonNull<u8>> {
-        if let Ok(mut c) = CACHE.lock() {
-            if let Some(addr) = c.free.get_mut(&nbytes).and_then(Vec::pop) {
-                c.bytes -= nbytes;
-                // A cached address came from a successful allocation: never null.
-                if let Some(p) = NonNull::new(addr as *mut u8) {
-                    return Ok(p);
+        if !BYPASS.load(Ordering::Relaxed) {
+            if let Ok(mut c) = CACHE.lock() {
+                if let Some(addr) = c.free.get_mut(&nbytes).and_then(Vec::pop) {
+                    c.bytes -= nbytes;
+                    // A cached address came from a successful allocation: never null.
+                    if let Some(p) = NonNull::new(addr as *mut u8) {
+                        return Ok(p);
+                    }
                 }
             }
         }
@@ -73,13 +105,15 @@ unsafe impl Allocator for CachingAllocator {
     }
 
     unsafe fn deallocate(&self, _device: Device, ptr: NonNull<u8>, nbytes: usize) {
-        if let Ok(mut c) = CACHE.lock() {
-            let fits = c.bytes + nbytes <= MAX_CACHED_BYTES;
-            let same = c.free.entry(nbytes).or_default();
-            if fits && same.len() < MAX_PER_SIZE {
-                same.push(ptr.as_ptr() as usize);
-                c.bytes += nbytes;
-                return;
+        if !BYPASS.load(Ordering::Relaxed) {
+            if let Ok(mut c) = CACHE.lock() {
+                let fits = c.bytes + nbytes <= MAX_CACHED_BYTES;
+                let same = c.free.entry(nbytes).or_default();
+                if fits && same.len() < MAX_PER_SIZE {
+                    same.push(ptr.as_ptr() as usize);
+                    c.bytes += nbytes;
+                    return;
+                }
             }
         }
         if let Ok(l) = layout(nbytes.max(1)) {
@@ -153,5 +187,18 @@ mod tests {
         let small = empty_cpu(&[2, 2], DType::F64).unwrap();
         assert_eq!(small.to_vec::<f64>().unwrap(), vec![0.0; 4]);
         assert!(empty_cpu(&[-1], DType::F32).is_err());
+    }
+
+    #[test]
+    fn bypassed_blocks_are_fresh_and_zeroed() {
+        let n = (MIN_CACHED_BYTES / 4) as i64 * 5;
+        set_bypass(true);
+        let a = empty_cpu(&[n], DType::F32).unwrap();
+        a.write::<f32>().unwrap().as_mut_slice().unwrap().fill(7.0);
+        drop(a);
+        // Not from the cache: a fresh zeroed allocation.
+        let b = empty_cpu(&[n], DType::F32).unwrap();
+        assert!(b.to_vec::<f32>().unwrap().iter().all(|&v| v == 0.0));
+        set_bypass(false);
     }
 }

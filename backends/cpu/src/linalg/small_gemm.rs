@@ -29,10 +29,14 @@ const MAX_K: usize = 256;
 const MAX_K_AVX2: usize = 64;
 /// Tallest output taken here: beyond it the `gemm` crate's larger tiles (and its
 /// threads) win.
-const MAX_M: usize = 256;
-/// Most output rows times inner length taken here (256 x 64, or 64 x 256): past
-/// this much work (with at most 16 columns) the `gemm` crate's two threads win.
-const MAX_ROWS_BY_K: usize = 256 * 64;
+const MAX_M: usize = 512;
+/// Most output rows times inner length taken here (512 x 64, or 128 x 256): at
+/// most 16 columns, that is under `gemm_core::PARALLEL_MIN_WORK`, so the `gemm`
+/// crate would run these on one thread too, after packing the left operand: for
+/// GPT-2's 512-word output layer (512 x 16 x 64) a 128 KiB buffer allocated on
+/// every call, the largest allocation of its inference.
+const MAX_ROWS_BY_K: usize = 512 * 64;
+const _: () = assert!(MAX_ROWS_BY_K * MAX_N < super::gemm_core::PARALLEL_MIN_WORK);
 /// Output rows whose sums are kept in registers at once with AVX2 (`4 x 16` f32 is
 /// eight AVX registers, plus two for the operand rows).
 const ROWS_AVX2: usize = 4;
@@ -361,6 +365,9 @@ mod tests {
             (7, 16, 64),
             (13, 9, 2),
             (256, 16, 64),
+            (512, 16, 64),
+            (16, 513, 64),
+            (128, 16, 256),
             (3, 200, 5),
             (64, 10, 128),
             (10, 128, 64),
