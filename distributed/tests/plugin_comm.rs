@@ -83,3 +83,27 @@ fn the_plugins_communicator_runs_all_reduce_and_a_plugin_without_one_is_staged()
     assert_eq!(values(&y), [5.0, 6.0]);
     assert_eq!(native_all_reduces(nc_lib), 0);
 }
+
+/// A plugin built for ABI 1.3 (before device runtimes and communicators) loads
+/// as before, has no communicator, and its tensors' all_reduce is staged.
+#[test]
+fn a_plugin_built_for_an_older_abi_loads_and_is_staged() {
+    use opal_plugin_tests::{built_test_plugin_abi_1_3, install_test_plugin, Spec};
+    libs();
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let mut old = Spec::test_plugin("tp13comm", "tpold", "PrivateUse3");
+    old.abi = "1.3";
+    let (_, info) = install_test_plugin(tmp, &built_test_plugin_abi_1_3(tmp), &old);
+    assert!(info.loaded(), "{info:?}");
+    assert!(opal::plugin::communicator(DeviceType::PrivateUse3).is_none());
+    let pg = ProcessGroup::single_process();
+    let d = registry::describe(&pg, DeviceType::PrivateUse3);
+    assert!(d.starts_with("host staging"), "{d}");
+    let dev = Device::parse("tpold").unwrap();
+    let x = Tensor::from_slice(&[2.0f32, -1.0], &[2])
+        .unwrap()
+        .to(dev)
+        .unwrap();
+    pg.all_reduce(&x, ReduceOp::Sum).unwrap();
+    assert_eq!(values(&x), [2.0, -1.0]);
+}

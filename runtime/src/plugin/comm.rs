@@ -295,3 +295,106 @@ unsafe extern "C" fn host_all_reduce(
         g.transport.all_reduce(bytes, dt, op)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opal_plugin_abi::OpalTensor;
+    use std::sync::Mutex;
+
+    /// A one-rank transport that records what it was asked.
+    struct Recorder(Mutex<Vec<(usize, DType, CommReduce)>>);
+
+    impl HostTransport for Recorder {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn all_reduce(&self, bytes: &mut [u8], dtype: DType, op: CommReduce) -> Result<()> {
+            self.0.lock().unwrap().push((bytes.len(), dtype, op));
+            Ok(())
+        }
+    }
+
+    /// Moves 3 f32 through the group, then declines.
+    unsafe extern "C" fn moves_then_declines(
+        _: *mut c_void,
+        _: OpalTensor,
+        op: i32,
+        g: *const OpalCommGroup,
+        _: i64,
+    ) -> OpalStatus {
+        let mut buf = [0f32; 3];
+        // SAFETY: the host's group, borrowed for the call; `buf` holds 3 f32.
+        let g = unsafe { &*g };
+        // SAFETY: as above.
+        let st = unsafe {
+            (g.host_all_reduce)(
+                g.ctx,
+                buf.as_mut_ptr().cast(),
+                3,
+                opal_plugin_abi::dtype::F32,
+                op,
+            )
+        };
+        assert_eq!(st.code, code::OK);
+        OpalStatus::error(code::DECLINED, "")
+    }
+
+    /// Declines at once.
+    unsafe extern "C" fn declines(
+        _: *mut c_void,
+        _: OpalTensor,
+        _: i32,
+        _: *const OpalCommGroup,
+        _: i64,
+    ) -> OpalStatus {
+        OpalStatus::error(code::DECLINED, "")
+    }
+
+    fn comm(
+        f: unsafe extern "C" fn(
+            *mut c_void,
+            OpalTensor,
+            i32,
+            *const OpalCommGroup,
+            i64,
+        ) -> OpalStatus,
+        size: usize,
+    ) -> Result<PluginCommunicator> {
+        let raw = OpalCommunicator {
+            size,
+            user: std::ptr::null_mut(),
+            all_reduce: Some(f),
+        };
+        // SAFETY: a readable table of `size_of` bytes.
+        unsafe { PluginCommunicator::copy(&Arc::from("p"), &raw) }
+    }
+
+    #[test]
+    fn a_short_table_is_refused_naming_the_plugin() {
+        let e = comm(declines, 8).err().unwrap().to_string();
+        assert!(
+            e.contains("plugin 'p''s communicator") && e.contains("8 bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn declining_before_moving_data_stages_and_after_is_an_error() {
+        let t = Tensor::from_slice(&[1f32, 2.0, 3.0], &[3]).unwrap();
+        let rec = Arc::new(Recorder(Mutex::new(Vec::new())));
+        let c = comm(declines, std::mem::size_of::<OpalCommunicator>()).unwrap();
+        assert!(!c.all_reduce(&t, CommReduce::Sum, rec.clone(), 0).unwrap());
+        let c = comm(moves_then_declines, std::mem::size_of::<OpalCommunicator>()).unwrap();
+        let e = c
+            .all_reduce(&t, CommReduce::Max, rec.clone(), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("declined after moving data"), "{e}");
+        assert_eq!(*rec.0.lock().unwrap(), [(12, DType::F32, CommReduce::Max)]);
+        assert_eq!(c.all_reduce_calls(), 0);
+    }
+}
