@@ -102,11 +102,11 @@ const LN: LogBase = LogBase {
 };
 const LOG2: LogBase = LogBase {
     e: (1.0, 0.0),
-    m: (1.442_695, 1.925_963e-8),
+    m: (std::f32::consts::LOG2_E, 1.925_963e-8),
 };
 const LOG10: LogBase = LogBase {
     e: (0.301_025_4, 4.605_039e-6),
-    m: (0.434_294_5, -1.010_305e-8),
+    m: (std::f32::consts::LOG10_E, -1.010_305e-8),
 };
 
 /// A logarithm of f32 `x` in `base`: `x = 2^e m` with `m` in [sqrt(1/2), sqrt(2)),
