@@ -4,7 +4,8 @@
 //! result dtype may be written where, and which `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
 //! Pooling geometry lives in [`pool`], the geometry of views such as `diagonal` in
 //! [`geometry`], group norm's argument checks in [`norm`],
-//! `randperm`'s in [`random`], `masked_scatter`'s and `index_put`'s in [`indexing`].
+//! `randperm`'s in [`random`], `masked_scatter`'s and `index_put`'s in [`indexing`],
+//! bilinear upsampling's shapes and source taps in [`upsample`].
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
@@ -21,6 +22,7 @@ pub mod pool;
 pub mod random;
 pub mod sampling;
 pub mod spectral;
+pub mod upsample;
 
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the
 /// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b

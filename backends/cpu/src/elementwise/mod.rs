@@ -16,6 +16,7 @@ pub mod overloads;
 pub mod scalar_binary;
 pub mod select;
 pub mod ternary;
+mod transcendental;
 pub mod unary;
 
 use crate::copy::to_dtype;

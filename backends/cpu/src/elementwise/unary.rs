@@ -6,6 +6,9 @@
 //! trunc` in functional, out= and in-place forms.
 //! Must not: handle layout or out= rules itself (uses `super::unary_driver`).
 
+use super::transcendental::{
+    cos_f32_slice, exp_f32_slice, log10_f32_slice, log2_f32_slice, log_f32_slice, sin_f32_slice,
+};
 use super::{float_result, three_forms, unary_driver, Special};
 use crate::dtype_dispatch::Float;
 use crate::iter::map1;
@@ -43,13 +46,13 @@ macro_rules! float_unary {
 float_unary!(sqrt_impl, sqrt, sqrt_out, sqrt_, "sqrt", |x| x.sqrt());
 float_unary!(rsqrt_impl, rsqrt, rsqrt_out, rsqrt_, "rsqrt", |x| 1.0
     / x.sqrt());
-float_unary!(exp_impl, exp, exp_out, exp_, "exp", |x| x.exp());
+float_unary!(exp_impl, exp, exp_out, exp_, "exp", |x| x.exp(), fast: Some(exp_f32_slice));
 float_unary!(expm1_impl, expm1, expm1_out, expm1_, "expm1", |x| x
     .exp_m1());
-float_unary!(log_impl, log, log_out, log_, "log", |x| x.ln());
+float_unary!(log_impl, log, log_out, log_, "log", |x| x.ln(), fast: Some(log_f32_slice));
 float_unary!(log1p_impl, log1p, log1p_out, log1p_, "log1p", |x| x.ln_1p());
-float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin());
-float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos());
+float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin(), fast: Some(sin_f32_slice));
+float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos(), fast: Some(cos_f32_slice));
 float_unary!(tan_impl, tan, tan_out, tan_, "tan", |x| x.tan());
 float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh(), fast: Some(tanh_f32_slice));
 float_unary!(erf_impl, erf, erf_out, erf_, "erf", |x| Special::erf(x));
@@ -61,8 +64,8 @@ float_unary!(atan_impl, atan, atan_out, atan_, "atan", |x| x.atan());
 float_unary!(atanh_impl, atanh, atanh_out, atanh_, "atanh", |x| x.atanh());
 float_unary!(cosh_impl, cosh, cosh_out, cosh_, "cosh", |x| x.cosh());
 float_unary!(sinh_impl, sinh, sinh_out, sinh_, "sinh", |x| x.sinh());
-float_unary!(log10_impl, log10, log10_out, log10_, "log10", |x| x.log10());
-float_unary!(log2_impl, log2, log2_out, log2_, "log2", |x| x.log2());
+float_unary!(log10_impl, log10, log10_out, log10_, "log10", |x| x.log10(), fast: Some(log10_f32_slice));
+float_unary!(log2_impl, log2, log2_out, log2_, "log2", |x| x.log2(), fast: Some(log2_f32_slice));
 float_unary!(
     sigmoid_impl,
     sigmoid,

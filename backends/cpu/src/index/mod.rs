@@ -36,13 +36,22 @@ pub(crate) fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Ve
 
 /// `v` as a position along a dim of `size`. Unlike advanced indexing, gather and
 /// scatter do not count negative indices from the end: PyTorch refuses them.
+/// Inlined into the scatter loops, with the message built out of line: a call
+/// per element cost as much as the scatter step itself.
+#[inline(always)]
 fn check_index(v: i64, size: i64, dim: usize, op: &str) -> Result<usize> {
     if v < 0 || v >= size {
-        return Err(OpalError::msg(format!(
-            "{op}: index {v} is out of bounds for dimension {dim} with size {size}"
-        )));
+        return Err(index_error(v, size, dim, op));
     }
     Ok(v as usize)
+}
+
+#[cold]
+#[inline(never)]
+fn index_error(v: i64, size: i64, dim: usize, op: &str) -> OpalError {
+    OpalError::msg(format!(
+        "{op}: index {v} is out of bounds for dimension {dim} with size {size}"
+    ))
 }
 
 /// Checks shared by gather / scatter: same rank, index no larger than `other` (self

@@ -132,6 +132,11 @@ pub fn scatter_reduce_two(
                     };
                     count[o] += 1;
                 })?;
+            } else if r == Reduce::Sum {
+                // Its own closure, so the per-element step is a bare add.
+                scatter_positions(self_, dim, index, src, OP, |o, s| {
+                    out[o] = add(out[o], sv[s]);
+                })?;
             } else {
                 scatter_positions(self_, dim, index, src, OP, |o, s| {
                     out[o] = combine(r, out[o], sv[s]);

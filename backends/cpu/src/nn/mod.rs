@@ -26,6 +26,7 @@ mod pool;
 mod pool3d;
 mod softmax;
 mod softmax_core;
+mod upsample;
 
 pub use conv::*;
 pub use distance::*;
@@ -40,3 +41,4 @@ pub use norm::*;
 pub use pool::*;
 pub use pool3d::*;
 pub use softmax::*;
+pub use upsample::*;

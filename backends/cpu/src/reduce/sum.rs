@@ -7,6 +7,7 @@
 
 use super::{dim_mask, map_rows, reduced_shape, write_vec, Rows};
 use crate::dtype_dispatch::Elem;
+use crate::nn::vecmath::{has_avx2, has_avx512, multiversion};
 use crate::out::{write_result, Dest};
 use crate::{dispatch_float, dispatch_int_bool};
 use opal::{DType, OpalError, Result, Scalar, Tensor};
@@ -127,7 +128,7 @@ fn row_sums(t: &Tensor, mask: &[bool]) -> Option<Result<Vec<f64>>> {
     }
 }
 
-fn row_sums_of<T: Elem>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f64>> {
+fn row_sums_of<T: Elem + PairwiseLeaves>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f64>> {
     let mut out = vec![0.0f64; rows];
     if rows * cols == 0 {
         return Ok(out);
@@ -157,26 +158,71 @@ fn row_sums_of<T: Elem>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f64>
     Ok(out)
 }
 
-/// [`pairwise_sum`] of values converted to f64 on the fly.
-fn pairwise_sum_of<T: Elem>(v: &[T]) -> f64 {
-    if v.len() <= 256 {
-        let mut acc = [0.0f64; 8];
-        let chunks = v.chunks_exact(8);
-        let rem = chunks.remainder();
-        for c in chunks {
-            for k in 0..8 {
-                acc[k] += c[k].to_f64();
-            }
-        }
-        let mut s =
-            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-        for &x in rem {
-            s += x.to_f64();
-        }
-        return s;
+/// [`pairwise_sum`] of values converted to f64 on the fly: halves until a piece
+/// fits the multiversioned [`leaf_sums`] kernel.
+fn pairwise_sum_of<T: Elem + PairwiseLeaves>(v: &[T]) -> f64 {
+    if v.len() <= LEAF * MAX_LEAVES {
+        return T::pairwise_leaves(v);
     }
     let mid = v.len() / 2;
     pairwise_sum_of(&v[..mid]) + pairwise_sum_of(&v[mid..])
+}
+
+/// Elements per leaf of the pairwise sum, and leaves per call of the vectorized
+/// kernel.
+const LEAF: usize = 256;
+const MAX_LEAVES: usize = 64;
+/// Independent f64 accumulators of a leaf: enough to hide the add latency in the
+/// AVX-512 build (four vectors of eight).
+const ACCS: usize = 32;
+
+/// The leaf sums of up to `LEAF * MAX_LEAVES` values (in `ACCS` running f64
+/// accumulators each), then those sums combined pairwise.
+#[inline(always)]
+fn leaf_sums<T: Elem>(v: &[T]) -> f64 {
+    let mut leaves = [0.0f64; MAX_LEAVES];
+    let mut n = 0;
+    for (leaf, slot) in v.chunks(LEAF).zip(leaves.iter_mut()) {
+        let mut acc = [0.0f64; ACCS];
+        let chunks = leaf.chunks_exact(ACCS);
+        let rem = chunks.remainder();
+        for c in chunks {
+            for k in 0..ACCS {
+                acc[k] += c[k].to_f64();
+            }
+        }
+        let mut width = ACCS;
+        while width > 1 {
+            width /= 2;
+            for k in 0..width {
+                acc[k] += acc[k + width];
+            }
+        }
+        let mut s = acc[0];
+        for &x in rem {
+            s += x.to_f64();
+        }
+        *slot = s;
+        n += 1;
+    }
+    pairwise_sum(&leaves[..n])
+}
+
+/// Element types whose rows [`pairwise_sum_of`] sums with a vectorized kernel.
+trait PairwiseLeaves: Sized {
+    fn pairwise_leaves(v: &[Self]) -> f64;
+}
+multiversion!(leaf_sums_f32(v: &[f32]) -> f64 { leaf_sums(v) });
+multiversion!(leaf_sums_f64(v: &[f64]) -> f64 { leaf_sums(v) });
+impl PairwiseLeaves for f32 {
+    fn pairwise_leaves(v: &[f32]) -> f64 {
+        leaf_sums_f32(v)
+    }
+}
+impl PairwiseLeaves for f64 {
+    fn pairwise_leaves(v: &[f64]) -> f64 {
+        leaf_sums_f64(v)
+    }
 }
 
 /// How many elements each output of a reduction over `mask` combines.

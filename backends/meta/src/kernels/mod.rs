@@ -31,6 +31,7 @@ pub mod reduce;
 pub mod scalar_binary;
 pub mod strided;
 pub mod unary_math;
+pub mod upsample;
 pub mod view;
 
 use crate::shape::promote::{check_out_cast, check_out_exact};
