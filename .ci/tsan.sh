@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over Opal's concurrency tests (not run by CI: it needs nightly,
+# rust-src, and a build of std and every crate with TSan instrumentation, about
+# 40 minutes on two cores). Usage: bash .ci/tsan.sh [extra cargo test args]
+#
+# What it runs: opal-cpu's thread-pool tests (parallel::), the runtime's
+# stress, dispatch and autograd tests (autograd on several threads), emu's
+# device-runtime tests (its stream queues, events and synchronous calls), and
+# opal-tests' torture test (geometry changes, writes and kernels racing).
+# Reports fail the run (halt_on_error); .ci/tsan.supp lists suppressions, each
+# with its reason.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/tsan}"
+export CARGO_INCREMENTAL=0
+export RUSTFLAGS="-Zsanitizer=thread"
+export RUSTDOCFLAGS="-Zsanitizer=thread"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/.ci/tsan.supp"
+# Several tests spawn child processes or time themselves; one test thread keeps
+# the instrumented runs within their timeouts.
+tsan_test() {
+    cargo +nightly test -Zbuild-std --target x86_64-unknown-linux-gnu --locked "$@"
+}
+
+tsan_test -p opal-cpu --lib parallel:: -- --test-threads=1
+tsan_test -p opal-runtime --test stress --test dispatch --test autograd
+tsan_test -p opal-emu --test device_runtime
+tsan_test -p opal-tests --test torture
+echo "tsan: no reports"
