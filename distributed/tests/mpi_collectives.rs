@@ -98,6 +98,17 @@ fn all_reduce_cases(c: &mut Cases, pg: &ProcessGroup, device: Device) {
             other => Err(format!("complex max: {:?}", other.map_err(e))),
         }
     });
+    c.run(&format!("collectives of empty tensors on {device}"), || {
+        let x = Tensor::empty(&[0, 3], DType::F32, device).map_err(e)?;
+        pg.all_reduce(&x, ReduceOp::Sum).map_err(e)?;
+        pg.broadcast(&x, 1).map_err(e)?;
+        let outs = [x.clone(), x.clone()];
+        pg.all_gather(&outs, &x).map_err(e)?;
+        if x.numel() != 0 {
+            return Err(format!("the empty tensor became {:?}", x.sizes()));
+        }
+        Ok(())
+    });
     c.run(&format!("all_reduce non-contiguous on {device}"), || {
         let base = t(
             &[1.0 + r, 2.0, 3.0, 4.0, 5.0, 6.0],
