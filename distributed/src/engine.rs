@@ -80,8 +80,12 @@ impl Buf {
             ));
         }
         let len = t.numel() as usize * t.element_size();
+        // An empty buffer still needs an address MPI accepts: a dangling pointer
+        // is 0x1 for bytes, which is Open MPI's MPI_IN_PLACE and is refused as a
+        // receive buffer. No operation reads or writes an empty buffer's bytes.
+        static EMPTY: [u64; 2] = [0; 2];
         let ptr = if len == 0 {
-            std::ptr::NonNull::<u8>::dangling().as_ptr()
+            EMPTY.as_ptr().cast::<u8>().cast_mut()
         } else {
             t.raw_data_ptr()?
         };
