@@ -111,6 +111,37 @@ fn out_of_the_right_size_receives_the_functional_result() -> Result<()> {
 }
 
 #[test]
+fn fold_and_masked_scatter_outs_match_their_functional_ops() -> Result<()> {
+    init();
+    // im2col of a 1x2x4x4 image with 2x2 patches: 8 rows, 9 patch positions.
+    let img = ramp(&[1, 2, 4, 4], -5.0);
+    let (k, dil, pad, st) = ([2, 2], [1, 1], [0, 0], [1, 1]);
+    let cols = ops::im2col(&img, &k, &dil, &pad, &st)?;
+    let out = empty(&[3], DType::F32);
+    ops::im2col_out(&img, &k, &dil, &pad, &st, &out)?;
+    assert_eq!(out.sizes(), [1, 8, 9]);
+    assert_eq!(f32s(&out), f32s(&cols));
+
+    let out = empty(&[1, 2, 4, 4], DType::F32);
+    ops::col2im_out(&cols, &[4, 4], &k, &dil, &pad, &st, &out)?;
+    assert_eq!(
+        f32s(&out),
+        f32s(&ops::col2im(&cols, &[4, 4], &k, &dil, &pad, &st)?)
+    );
+    let wrong = empty(&[1, 2, 4, 4], DType::F64);
+    assert!(ops::col2im_out(&cols, &[4, 4], &k, &dil, &pad, &st, &wrong).is_err());
+
+    let x = ramp(&[2, 3], 0.0);
+    let mask = Tensor::from_slice(&[true, false, true, false, false, true], &[2, 3])?;
+    let src = ramp(&[6], 100.0);
+    let out = empty(&[0], DType::F32);
+    ops::masked_scatter_out(&x, &mask, &src, &out)?;
+    assert_eq!(f32s(&out), [100.0, 1.0, 101.0, 3.0, 4.0, 102.0]);
+    assert_eq!(f32s(&out), f32s(&ops::masked_scatter(&x, &mask, &src)?));
+    Ok(())
+}
+
+#[test]
 fn a_non_contiguous_out_is_written_through_its_strides() -> Result<()> {
     init();
     let x = ramp(&[2, 3], 1.0);
