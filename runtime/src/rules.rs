@@ -24,6 +24,18 @@ pub mod sampling;
 pub mod spectral;
 pub mod upsample;
 
+/// A floating `dtype`, as the kernels that compute in floating point require
+/// ("expected a floating point tensor, got Long" otherwise).
+pub fn check_floating(op: &str, dtype: DType) -> Result<()> {
+    if dtype.is_floating_point() {
+        Ok(())
+    } else {
+        Err(OpalError::msg(format!(
+            "{op}: expected a floating point tensor, got {dtype}"
+        )))
+    }
+}
+
 /// Broadcasts `shapes` together: aligned at the right, each size equal to the
 /// others or 1 (PyTorch's "The size of tensor a (3) must match the size of tensor b
 /// (4) at non-singleton dimension 1" otherwise).

@@ -1,8 +1,8 @@
 //! The CPU backend's copy rule for the `out=` operators that `native_functions.yaml`
 //! derives with `autogen:` (`relu.out`, `sum.out`, `convolution.out`, ...): the
 //! generated trait runs the functional kernel and hands its results to
-//! [`copy_outs`], named by `out_copy:` in `backend.yaml`. Plus
-//! `native_batch_norm.out`, which follows the same convention.
+//! [`copy_outs`], named by `out_copy:` in `backend.yaml`. `native_batch_norm.out`,
+//! listed there without a kernel too, is derived the same way.
 //!
 //! PyTorch generates these as "run the functional op, resize `out` to the result
 //! (`resize_output`: warn when a non-empty `out` changes shape), copy the result
@@ -16,12 +16,10 @@
 //! `mul.Scalar_out` (`elementwise::binary`) apply [`check_out`] before computing
 //! straight into `out`.
 //!
-//! Owns: the rule ([`copy_out`], [`copy_outs`], [`check_out`]) and
-//! `native_batch_norm.out`. Must not: compute anything itself (the functional
-//! kernels do).
+//! Owns: the rule ([`copy_out`], [`copy_outs`], [`check_out`]). Must not: compute
+//! anything itself (the functional kernels do).
 
 use crate::copy::copy_into;
-use crate::nn;
 use crate::out::resize_out;
 use opal::{DType, OpalError, Result, Tensor};
 
@@ -67,42 +65,4 @@ pub fn copy_outs(op: &str, pairs: &[(&Tensor, &Tensor)]) -> Result<()> {
         write_checked(op, result, out)?;
     }
     Ok(())
-}
-
-/// `native_batch_norm.out`: output, saved mean and saved inverse std into `out`,
-/// `save_mean`, `save_invstd` (in evaluation mode the saved statistics are empty,
-/// so those two are resized to zero elements). Running statistics are updated in
-/// place as by `native_batch_norm`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the schema fixes the argument list"
-)]
-pub fn native_batch_norm_out(
-    input: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    running_mean: Option<&Tensor>,
-    running_var: Option<&Tensor>,
-    training: bool,
-    momentum: f64,
-    eps: f64,
-    out: &Tensor,
-    save_mean: &Tensor,
-    save_invstd: &Tensor,
-) -> Result<(Tensor, Tensor, Tensor)> {
-    let r = nn::native_batch_norm(
-        input,
-        weight,
-        bias,
-        running_mean,
-        running_var,
-        training,
-        momentum,
-        eps,
-    )?;
-    copy_outs(
-        "native_batch_norm.out",
-        &[(&r.0, out), (&r.1, save_mean), (&r.2, save_invstd)],
-    )?;
-    Ok((out.clone(), save_mean.clone(), save_invstd.clone()))
 }

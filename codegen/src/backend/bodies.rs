@@ -1,6 +1,6 @@
 //! Bodies of the kernel trait's provided fns, so that a backend writes kernels, not
 //! forwarding: an op whose `supported:` entry names its kernel function forwards to
-//! it, and an `out=` op that the native YAML derives with `autogen:` runs the
+//! it (through a shared rule first when the entry reads `rule | kernel`), and an `out=` op that the native YAML derives with `autogen:` runs the
 //! backend's functional kernel and then its `out_copy:` rule.
 //!
 //! Owns: those two bodies and the rule mapping an autogen `out=` op's arguments to
@@ -27,12 +27,41 @@ pub(super) fn kernel_path(text: &str) -> Result<syn::Path, String> {
     syn::parse_str(&full).map_err(|e| format!("`{text}` is not a Rust path: {e}"))
 }
 
-/// `kernel(args...)`, or `kernel(ks, args...)` for an autograd kernel (which needs
-/// the key set to redispatch below the autograd keys).
-pub(super) fn forward(kernel: &syn::Path, args: &[ArgPlan], pass_keys: bool) -> TokenStream {
+/// A `supported:` entry's kernel: one function taking the op's arguments, or
+/// `rule | kernel`, where the rule (shared by backends, `opal::rules`) takes the
+/// arguments, checks them and computes the results' geometry, and the backend's
+/// kernel takes what the rule returns. The op's signature is then written once, in
+/// the rule.
+pub(super) struct KernelCall {
+    rule: Option<syn::Path>,
+    kernel: syn::Path,
+}
+
+/// Parses a kernel as the backend YAML writes it (see [`KernelCall`]).
+pub(super) fn kernel_call(text: &str) -> Result<KernelCall, String> {
+    match text.split_once('|') {
+        Some((rule, kernel)) => Ok(KernelCall {
+            rule: Some(kernel_path(rule.trim())?),
+            kernel: kernel_path(kernel.trim())?,
+        }),
+        None => Ok(KernelCall {
+            rule: None,
+            kernel: kernel_path(text)?,
+        }),
+    }
+}
+
+/// `kernel(args...)` (`kernel(rule(args...)?)` for a `rule | kernel`), or
+/// `kernel(ks, ...)` for an autograd kernel (which needs the key set to redispatch
+/// below the autograd keys).
+pub(super) fn forward(call: &KernelCall, args: &[ArgPlan], pass_keys: bool) -> TokenStream {
     let names = args.iter().map(ArgPlan::ident);
     let ks = pass_keys.then(|| quote!(ks,));
-    quote!({ #kernel(#ks #(#names),*) })
+    let kernel = &call.kernel;
+    match &call.rule {
+        Some(rule) => quote!({ #kernel(#ks #rule(#(#names),*)?) }),
+        None => quote!({ #kernel(#ks #(#names),*) }),
+    }
 }
 
 /// The body of an autogen `out=` op (`out_op`, the schema its trait fn has) from the

@@ -642,24 +642,31 @@ fn supported_list(
     out
 }
 
-/// A kernel function's Rust path (`elementwise::add`, `crate::kernels::add`).
+/// A kernel function's Rust path (`elementwise::add`, `crate::kernels::add`), or a
+/// shared rule's and a kernel's, `rule | kernel`.
 fn kernel_path(text: &str, loc: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<String>> {
-    match syn::parse_str::<syn::Path>(text) {
-        Ok(p) if p.segments.iter().all(|s| s.arguments.is_none()) => {
-            Some(Located::new(text.to_string(), loc))
-        }
-        _ => {
-            errs.push(
-                Diagnostic::new(
-                    "opal::backend::bad_kernel_path",
-                    loc,
-                    format!("`{text}` is not the path of a Rust function"),
-                )
-                .label("expected a path such as `kernels::add_tensor`")
-                .hint("name the kernel function relative to the crate root (`module::function`), or start the path with `crate::`"),
-            );
-            None
-        }
+    // `rule | kernel`: the shared rule takes the op's arguments, the kernel its result.
+    let is_path = |t: &str| {
+        syn::parse_str::<syn::Path>(t.trim())
+            .is_ok_and(|p| p.segments.iter().all(|s| s.arguments.is_none()))
+    };
+    let ok = match text.split_once('|') {
+        Some((rule, kernel)) => is_path(rule) && is_path(kernel),
+        None => is_path(text),
+    };
+    if ok {
+        Some(Located::new(text.to_string(), loc))
+    } else {
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::bad_kernel_path",
+                loc,
+                format!("`{text}` is not the path of a Rust function"),
+            )
+            .label("expected a path such as `kernels::add_tensor`")
+            .hint("name the kernel function relative to the crate root (`module::function`), or start the path with `crate::`"),
+        );
+        None
     }
 }
 

@@ -17,8 +17,7 @@ use quote::format_ident;
 use crate::diagnostics::Diagnostic;
 use crate::emit::plan::{self as eplan, OpPlan};
 use crate::model::{
-    Argument, FunctionSchema, Loc, NativeFunction, NativeFunctions, OperatorName, Origin,
-    SchemaKind,
+    Argument, FunctionSchema, Loc, NativeFunction, NativeFunctions, OperatorName, SchemaKind,
 };
 
 use super::bodies;
@@ -313,8 +312,9 @@ pub(super) struct Entry<'p> {
     pub(super) autograd: bool,
     /// The kernel function the YAML names (the trait fn forwards to it).
     pub(super) kernel: Option<&'p str>,
-    /// For an autogen `out=` op with no named kernel, in a backend with `out_copy:`:
-    /// the index in the entries of its functional op (the trait fn derives from it).
+    /// For an `out=` op with no named kernel (autogen or not), in a backend with
+    /// `out_copy:`: the index in the entries of its functional op (the trait fn
+    /// derives from it).
     pub(super) autogen_from: Option<usize>,
 }
 
@@ -479,7 +479,7 @@ pub(super) fn module_entries<'p>(
             None => cur,
         };
         if let Some(k) = o.kernel {
-            if let Err(e) = bodies::kernel_path(&k.value) {
+            if let Err(e) = bodies::kernel_call(&k.value) {
                 errors.push(err(k.loc, "opal::backend::bad_kernel_path", e));
             }
         }
@@ -516,23 +516,29 @@ pub(super) fn module_entries<'p>(
     Ok(ModuleEntries { entries, derived })
 }
 
-/// Points each autogen `out=` entry without a kernel of its own at the entry of its
-/// functional op, when the backend supports that op. The `autogen:` list may sit on
-/// the in-place variant (`relu_` lists `relu.out`), so the functional op is found by
-/// name and schema: same base name, the overload less its `out`/`_out` suffix,
-/// functional kind, every non-`out` argument of the `out=` op present, and only
-/// optional arguments besides.
+/// Points each `out=` entry without a kernel of its own at the entry of its
+/// functional op, when the backend supports that op: the `autogen:` out= ops, and
+/// any other out= op a backend chooses to derive the same way (its out= kernel would
+/// only run the functional kernel and copy). The `autogen:` list may sit on the
+/// in-place variant (`relu_` lists `relu.out`), so the functional op is found by
+/// name and schema: same base name, an overload from [`functional_overloads`] (the
+/// first that matches), functional kind, every non-`out` argument of the `out=` op
+/// present, and only optional arguments besides.
 fn link_autogen_outs(entries: &mut [Entry]) {
     let links: Vec<(usize, usize)> = entries
         .iter()
         .enumerate()
         .filter(|(_, e)| !e.autograd && e.kernel.is_none())
-        .filter(|(_, e)| matches!(e.cur.f.origin, Origin::Autogen { .. }))
+        .filter(|(_, e)| e.cur.f.func.kind() == SchemaKind::Out)
         .filter_map(|(i, e)| {
             let out = &e.cur.f.func;
-            entries
+            functional_overloads(&out.name.overload_name)
                 .iter()
-                .position(|c| !c.autograd && is_functional_of(&c.cur.f.func, out))
+                .find_map(|o| {
+                    entries
+                        .iter()
+                        .position(|c| !c.autograd && is_functional_of(&c.cur.f.func, out, o))
+                })
                 .map(|j| (i, j))
         })
         .collect();
@@ -541,14 +547,29 @@ fn link_autogen_outs(entries: &mut [Entry]) {
     }
 }
 
-/// Whether `functional` is the functional form of the `out=` schema `out`.
-fn is_functional_of(functional: &FunctionSchema, out: &FunctionSchema) -> bool {
-    // `relu.out` is the out= form of `relu`, `masked_fill.Scalar_out` of
-    // `masked_fill.Scalar`.
-    let overload = out.name.overload_name.as_str();
-    let functional_overload = overload
+/// The overloads an `out=` overload's functional op may have, most likely first:
+/// less the `out`/`_out` suffix (`relu.out` of `relu`, `masked_fill.Scalar_out` of
+/// `masked_fill.Scalar`), less its last `_` part (`max.dim_max` of `max.dim`), none
+/// (`nll_loss_forward.output` of `nll_loss_forward`).
+fn functional_overloads(overload: &str) -> Vec<&str> {
+    let suffix = overload
         .strip_suffix("_out")
         .unwrap_or(if overload == "out" { "" } else { overload });
+    let mut all = vec![suffix];
+    if let Some((head, _)) = overload.rsplit_once('_') {
+        all.push(head);
+    }
+    all.push("");
+    all
+}
+
+/// Whether `functional`, of overload `functional_overload`, is the functional form
+/// of the `out=` schema `out`.
+fn is_functional_of(
+    functional: &FunctionSchema,
+    out: &FunctionSchema,
+    functional_overload: &str,
+) -> bool {
     if functional.kind() != SchemaKind::Functional
         || functional.name.name.base != out.name.name.base
         || functional.name.overload_name != functional_overload

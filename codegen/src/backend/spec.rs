@@ -188,8 +188,9 @@ pub struct BackendSpec {
     /// `supported:` in file order.
     pub supported: Vec<SupportedOp>,
     /// `out_copy:`: the Rust path of the backend's copy rule for the `out=` ops the
-    /// native YAML derives with `autogen:`. With it, such an op listed in `supported:`
-    /// without a kernel gets one generated: the backend's functional kernel, then
+    /// native YAML derives with `autogen:`, and for any other `out=` op the backend
+    /// lists without a kernel. With it, such an op listed in `supported:` without a
+    /// kernel gets one generated: the backend's functional kernel, then
     /// `out_copy(op_name, &[(&result, &out), ...])` (signature
     /// `fn(&str, &[(&Tensor, &Tensor)]) -> Result<()>`; pairs a false `output_mask`
     /// entry left uncomputed are not passed).

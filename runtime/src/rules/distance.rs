@@ -1,11 +1,118 @@
 //! Pairwise distances (`_cdist_forward`, `_pdist_forward` and their backward ops):
-//! the argument checks and the result shapes, the same for every backend.
+//! the argument checks and the result shapes, the same for every backend. The four
+//! ops' rules ([`_cdist_forward`], [`_cdist_backward`], [`_pdist_forward`],
+//! [`_pdist_backward`]) take the schema's arguments and return a [`Distance`] or a
+//! [`DistanceBackward`], from which the CPU kernels compute and the Meta kernels
+//! shape their results (`rule | kernel` in both backend YAMLs).
 //!
 //! Owns: these rules and their errors. Must not: allocate tensors, read tensor
 //! data, or know any backend.
 
 use super::broadcast_shapes;
-use crate::{DType, OpalError, Result};
+use crate::{DType, OpalError, Result, Tensor};
+
+/// A checked `_cdist_forward` or `_pdist_forward`.
+pub struct Distance<'a> {
+    /// The op's name, for errors.
+    pub op: &'static str,
+    /// `x1` (`self` for pdist).
+    pub x1: &'a Tensor,
+    /// `x2` (`self` again for pdist).
+    pub x2: &'a Tensor,
+    /// The norm's `p`.
+    pub p: f64,
+    /// `_cdist_forward`'s `compute_mode` (`None` for pdist).
+    pub compute_mode: Option<i64>,
+    /// The distances' shape.
+    pub shape: Vec<i64>,
+}
+
+/// A checked `_cdist_backward` or `_pdist_backward`.
+pub struct DistanceBackward<'a> {
+    /// The forward's arguments (`shape`: the gradient's, not the distances').
+    pub forward: Distance<'a>,
+    /// The incoming gradient, of the distances' shape.
+    pub grad: &'a Tensor,
+    /// The forward's result (`cdist` / `pdist`).
+    pub result: &'a Tensor,
+}
+
+/// The rule of `_cdist_forward`: see [`cdist_shape`].
+pub fn _cdist_forward<'a>(
+    x1: &'a Tensor,
+    x2: &'a Tensor,
+    p: f64,
+    compute_mode: Option<i64>,
+) -> Result<Distance<'a>> {
+    let (a, b) = ((x1.sizes(), x1.dtype()), (x2.sizes(), x2.dtype()));
+    const OP: &str = "_cdist_forward";
+    let shape = cdist_shape(OP, a, b, p, compute_mode)?;
+    Ok(Distance {
+        compute_mode,
+        ..distance(OP, [x1, x2], p, shape)
+    })
+}
+
+/// The rule of `_cdist_backward`: see [`cdist_backward_shape`].
+pub fn _cdist_backward<'a>(
+    grad: &'a Tensor,
+    x1: &'a Tensor,
+    x2: &'a Tensor,
+    p: f64,
+    cdist: &'a Tensor,
+) -> Result<DistanceBackward<'a>> {
+    let (a, b) = ((x1.sizes(), x1.dtype()), (x2.sizes(), x2.dtype()));
+    const OP: &str = "_cdist_backward";
+    let shape = cdist_backward_shape(OP, grad.sizes(), a, b, p, cdist.sizes())?;
+    let forward = distance(OP, [x1, x2], p, shape);
+    Ok(DistanceBackward {
+        forward,
+        grad,
+        result: cdist,
+    })
+}
+
+/// The rule of `_pdist_forward`: see [`pdist_shape`].
+pub fn _pdist_forward(self_: &Tensor, p: f64) -> Result<Distance<'_>> {
+    const OP: &str = "_pdist_forward";
+    let shape = pdist_shape(OP, self_.sizes(), self_.dtype())?;
+    Ok(distance(OP, [self_, self_], p, shape))
+}
+
+/// The rule of `_pdist_backward`: see [`pdist_backward_shape`].
+pub fn _pdist_backward<'a>(
+    grad: &'a Tensor,
+    self_: &'a Tensor,
+    p: f64,
+    pdist: &'a Tensor,
+) -> Result<DistanceBackward<'a>> {
+    let (s, d) = (self_.sizes(), self_.dtype());
+    const OP: &str = "_pdist_backward";
+    let shape = pdist_backward_shape(OP, grad.sizes(), s, d, pdist.sizes())?;
+    let forward = distance(OP, [self_, self_], p, shape);
+    let result = pdist;
+    Ok(DistanceBackward {
+        forward,
+        grad,
+        result,
+    })
+}
+
+fn distance<'a>(
+    op: &'static str,
+    [x1, x2]: [&'a Tensor; 2],
+    p: f64,
+    shape: Vec<i64>,
+) -> Distance<'a> {
+    Distance {
+        op,
+        x1,
+        x2,
+        p,
+        compute_mode: None,
+        shape,
+    }
+}
 
 fn float_kernel(name: &str, dtype: DType) -> Result<()> {
     match dtype {

@@ -2,10 +2,29 @@
 //! the four per-dim parameters, the count of blocks along each spatial dim and the
 //! shapes both ops produce, with their argument errors.
 //!
+//! [`col2im`] and [`im2col`] are the ops' rules: they take the schema's arguments
+//! and return a [`Fold`], from which the CPU kernel computes and the Meta kernel
+//! shapes its result (`rule | kernel` in both backend YAMLs).
+//!
 //! Owns: these formulas and errors. Must not: allocate tensors, read tensor data,
 //! or know any backend.
 
-use crate::{OpalError, Result};
+use crate::{OpalError, Result, Tensor};
+
+/// A checked `col2im` (`fold`) or `im2col`: the input, the output shape and the
+/// blocks.
+pub struct Fold<'a> {
+    /// The op's name, for errors.
+    pub op: &'static str,
+    /// The op's input (`self`), of a floating dtype.
+    pub input: &'a Tensor,
+    /// The result's shape.
+    pub shape: Vec<i64>,
+    /// The sliding blocks.
+    pub blocks: Blocks,
+    /// `col2im` (blocks summed into images) rather than `im2col`.
+    pub fold: bool,
+}
 
 /// Resolved parameters of a 2-d sliding-block op and the blocks they give.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,18 +132,36 @@ fn geometry(image: [i64; 2], [k, d, p, s]: [[i64; 2]; 4]) -> Blocks {
     }
 }
 
-/// `col2im`: input `[N, C * kh * kw, L]` or `[C * kh * kw, L]` summed into images
-/// of `output_size`; returns the output shape (`[N, C, H, W]` or `[C, H, W]`) and
-/// the geometry.
-pub fn col2im_shape(
-    op: &str,
-    input: &[i64],
+/// The [`Fold`] of a floating input.
+fn checked<'a>(
+    op: &'static str,
+    input: &'a Tensor,
+    shape: Vec<i64>,
+    blocks: Blocks,
+    fold: bool,
+) -> Result<Fold<'a>> {
+    super::check_floating(op, input.dtype())?;
+    Ok(Fold {
+        op,
+        input,
+        shape,
+        blocks,
+        fold,
+    })
+}
+
+/// `col2im`: input `[N, C * kh * kw, L]` or `[C * kh * kw, L]` (floating) summed
+/// into images of `output_size`, `[N, C, H, W]` or `[C, H, W]`.
+pub fn col2im<'a>(
+    self_: &'a Tensor,
     output_size: &[i64],
     kernel_size: &[i64],
     dilation: &[i64],
     padding: &[i64],
     stride: &[i64],
-) -> Result<(Vec<i64>, Blocks)> {
+) -> Result<Fold<'a>> {
+    let op = "col2im";
+    let input = self_.sizes();
     let out = pair(op, "output_size", output_size)?;
     let prm = params(op, kernel_size, dilation, padding, stride)?;
     let batched = input.len() == 3;
@@ -161,21 +198,22 @@ pub fn col2im_shape(
             g.blocks[0], g.blocks[1]
         )));
     }
-    let mut shape = if batched { vec![input[0]] } else { vec![] };
-    shape.extend([planes / g.taps(), out[0], out[1]]);
-    Ok((shape, g))
+    let batch = input[..batched as usize].iter().copied();
+    let shape = batch.chain([planes / g.taps(), out[0], out[1]]).collect();
+    checked(op, self_, shape, g, true)
 }
 
-/// `im2col`: input `[N, C, H, W]` or `[C, H, W]` unfolded into `[N, C * kh * kw, L]`
-/// or `[C * kh * kw, L]`; returns that shape and the geometry.
-pub fn im2col_shape(
-    op: &str,
-    input: &[i64],
+/// `im2col`: input `[N, C, H, W]` or `[C, H, W]` (floating) unfolded into
+/// `[N, C * kh * kw, L]` or `[C * kh * kw, L]`.
+pub fn im2col<'a>(
+    self_: &'a Tensor,
     kernel_size: &[i64],
     dilation: &[i64],
     padding: &[i64],
     stride: &[i64],
-) -> Result<(Vec<i64>, Blocks)> {
+) -> Result<Fold<'a>> {
+    let op = "im2col";
+    let input = self_.sizes();
     let prm = params(op, kernel_size, dilation, padding, stride)?;
     let batched = input.len() == 4;
     if !(input.len() == 3 || batched) || input[input.len() - 3..].contains(&0) {
@@ -192,7 +230,7 @@ pub fn im2col_shape(
             g.image[0], g.image[1], k[0], k[1], d[0], d[1], p[0], p[1], g.blocks[0], g.blocks[1]
         )));
     }
-    let mut shape = if batched { vec![input[0]] } else { vec![] };
-    shape.extend([input[n - 3] * g.taps(), g.count()]);
-    Ok((shape, g))
+    let batch = input[..batched as usize].iter().copied();
+    let shape = batch.chain([input[n - 3] * g.taps(), g.count()]).collect();
+    checked(op, self_, shape, g, false)
 }

@@ -1,10 +1,110 @@
 //! `native_group_norm`'s argument rules, shared by the CPU and Meta kernels of the
 //! op and of its backward: the `N, C, HxW, group` arguments against the input's
-//! sizes, per-channel parameters, and the backward's statistics.
+//! sizes, per-channel parameters, and the backward's statistics. The two ops'
+//! rules proper ([`native_group_norm`], [`native_group_norm_backward`]) take the
+//! schema's arguments and return them checked; both backends' YAML entries read
+//! `rule | kernel`, so the op's signature is written here only.
 //!
-//! Owns: these checks and their errors. Must not: allocate or read tensors.
+//! Owns: these checks and their errors. Must not: allocate tensors or read their
+//! data (sizes and dtypes only).
 
-use crate::{OpalError, Result};
+use crate::{OpalError, Result, Tensor};
+
+/// `native_group_norm`'s arguments, checked.
+#[allow(missing_docs, reason = "the schema's arguments, by their names")]
+pub struct GroupNorm<'a> {
+    pub input: &'a Tensor,
+    pub weight: Option<&'a Tensor>,
+    pub bias: Option<&'a Tensor>,
+    /// `(N, C, HxW, group)`.
+    pub dims: (usize, usize, usize, usize),
+    pub eps: f64,
+}
+
+/// The rule of `native_group_norm`: a floating input and [`group_norm_dims`].
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the schema fixes the argument list"
+)]
+pub fn native_group_norm<'a>(
+    input: &'a Tensor,
+    weight: Option<&'a Tensor>,
+    bias: Option<&'a Tensor>,
+    n: i64,
+    c: i64,
+    hxw: i64,
+    group: i64,
+    eps: f64,
+) -> Result<GroupNorm<'a>> {
+    const OP: &str = "native_group_norm";
+    super::check_floating(OP, input.dtype())?;
+    let params = [
+        ("weight", weight.map(|t| t.sizes())),
+        ("bias", bias.map(|t| t.sizes())),
+    ];
+    let dims = group_norm_dims(OP, input.sizes(), &params, (n, c, hxw, group))?;
+    Ok(GroupNorm {
+        input,
+        weight,
+        bias,
+        dims,
+        eps,
+    })
+}
+
+/// `native_group_norm_backward`'s arguments, checked.
+#[allow(missing_docs, reason = "the schema's arguments, by their names")]
+pub struct GroupNormBackward<'a> {
+    pub grad_out: &'a Tensor,
+    pub input: &'a Tensor,
+    pub mean: &'a Tensor,
+    pub rstd: &'a Tensor,
+    pub weight: Option<&'a Tensor>,
+    /// `(N, C, HxW, group)`.
+    pub dims: (usize, usize, usize, usize),
+    /// Which of `(grad_input, grad_weight, grad_bias)` to compute.
+    pub output_mask: [bool; 3],
+}
+
+/// The rule of `native_group_norm_backward`: the forward's, and
+/// [`group_norm_backward_check`].
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the schema fixes the argument list"
+)]
+pub fn native_group_norm_backward<'a>(
+    grad_out: &'a Tensor,
+    input: &'a Tensor,
+    mean: &'a Tensor,
+    rstd: &'a Tensor,
+    weight: Option<&'a Tensor>,
+    n: i64,
+    c: i64,
+    hxw: i64,
+    group: i64,
+    output_mask: &[bool],
+) -> Result<GroupNormBackward<'a>> {
+    const OP: &str = "native_group_norm_backward";
+    super::check_floating(OP, input.dtype())?;
+    let params = [("weight", weight.map(|t| t.sizes()))];
+    let dims = group_norm_dims(OP, input.sizes(), &params, (n, c, hxw, group))?;
+    group_norm_backward_check(
+        OP,
+        grad_out.sizes(),
+        input.sizes(),
+        &[("mean", mean.numel()), ("rstd", rstd.numel())],
+        dims.0 * dims.3,
+    )?;
+    Ok(GroupNormBackward {
+        grad_out,
+        input,
+        mean,
+        rstd,
+        weight,
+        dims,
+        output_mask: [0, 1, 2].map(|i| output_mask.get(i).copied().unwrap_or(false)),
+    })
+}
 
 /// Checks `native_group_norm`'s (and its backward's) arguments against an input of
 /// `input` sizes and the optional `weight` / `bias` sizes: non-negative `N, C, HxW`,

@@ -1,15 +1,23 @@
 //! Real FFTs (`_fft_r2c`, `_fft_c2r`): the argument checks and the result shapes
-//! and dtypes, the same for every backend.
+//! and dtypes, the same for every backend. [`_fft_r2c`] and [`_fft_c2r`] take the
+//! schema's arguments and return an [`Fft`], from which the CPU kernels compute and
+//! the Meta kernel shapes its result (`rule | kernel` in both backend YAMLs).
 //!
 //! Owns: these rules and their errors. Must not: allocate tensors, read tensor
 //! data, or know any backend.
 
-use crate::{DType, OpalError, Result};
+use crate::{DType, OpalError, Result, Tensor};
 
 /// The checked transform: wrapped dims (the last one is the real / half one),
 /// the result shape and dtype, and the normalization's divisor.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fft {
+#[derive(Clone, Debug)]
+pub struct Fft<'a> {
+    /// The op's name, for errors.
+    pub op: &'static str,
+    /// The signal (`self`).
+    pub input: &'a Tensor,
+    /// `_fft_r2c`'s `onesided` (false for `_fft_c2r`).
+    pub onesided: bool,
     /// Dims to transform, in the caller's order.
     pub dims: Vec<usize>,
     /// Result sizes.
@@ -62,15 +70,14 @@ fn signal_size(op: &str, n: i64) -> Result<()> {
 
 /// `_fft_r2c(self, dim, normalization, onesided)`: f32 / f64 in, C64 / C128 out;
 /// with `onesided` the last transformed dim keeps `n / 2 + 1` bins.
-pub fn fft_r2c(
-    op: &str,
-    sizes: &[i64],
-    dtype: DType,
+pub fn _fft_r2c<'a>(
+    self_: &'a Tensor,
     dim: &[i64],
     normalization: i64,
     onesided: bool,
-) -> Result<Fft> {
-    let out_dtype = match dtype {
+) -> Result<Fft<'a>> {
+    let (op, sizes) = ("_fft_r2c", self_.sizes());
+    let out_dtype = match self_.dtype() {
         DType::F32 => DType::C64,
         DType::F64 => DType::C128,
         d if d.is_floating_point() => {
@@ -95,6 +102,9 @@ pub fn fft_r2c(
         shape[last] = sizes[last] / 2 + 1;
     }
     Ok(Fft {
+        op,
+        input: self_,
+        onesided,
         scale: scale(op, normalization, n as f64)?,
         dims,
         shape,
@@ -106,15 +116,14 @@ pub fn fft_r2c(
 /// transformed dim holding `last_dim_size / 2 + 1` bins of a Hermitian signal),
 /// f32 / f64 out with `last_dim_size` points there. A last dim of all
 /// `last_dim_size` bins is accepted too; its redundant half is not read.
-pub fn fft_c2r(
-    op: &str,
-    sizes: &[i64],
-    dtype: DType,
+pub fn _fft_c2r<'a>(
+    self_: &'a Tensor,
     dim: &[i64],
     normalization: i64,
     last_dim_size: i64,
-) -> Result<Fft> {
-    let out_dtype = match dtype {
+) -> Result<Fft<'a>> {
+    let (op, sizes) = ("_fft_c2r", self_.sizes());
+    let out_dtype = match self_.dtype() {
         DType::C64 => DType::F32,
         DType::C128 => DType::F64,
         d => {
@@ -141,6 +150,9 @@ pub fn fft_c2r(
     }
     let n: i64 = dims.iter().map(|&d| shape[d]).product();
     Ok(Fft {
+        op,
+        input: self_,
+        onesided: false,
         scale: scale(op, normalization, n as f64)?,
         dims,
         shape,

@@ -9,7 +9,7 @@
 use super::io::{by_f32_f64, make_output, with_slice, Compute};
 use crate::dtype_dispatch::Elem;
 use crate::parallel::fork_chunks_mut;
-use opal::rules::distance::{cdist_backward_shape, cdist_shape, pdist_backward_shape, pdist_shape};
+use opal::rules::distance::{Distance, DistanceBackward};
 use opal::{OpalError, Result, Tensor};
 
 /// The norm of the differences, by `p`: each has its own arithmetic.
@@ -169,21 +169,10 @@ fn euclid_by_product(p: f64, mode: Option<i64>, r1: usize, r2: usize) -> bool {
     p == 2.0 && (mode == Some(1) || (mode.unwrap_or(0) == 0 && (r1 > 25 || r2 > 25)))
 }
 
-/// Distances between the rows of `x1` and `x2`, batched with broadcasting.
-pub fn _cdist_forward(
-    x1: &Tensor,
-    x2: &Tensor,
-    p: f64,
-    compute_mode: Option<i64>,
-) -> Result<Tensor> {
-    const OP: &str = "_cdist_forward";
-    let shape = cdist_shape(
-        OP,
-        (x1.sizes(), x1.dtype()),
-        (x2.sizes(), x2.dtype()),
-        p,
-        compute_mode,
-    )?;
+/// Distances between the rows of `x1` and `x2`, batched with broadcasting
+/// (arguments checked by [`opal::rules::distance::_cdist_forward`]).
+pub fn _cdist_forward(d: Distance) -> Result<Tensor> {
+    let (x1, x2, p, compute_mode, shape) = (d.x1, d.x2, d.p, d.compute_mode, d.shape);
     let g = Pairs::of(x1, x2, &shape[..shape.len() - 2]);
     let by_product = euclid_by_product(p, compute_mode, g.r1, g.r2);
     fn run<C: Compute>(
@@ -247,23 +236,14 @@ fn grad_row<C: Compute>(
 }
 
 /// Gradient of `_cdist_forward` with respect to `x1`, expanded to the distances'
-/// batch (autograd sums it back to `x1`'s shape).
-pub fn _cdist_backward(
-    grad: &Tensor,
-    x1: &Tensor,
-    x2: &Tensor,
-    p: f64,
-    cdist: &Tensor,
-) -> Result<Tensor> {
+/// batch (autograd sums it back to `x1`'s shape; arguments checked by
+/// [`opal::rules::distance::_cdist_backward`]).
+pub fn _cdist_backward(d: DistanceBackward) -> Result<Tensor> {
     const OP: &str = "_cdist_backward";
-    let shape = cdist_backward_shape(
-        OP,
-        grad.sizes(),
-        (x1.sizes(), x1.dtype()),
-        (x2.sizes(), x2.dtype()),
-        p,
-        cdist.sizes(),
-    )?;
+    let (grad, cdist) = (d.grad, d.result);
+    let Distance {
+        x1, x2, p, shape, ..
+    } = d.forward;
     for (name, t) in [("grad", grad), ("cdist", cdist)] {
         if t.dtype() != x1.dtype() {
             return Err(OpalError::msg(format!(
@@ -314,10 +294,11 @@ fn contiguous(op: &str, t: &Tensor) -> Result<()> {
     }
 }
 
-/// Distances between every pair of rows `i < j` of a matrix.
-pub fn _pdist_forward(self_: &Tensor, p: f64) -> Result<Tensor> {
+/// Distances between every pair of rows `i < j` of a matrix (arguments checked by
+/// [`opal::rules::distance::_pdist_forward`]).
+pub fn _pdist_forward(d: Distance) -> Result<Tensor> {
     const OP: &str = "_pdist_forward";
-    let shape = pdist_shape(OP, self_.sizes(), self_.dtype())?;
+    let (self_, p, shape) = (d.x1, d.p, d.shape);
     contiguous(OP, self_)?;
     fn run<C: Compute>(x: &Tensor, shape: &[i64], norm: Norm) -> Result<Tensor> {
         let (n, m) = (x.sizes()[0] as usize, x.sizes()[1] as usize);
@@ -345,16 +326,12 @@ pub fn _pdist_forward(self_: &Tensor, p: f64) -> Result<Tensor> {
     by_f32_f64!(self_.dtype(), run(self_, &shape, Norm::of(p)))
 }
 
-/// Gradient of `_pdist_forward` with respect to its input.
-pub fn _pdist_backward(grad: &Tensor, self_: &Tensor, p: f64, pdist: &Tensor) -> Result<Tensor> {
+/// Gradient of `_pdist_forward` with respect to its input (arguments checked by
+/// [`opal::rules::distance::_pdist_backward`]).
+pub fn _pdist_backward(d: DistanceBackward) -> Result<Tensor> {
     const OP: &str = "_pdist_backward";
-    let shape = pdist_backward_shape(
-        OP,
-        grad.sizes(),
-        self_.sizes(),
-        self_.dtype(),
-        pdist.sizes(),
-    )?;
+    let (grad, pdist) = (d.grad, d.result);
+    let (self_, p, shape) = (d.forward.x1, d.forward.p, d.forward.shape);
     contiguous(OP, self_)?;
     fn run<C: Compute>(t: [&Tensor; 3], shape: &[i64], norm: Norm) -> Result<Tensor> {
         let [grad, x, pdist] = t;
@@ -389,23 +366,19 @@ pub fn _pdist_backward(grad: &Tensor, self_: &Tensor, p: f64, pdist: &Tensor) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opal::rules::distance as rule;
 
     #[test]
     fn norms_and_pairs() {
         let x = Tensor::from_vec(vec![0.0f64, 0.0, 3.0, 4.0, 6.0, 8.0], &[3, 2]).unwrap();
-        let d = _pdist_forward(&x, 2.0).unwrap().to_vec::<f64>().unwrap();
-        assert_eq!(d, vec![5.0, 10.0, 5.0]);
-        let c = _cdist_forward(&x, &x, 1.0, None)
-            .unwrap()
-            .to_vec::<f64>()
-            .unwrap();
+        let pd = _pdist_forward(rule::_pdist_forward(&x, 2.0).unwrap()).unwrap();
+        assert_eq!(pd.to_vec::<f64>().unwrap(), vec![5.0, 10.0, 5.0]);
+        let cdist = |p: f64| rule::_cdist_forward(&x, &x, p, None).and_then(_cdist_forward);
+        let c = cdist(1.0).unwrap().to_vec::<f64>().unwrap();
         assert_eq!(&c[..3], &[0.0, 7.0, 14.0]);
-        let inf = _cdist_forward(&x, &x, f64::INFINITY, None)
-            .unwrap()
-            .to_vec::<f64>()
-            .unwrap();
+        let inf = cdist(f64::INFINITY).unwrap().to_vec::<f64>().unwrap();
         assert_eq!(inf[1], 4.0);
-        assert!(_cdist_forward(&x, &x, -1.0, None).is_err());
+        assert!(cdist(-1.0).is_err());
         assert_eq!(pair_index(4, 1, 3), 4);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::io::{compute_dtype, make_output, with_slice, Compute};
 use crate::parallel::fork_chunks_mut;
-use opal::rules::fold::{col2im_shape, im2col_shape, Blocks};
+use opal::rules::fold::{Blocks, Fold};
 use opal::{DType, Result, Tensor};
 
 /// Calls `tap(ki, kj, y, x, l)` for every tap of every block: `l` is the block's
@@ -75,67 +75,34 @@ fn by_planes<C: Compute>(x: &Tensor, shape: &[i64], g: &Blocks, fold: bool) -> R
     })
 }
 
-/// [`by_planes`] in the compute type of `x`'s floating dtype.
-fn run(op: &str, x: &Tensor, shape: &[i64], g: &Blocks, fold: bool) -> Result<Tensor> {
-    match compute_dtype(x.dtype(), op)? {
-        DType::F64 => by_planes::<f64>(x, shape, g, fold),
-        _ => by_planes::<f32>(x, shape, g, fold),
+/// `col2im` (the columns `[N, C * kh * kw, L]` of every block summed into images;
+/// overlapping taps add up) or `im2col` (images unfolded into the columns of every
+/// block; taps in the padding read zero), from the arguments
+/// [`opal::rules::fold::col2im`] / [`opal::rules::fold::im2col`] checked.
+pub fn fold(p: Fold) -> Result<Tensor> {
+    match compute_dtype(p.input.dtype(), p.op)? {
+        DType::F64 => by_planes::<f64>(p.input, &p.shape, &p.blocks, p.fold),
+        _ => by_planes::<f32>(p.input, &p.shape, &p.blocks, p.fold),
     }
-}
-
-/// Sums the columns `[N, C * kh * kw, L]` (or unbatched) of every block into
-/// images of `output_size`; overlapping taps add up.
-pub fn col2im(
-    self_: &Tensor,
-    output_size: &[i64],
-    kernel_size: &[i64],
-    dilation: &[i64],
-    padding: &[i64],
-    stride: &[i64],
-) -> Result<Tensor> {
-    const OP: &str = "col2im";
-    let sizes = self_.sizes();
-    let (shape, g) = col2im_shape(
-        OP,
-        sizes,
-        output_size,
-        kernel_size,
-        dilation,
-        padding,
-        stride,
-    )?;
-    run(OP, self_, &shape, &g, true)
-}
-
-/// Unfolds images `[N, C, H, W]` (or unbatched) into the columns of every block,
-/// `[N, C * kh * kw, L]`; taps in the padding read zero.
-pub fn im2col(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    dilation: &[i64],
-    padding: &[i64],
-    stride: &[i64],
-) -> Result<Tensor> {
-    const OP: &str = "im2col";
-    let (shape, g) = im2col_shape(OP, self_.sizes(), kernel_size, dilation, padding, stride)?;
-    run(OP, self_, &shape, &g, false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opal::rules::fold::{col2im, im2col};
 
     #[test]
     fn col2im_inverts_im2col_counts() {
         let x = Tensor::from_vec(vec![1.0f32; 16], &[1, 1, 4, 4]).unwrap();
-        let cols = im2col(&x, &[2, 2], &[1, 1], &[0, 0], &[1, 1]).unwrap();
+        let (one, zero) = ([1, 1], [0, 0]);
+        let cols = fold(im2col(&x, &[2, 2], &one, &zero, &one).unwrap()).unwrap();
         assert_eq!(cols.sizes(), &[1, 4, 9]);
-        let back = col2im(&cols, &[4, 4], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).unwrap();
+        let back = fold(col2im(&cols, &[4, 4], &[2, 2], &one, &zero, &one).unwrap()).unwrap();
         // Each pixel is covered by as many blocks as contain it.
         let v = back.to_vec::<f32>().unwrap();
         assert_eq!(&v[..4], &[1.0, 2.0, 2.0, 1.0]);
         assert_eq!(v[5], 4.0);
-        assert!(col2im(&cols, &[4, 5], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).is_err());
-        assert!(col2im(&cols, &[4, 4], &[0, 2], &[1, 1], &[0, 0], &[1, 1]).is_err());
+        assert!(col2im(&cols, &[4, 5], &[2, 2], &one, &zero, &one).is_err());
+        assert!(col2im(&cols, &[4, 4], &[0, 2], &one, &zero, &one).is_err());
     }
 }

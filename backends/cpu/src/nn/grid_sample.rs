@@ -12,9 +12,7 @@
 use super::io::{by_f32_f64, make_output, with_slice, Compute};
 use crate::dtype_dispatch::Elem;
 use crate::parallel::{fork_chunks_mut, fork_each_mut};
-use opal::rules::sampling::{
-    grid_sampler_2d_args, grid_sampler_2d_backward_args, Interpolation, Padding,
-};
+use opal::rules::sampling::{GridSample, GridSampleBackward, Interpolation, Padding};
 use opal::{Result, Tensor};
 
 /// Bicubic convolution's `A` (the same as PyTorch's and OpenCV's).
@@ -223,34 +221,24 @@ impl Sampler {
     }
 }
 
-fn sampler(input: &Tensor, interp: Interpolation, pad: Padding, align_corners: bool) -> Sampler {
-    let s = input.sizes();
+fn sampler(p: &GridSample) -> Sampler {
+    let s = p.input.sizes();
     Sampler {
-        interp,
-        pad,
-        align_corners,
+        interp: p.interpolation,
+        pad: p.padding,
+        align_corners: p.align_corners,
         h: s[2],
         w: s[3],
     }
 }
 
-/// Samples `input` at the positions of `grid`.
-pub fn grid_sampler_2d(
-    input: &Tensor,
-    grid: &Tensor,
-    interpolation_mode: i64,
-    padding_mode: i64,
-    align_corners: bool,
-) -> Result<Tensor> {
-    const OP: &str = "grid_sampler_2d";
-    let (shape, interp, pad) = grid_sampler_2d_args(
-        OP,
-        (input.sizes(), input.dtype()),
-        (grid.sizes(), grid.dtype()),
-        interpolation_mode,
-        padding_mode,
-    )?;
-    let s = sampler(input, interp, pad, align_corners);
+/// Samples `input` at the positions of `grid` (arguments checked by
+/// [`opal::rules::sampling::grid_sampler_2d`]).
+pub fn grid_sampler_2d(p: GridSample) -> Result<Tensor> {
+    let s = sampler(&p);
+    let GridSample {
+        input, grid, shape, ..
+    } = p;
     fn run<C: Compute>(input: &Tensor, grid: &Tensor, shape: &[i64], s: Sampler) -> Result<Tensor> {
         let ch = shape[1] as usize;
         let plane_in = (s.h * s.w) as usize;
@@ -363,25 +351,9 @@ fn backward_entry<C: Compute>(
 
 /// Gradients of `grid_sampler_2d` for `input` (undefined unless
 /// `output_mask[0]`) and `grid`.
-pub fn grid_sampler_2d_backward(
-    grad_output: &Tensor,
-    input: &Tensor,
-    grid: &Tensor,
-    interpolation_mode: i64,
-    padding_mode: i64,
-    align_corners: bool,
-    output_mask: &[bool],
-) -> Result<(Tensor, Tensor)> {
-    const OP: &str = "grid_sampler_2d_backward";
-    let (interp, pad) = grid_sampler_2d_backward_args(
-        OP,
-        grad_output.sizes(),
-        (input.sizes(), input.dtype()),
-        (grid.sizes(), grid.dtype()),
-        interpolation_mode,
-        padding_mode,
-    )?;
-    let s = sampler(input, interp, pad, align_corners);
+pub fn grid_sampler_2d_backward(p: GridSampleBackward) -> Result<(Tensor, Tensor)> {
+    let s = sampler(&p.forward);
+    let (grad_output, input, grid) = (p.grad_output, p.forward.input, p.forward.grid);
     fn run<C: Compute>(t: [&Tensor; 3], s: Sampler) -> Result<(Tensor, Tensor)> {
         let [go, input, grid] = t;
         let n = input.sizes()[0].max(1) as usize;
@@ -412,7 +384,7 @@ pub fn grid_sampler_2d_backward(
         Ok((gin.unwrap_or_else(Tensor::undefined), ggrid))
     }
     let (gin, ggrid) = by_f32_f64!(input.dtype(), run([grad_output, input, grid], s))?;
-    let gin = if output_mask.first().copied().unwrap_or(true) {
+    let gin = if p.input_grad {
         gin
     } else {
         Tensor::undefined()

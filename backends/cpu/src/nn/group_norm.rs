@@ -2,28 +2,14 @@
 //! groups of channels of an `[N, C, *]` input (`HxW` elements per channel), with
 //! per-channel affine weight and bias; statistics are `[N, group]`.
 //!
-//! Owns: the argument checks (PyTorch's messages), the per-(sample, group)
+//! Owns: the per-(sample, group)
 //! statistics and the backward's reductions. Rows of one (sample, group) are
 //! contiguous, so the forward and the input gradient run in parallel over them.
 //! Must not: touch batch / layer norm (`norm`).
 
 use super::io::{compute_dtype, make_output, with_slice, Compute};
+use opal::rules::norm::{GroupNorm, GroupNormBackward};
 use opal::{DType, Result, Tensor};
-
-/// The checked `(N, C, HxW, group)` (`opal::rules::norm::group_norm_dims`).
-fn group_dims(
-    op: &str,
-    input: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    args: (i64, i64, i64, i64),
-) -> Result<(usize, usize, usize, usize)> {
-    let params = [
-        ("weight", weight.map(|t| t.sizes())),
-        ("bias", bias.map(|t| t.sizes())),
-    ];
-    opal::rules::norm::group_norm_dims(op, input.sizes(), &params, args)
-}
 
 /// Runs `f(first_row, rows)` over `out` cut into whole rows of `row` elements: as
 /// about four tasks per thread when the op touches `total >= GRAIN` elements, else
@@ -43,28 +29,14 @@ fn param<C: Compute>(t: Option<&Tensor>) -> Result<Option<Vec<C>>> {
 }
 
 /// Group normalization: `(output, mean, rstd)`, statistics of shape `[N, group]` in
-/// the input's dtype (biased variance, `rstd = 1 / sqrt(var + eps)`).
-#[allow(clippy::too_many_arguments)]
-pub fn native_group_norm(
-    input: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    n: i64,
-    c: i64,
-    hxw: i64,
-    group: i64,
-    eps: f64,
-) -> Result<(Tensor, Tensor, Tensor)> {
-    const OP: &str = "native_group_norm";
-    let cd = compute_dtype(input.dtype(), OP)?;
-    let dims = group_dims(OP, input, weight, bias, (n, c, hxw, group))?;
-    fn run<C: Compute>(
-        x: &Tensor,
-        w: Option<&Tensor>,
-        b: Option<&Tensor>,
-        (n, c, hxw, g): (usize, usize, usize, usize),
-        eps: f64,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+/// the input's dtype (biased variance, `rstd = 1 / sqrt(var + eps)`), from the
+/// arguments [`opal::rules::norm::native_group_norm`] checked.
+pub fn native_group_norm(p: GroupNorm) -> Result<(Tensor, Tensor, Tensor)> {
+    let cd = compute_dtype(p.input.dtype(), "native_group_norm")?;
+    fn run<C: Compute>(p: &GroupNorm) -> Result<(Tensor, Tensor, Tensor)> {
+        let (x, eps) = (p.input, p.eps);
+        let (n, c, hxw, g) = p.dims;
+        let (w, b) = (p.weight, p.bias);
         let (w, b) = (param::<C>(w)?, param::<C>(b)?);
         let cpg = c / g;
         let row = cpg * hxw;
@@ -129,46 +101,21 @@ pub fn native_group_norm(
         Ok((y, m, r))
     }
     match cd {
-        DType::F64 => run::<f64>(input, weight, bias, dims, eps),
-        _ => run::<f32>(input, weight, bias, dims, eps),
+        DType::F64 => run::<f64>(&p),
+        _ => run::<f32>(&p),
     }
 }
 
 /// Gradients of group norm w.r.t. input, weight and bias, each only when its
-/// `output_mask` entry is set (undefined otherwise, as PyTorch returns).
-#[allow(clippy::too_many_arguments)]
-pub fn native_group_norm_backward(
-    grad_out: &Tensor,
-    input: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
-    weight: Option<&Tensor>,
-    n: i64,
-    c: i64,
-    hxw: i64,
-    group: i64,
-    output_mask: &[bool],
-) -> Result<(Tensor, Tensor, Tensor)> {
-    const OP: &str = "native_group_norm_backward";
-    let cd = compute_dtype(input.dtype(), OP)?;
-    let dims = group_dims(OP, input, weight, None, (n, c, hxw, group))?;
-    opal::rules::norm::group_norm_backward_check(
-        OP,
-        grad_out.sizes(),
-        input.sizes(),
-        &[("mean", mean.numel()), ("rstd", rstd.numel())],
-        dims.0 * dims.3,
-    )?;
-    let mask = [0, 1, 2].map(|i| output_mask.get(i).copied().unwrap_or(false));
+/// `output_mask` entry is set (undefined otherwise, as PyTorch returns), from the
+/// arguments [`opal::rules::norm::native_group_norm_backward`] checked.
+pub fn native_group_norm_backward(p: GroupNormBackward) -> Result<(Tensor, Tensor, Tensor)> {
+    let cd = compute_dtype(p.input.dtype(), "native_group_norm_backward")?;
     fn run<C: Compute>(
-        dy: &Tensor,
-        x: &Tensor,
-        mean: &Tensor,
-        rstd: &Tensor,
-        w: Option<&Tensor>,
-        (n, c, hxw, g): (usize, usize, usize, usize),
-        mask: [bool; 3],
+        p: &GroupNormBackward,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (dy, x, mean, rstd, w) = (p.grad_out, p.input, p.mean, p.rstd, p.weight);
+        let ((n, c, hxw, g), mask) = (p.dims, p.output_mask);
         let w = param::<C>(w)?;
         let gamma = |ch: usize| w.as_ref().map_or(C::one(), |w| w[ch]);
         let (mv, rv) = (
@@ -263,8 +210,8 @@ pub fn native_group_norm_backward(
         })
     }
     let (a, b, c) = match cd {
-        DType::F64 => run::<f64>(grad_out, input, mean, rstd, weight, dims, mask),
-        _ => run::<f32>(grad_out, input, mean, rstd, weight, dims, mask),
+        DType::F64 => run::<f64>(&p),
+        _ => run::<f32>(&p),
     }?;
     let d = |t: Option<Tensor>| t.unwrap_or_else(Tensor::undefined);
     Ok((d(a), d(b), d(c)))
@@ -273,23 +220,25 @@ pub fn native_group_norm_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opal::rules::norm::native_group_norm as rule;
 
     #[test]
     fn group_norm_stats_and_errors() {
         let x = Tensor::from_slice(&[1.0f64, 3.0, 5.0, 7.0], &[1, 2, 2]).unwrap();
-        let (y, m, r) = native_group_norm(&x, None, None, 1, 2, 2, 1, 0.0).unwrap();
+        let (y, m, r) = native_group_norm(rule(&x, None, None, 1, 2, 2, 1, 0.0).unwrap()).unwrap();
         assert_eq!(m.sizes(), &[1, 1]);
         assert_eq!(m.to_vec::<f64>().unwrap(), vec![4.0]);
         assert!((r.to_vec::<f64>().unwrap()[0] - 1.0 / 5.0f64.sqrt()).abs() < 1e-12);
         assert!((y.to_vec::<f64>().unwrap()[0] + 3.0 / 5.0f64.sqrt()).abs() < 1e-12);
-        let e = native_group_norm(&x, None, None, 1, 2, 2, 3, 0.0)
+        let e = rule(&x, None, None, 1, 2, 2, 3, 0.0)
+            .and_then(native_group_norm)
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("native_group_norm") && e.contains("num_groups=3"),
             "{e}"
         );
-        assert!(native_group_norm(&x, None, None, 1, 2, 3, 1, 0.0).is_err());
+        assert!(rule(&x, None, None, 1, 2, 3, 1, 0.0).is_err());
     }
 
     #[test]
@@ -301,10 +250,9 @@ mod tests {
             .map(|i| ((i * 7919) % 1000) as f64 / 100.0 + (i / (2 * hxw)) as f64)
             .collect();
         let x = Tensor::from_slice(&v, &[n as i64, c as i64, hxw as i64]).unwrap();
-        let (y, m, _) = native_group_norm(
-            &x, None, None, n as i64, c as i64, hxw as i64, g as i64, 0.0,
-        )
-        .unwrap();
+        let (n_, c_, hxw_, g_) = (n as i64, c as i64, hxw as i64, g as i64);
+        let p = rule(&x, None, None, n_, c_, hxw_, g_, 0.0).unwrap();
+        let (y, m, _) = native_group_norm(p).unwrap();
         let (y, m) = (y.to_vec::<f64>().unwrap(), m.to_vec::<f64>().unwrap());
         let row = c / g * hxw;
         for r in 0..n * g {

@@ -10,7 +10,7 @@
 
 use crate::copy::to_vec_as;
 use crate::parallel::fork_chunks_mut;
-use opal::rules::spectral::{fft_c2r, fft_r2c, Fft};
+use opal::rules::spectral::Fft;
 use opal::{Complex as OpalComplex, DType, Element, Result, Tensor};
 use rustfft::num_complex::Complex;
 use rustfft::{FftDirection, FftNum, FftPlanner};
@@ -141,40 +141,21 @@ fn c2r<T: Real>(x: &Tensor, f: &Fft) -> Result<Tensor> {
 }
 
 /// Real-to-complex FFT over `dim`, normalized by `normalization`, one-sided in
-/// the last of `dim` if asked.
-pub fn _fft_r2c(self_: &Tensor, dim: &[i64], normalization: i64, onesided: bool) -> Result<Tensor> {
-    let f = fft_r2c(
-        "_fft_r2c",
-        self_.sizes(),
-        self_.dtype(),
-        dim,
-        normalization,
-        onesided,
-    )?;
-    match self_.dtype() {
-        DType::F64 => r2c::<f64>(self_, &f, onesided),
-        _ => r2c::<f32>(self_, &f, onesided),
+/// the last of `dim` if asked (arguments checked by
+/// [`opal::rules::spectral::_fft_r2c`]).
+pub fn _fft_r2c(f: Fft) -> Result<Tensor> {
+    match f.input.dtype() {
+        DType::F64 => r2c::<f64>(f.input, &f, f.onesided),
+        _ => r2c::<f32>(f.input, &f, f.onesided),
     }
 }
 
 /// Complex-to-real (inverse) FFT over `dim` of a one-sided Hermitian signal whose
-/// last transformed dim has `last_dim_size` points.
-pub fn _fft_c2r(
-    self_: &Tensor,
-    dim: &[i64],
-    normalization: i64,
-    last_dim_size: i64,
-) -> Result<Tensor> {
-    let f = fft_c2r(
-        "_fft_c2r",
-        self_.sizes(),
-        self_.dtype(),
-        dim,
-        normalization,
-        last_dim_size,
-    )?;
-    match self_.dtype() {
-        DType::C128 => c2r::<f64>(self_, &f),
-        _ => c2r::<f32>(self_, &f),
+/// last transformed dim has `last_dim_size` points (arguments checked by
+/// [`opal::rules::spectral::_fft_c2r`]).
+pub fn _fft_c2r(f: Fft) -> Result<Tensor> {
+    match f.input.dtype() {
+        DType::C128 => c2r::<f64>(f.input, &f),
+        _ => c2r::<f32>(f.input, &f),
     }
 }

@@ -4,6 +4,8 @@
 //! with `out`'s dtype) and hands the results to [`copy_outs`]. PyTorch's copy for
 //! these demands that `out` already has the result's dtype (it never converts), so
 //! an `out` of exactly that dtype is resized (the CPU backend applies the same rule).
+//! The other `out=` ops with that rule (structured ones such as `mm.out`, whose
+//! `out` must have the result's dtype too) are derived through it as well.
 //!
 //! Owns: that rule. Must not: compute shapes (the functional kernels do).
 

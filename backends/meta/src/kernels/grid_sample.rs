@@ -1,53 +1,26 @@
-//! Meta kernels of 2-d grid sampling (`grid_sampler_2d` and its backward): the
-//! inputs' dtype, shaped by the shared rules.
+//! Meta kernels of 2-d grid sampling (`grid_sampler_2d` and its backward), from
+//! the arguments `opal::rules::sampling` checked (`rule | kernel` in
+//! `backend.yaml`, as in the CPU backend's).
 //!
-//! Owns: nothing but the calls. Must not: restate a check or a shape
-//! (`opal::rules::sampling`).
+//! Owns: nothing but the allocations. Must not: check an argument or compute a
+//! shape (the rules do).
 
 use super::{check_inputs, new_contiguous};
-use opal::rules::sampling::{grid_sampler_2d_args, grid_sampler_2d_backward_args};
+use opal::rules::sampling::{GridSample, GridSampleBackward};
 use opal::{Result, Tensor};
 
 /// `grid_sampler_2d`: `[N, C, Ho, Wo]`.
-pub fn grid_sampler_2d(
-    input: &Tensor,
-    grid: &Tensor,
-    interpolation_mode: i64,
-    padding_mode: i64,
-    align_corners: bool,
-) -> Result<Tensor> {
-    let op = "grid_sampler_2d";
-    check_inputs(op, &[input, grid])?;
-    let _ = align_corners;
-    let (a, b) = ((input.sizes(), input.dtype()), (grid.sizes(), grid.dtype()));
-    let (shape, _, _) = grid_sampler_2d_args(op, a, b, interpolation_mode, padding_mode)?;
-    new_contiguous(&shape, input.dtype())
+pub fn grid_sampler_2d(p: GridSample) -> Result<Tensor> {
+    check_inputs("grid_sampler_2d", &[p.input, p.grid])?;
+    new_contiguous(&p.shape, p.input.dtype())
 }
 
 /// `grid_sampler_2d_backward`: gradients shaped as `input` (undefined unless
 /// `output_mask[0]`) and `grid`.
-pub fn grid_sampler_2d_backward(
-    grad_output: &Tensor,
-    input: &Tensor,
-    grid: &Tensor,
-    interpolation_mode: i64,
-    padding_mode: i64,
-    align_corners: bool,
-    output_mask: &[bool],
-) -> Result<(Tensor, Tensor)> {
-    let op = "grid_sampler_2d_backward";
-    check_inputs(op, &[grad_output, input, grid])?;
-    let _ = align_corners;
-    let (a, b) = ((input.sizes(), input.dtype()), (grid.sizes(), grid.dtype()));
-    grid_sampler_2d_backward_args(
-        op,
-        grad_output.sizes(),
-        a,
-        b,
-        interpolation_mode,
-        padding_mode,
-    )?;
-    let gin = if output_mask.first().copied().unwrap_or(true) {
+pub fn grid_sampler_2d_backward(p: GridSampleBackward) -> Result<(Tensor, Tensor)> {
+    let (input, grid) = (p.forward.input, p.forward.grid);
+    check_inputs("grid_sampler_2d_backward", &[p.grad_output, input, grid])?;
+    let gin = if p.input_grad {
         new_contiguous(input.sizes(), input.dtype())?
     } else {
         Tensor::undefined()

@@ -7,10 +7,7 @@
 //! (`shape::index`).
 
 use super::pointwise::common_dtype;
-use super::{
-    check_inputs, exact_out_variants, finish_out_exact, inplace_variants, new_contiguous,
-    new_strided,
-};
+use super::{check_inputs, inplace_variants, new_contiguous, new_strided};
 use crate::shape::fail;
 use crate::shape::geometry::{format_strides, prefers_channels_last, preserve_strides};
 use crate::shape::index::{
@@ -188,24 +185,6 @@ pub fn tril(self_: &Tensor, _diagonal: i64) -> Result<Tensor> {
 /// `triu`.
 pub fn triu(self_: &Tensor, _diagonal: i64) -> Result<Tensor> {
     triangle("triu", self_)
-}
-
-/// `index.Tensor_out`.
-pub fn index_tensor_out(
-    self_: &Tensor,
-    indices: &[Option<Tensor>],
-    out: &Tensor,
-) -> Result<Tensor> {
-    finish_out_exact("index.Tensor_out", &index_tensor(self_, indices)?, out)
-}
-
-exact_out_variants! {
-    gather_out = "gather.out" from gather(self_: &Tensor, dim: i64, index: &Tensor, sparse_grad: bool);
-    index_select_out = "index_select.out" from index_select(self_: &Tensor, dim: i64, index: &Tensor);
-    scatter_src_out = "scatter.src_out" from scatter_src(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor);
-    scatter_add_out = "scatter_add.out" from scatter_add(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor);
-    tril_out = "tril.out" from tril(self_: &Tensor, diagonal: i64);
-    triu_out = "triu.out" from triu(self_: &Tensor, diagonal: i64);
 }
 
 inplace_variants! {

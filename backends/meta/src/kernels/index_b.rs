@@ -5,7 +5,7 @@
 //! Owns: their dtype and layout choices. Must not: compute sizes inline
 //! (`shape::index`, `opal::rules`).
 
-use super::{check_inputs, exact_out_variants, inplace_variants, new_strided};
+use super::{check_inputs, inplace_variants, new_strided};
 use crate::shape::fail;
 use crate::shape::geometry::preserve_strides;
 use crate::shape::index::{check_index_dtype, check_scatter};
@@ -109,11 +109,6 @@ pub fn slice_scatter(
 pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
     let view = super::view::select_int(self_, dim, index)?;
     scatter_into_view("select_scatter", self_, src, &view)
-}
-
-exact_out_variants! {
-    scatter_value_out = "scatter.value_out" from scatter_value(self_: &Tensor, dim: i64, index: &Tensor, value: &Scalar);
-    scatter_reduce_two_out = "scatter_reduce.two_out" from scatter_reduce_two(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor, reduce: &str, include_self: bool);
 }
 
 inplace_variants! {

@@ -4,7 +4,7 @@
 //!
 //! Owns: wiring `shape::linalg` to meta tensors. Must not: compute sizes inline.
 
-use super::{check_inputs, exact_out_variants, inplace_variants, new_contiguous};
+use super::{check_inputs, inplace_variants, new_contiguous};
 use crate::shape::linalg::{
     addmm_sizes, baddbmm_sizes, bmm_sizes, dot_sizes, linear_sizes, matmul_sizes, mm_sizes,
     same_dtype,
@@ -88,16 +88,6 @@ pub fn linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<
             bias.map(|b| b.sizes()),
         )
     })
-}
-
-exact_out_variants! {
-    mm_out = "mm.out" from mm(self_: &Tensor, mat2: &Tensor);
-    bmm_out = "bmm.out" from bmm(self_: &Tensor, mat2: &Tensor);
-    matmul_out = "matmul.out" from matmul(self_: &Tensor, other: &Tensor);
-    addmm_out = "addmm.out" from addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: &Scalar, alpha: &Scalar);
-    baddbmm_out = "baddbmm.out" from baddbmm(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: &Scalar, alpha: &Scalar);
-    dot_out = "dot.out" from dot(self_: &Tensor, tensor: &Tensor);
-    linear_out = "linear.out" from linear(input: &Tensor, weight: &Tensor, bias: Option<&Tensor>);
 }
 
 inplace_variants! {

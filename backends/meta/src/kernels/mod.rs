@@ -5,8 +5,12 @@
 //! that own no data.
 //!
 //! Owns: turning the [`crate::shape`] rules into tensors, and the shared `out=` and
-//! in-place conventions ([`finish_out`], [`finish_inplace`]). Must not: compute a
-//! shape rule inline (add it to `shape` so other backends can reuse it) or read data.
+//! in-place conventions ([`finish_out`], [`finish_inplace`]). The `out=` ops whose
+//! `out` must have the result's dtype exactly (`mm.out`, `gather.out`,
+//! `_softmax.out`, ...) have no kernel here: `backend.yaml` lists them without one,
+//! and the generated trait runs the functional kernel, then [`autogen::copy_outs`].
+//! Must not: compute a shape rule inline (add it to `shape` so other backends can
+//! reuse it) or read data.
 
 pub mod autogen;
 pub mod compare;
@@ -146,17 +150,6 @@ macro_rules! out_variants {
     )*};
 }
 
-/// Like `out_variants!` for kernels whose `out` must match the result dtype exactly.
-macro_rules! exact_out_variants {
-    ($($out:ident = $name:literal from $f:ident($($a:ident: $t:ty),* $(,)?);)*) => {$(
-        #[doc = concat!("`", $name, "`: the functional result resized into `out` (same dtype).")]
-        #[allow(clippy::too_many_arguments)] // the schema fixes the argument list
-        pub fn $out($($a: $t,)* out: &::opal::Tensor) -> ::opal::Result<::opal::Tensor> {
-            $crate::kernels::finish_out_exact($name, &$f($($a),*)?, out)
-        }
-    )*};
-}
-
 /// Generates in-place variants: `inplace_variants!(add_tensor_ = "add_.Tensor" from
 /// add_tensor(other: &Tensor, alpha: &Scalar));` (`self_` is implied first).
 macro_rules! inplace_variants {
@@ -168,6 +161,5 @@ macro_rules! inplace_variants {
     )*};
 }
 
-pub(crate) use exact_out_variants;
 pub(crate) use inplace_variants;
 pub(crate) use out_variants;

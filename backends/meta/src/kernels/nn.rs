@@ -5,10 +5,7 @@
 //! Owns: dtype and memory-format choices of these ops (e.g. channels-last inputs
 //! give channels-last outputs). Must not: compute sizes inline (`shape::nn`).
 
-use super::{
-    check_inputs, check_out_tensor, exact_out_variants, finish_out_exact, new_contiguous,
-    new_strided,
-};
+use super::{check_inputs, check_out_tensor, new_contiguous, new_strided};
 use crate::shape::fail;
 use crate::shape::geometry::{format_strides, prefers_channels_last};
 use crate::shape::index::{check_index_dtype, one_hot_sizes};
@@ -158,26 +155,6 @@ pub fn max_pool2d_with_indices(
     Ok((
         new_like_format(&sizes, self_, self_.dtype())?,
         new_like_format(&sizes, self_, DType::I64)?,
-    ))
-}
-
-/// `max_pool2d_with_indices.out`.
-#[allow(clippy::too_many_arguments)]
-pub fn max_pool2d_with_indices_out(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-    out: &Tensor,
-    indices: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    let op = "max_pool2d_with_indices.out";
-    let (v, i) = max_pool2d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
-    Ok((
-        finish_out_exact(op, &v, out)?,
-        finish_out_exact(op, &i, indices)?,
     ))
 }
 
@@ -407,39 +384,6 @@ pub fn native_batch_norm(
     ))
 }
 
-/// `native_batch_norm.out`.
-#[allow(clippy::too_many_arguments)]
-pub fn native_batch_norm_out(
-    input: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    running_mean: Option<&Tensor>,
-    running_var: Option<&Tensor>,
-    training: bool,
-    momentum: f64,
-    eps: f64,
-    out: &Tensor,
-    save_mean: &Tensor,
-    save_invstd: &Tensor,
-) -> Result<(Tensor, Tensor, Tensor)> {
-    let op = "native_batch_norm.out";
-    let (o, m, s) = native_batch_norm(
-        input,
-        weight,
-        bias,
-        running_mean,
-        running_var,
-        training,
-        momentum,
-        eps,
-    )?;
-    Ok((
-        finish_out_exact(op, &o, out)?,
-        finish_out_exact(op, &m, save_mean)?,
-        finish_out_exact(op, &s, save_invstd)?,
-    ))
-}
-
 /// `embedding`: one row of `weight` per index.
 pub fn embedding(
     weight: &Tensor,
@@ -509,24 +453,6 @@ pub fn nll_loss_forward(
     Ok((
         new_contiguous(&out, self_.dtype())?,
         new_contiguous(&tw, self_.dtype())?,
-    ))
-}
-
-/// `nll_loss_forward.output`.
-pub fn nll_loss_forward_output(
-    self_: &Tensor,
-    target: &Tensor,
-    weight: Option<&Tensor>,
-    reduction: i64,
-    ignore_index: i64,
-    output: &Tensor,
-    total_weight: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    let op = "nll_loss_forward.output";
-    let (o, t) = nll_loss_forward(self_, target, weight, reduction, ignore_index)?;
-    Ok((
-        finish_out_exact(op, &o, output)?,
-        finish_out_exact(op, &t, total_weight)?,
     ))
 }
 
@@ -608,15 +534,6 @@ pub fn binary_cross_entropy(
         &pointwise_loss_sizes(op, self_.sizes(), target.sizes(), reduction)?,
         self_.dtype(),
     )
-}
-
-exact_out_variants! {
-    avg_pool2d_out = "avg_pool2d.out" from avg_pool2d(self_: &Tensor, kernel_size: &[i64], stride: &[i64], padding: &[i64], ceil_mode: bool, count_include_pad: bool, divisor_override: Option<i64>);
-    upsample_nearest2d_out = "upsample_nearest2d.out" from upsample_nearest2d(self_: &Tensor, output_size: &[i64], scales_h: Option<f64>, scales_w: Option<f64>);
-    max_pool2d_with_indices_backward_grad_input = "max_pool2d_with_indices_backward.grad_input" from max_pool2d_with_indices_backward(grad_output: &Tensor, self_: &Tensor, kernel_size: &[i64], stride: &[i64], padding: &[i64], dilation: &[i64], ceil_mode: bool, indices: &Tensor);
-    nll_loss_backward_grad_input = "nll_loss_backward.grad_input" from nll_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, weight: Option<&Tensor>, reduction: i64, ignore_index: i64, total_weight: &Tensor);
-    mse_loss_backward_grad_input = "mse_loss_backward.grad_input" from mse_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, reduction: i64);
-    binary_cross_entropy_out = "binary_cross_entropy.out" from binary_cross_entropy(self_: &Tensor, target: &Tensor, weight: Option<&Tensor>, reduction: i64);
 }
 
 /// `mse_loss.out`: element-wise when unreduced, so castable dtypes are accepted.

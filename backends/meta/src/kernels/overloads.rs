@@ -104,10 +104,6 @@ out_variants! {
     clamp_tensor_out = "clamp.Tensor_out" from clamp_tensor(self_: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>);
 }
 
-super::exact_out_variants! {
-    any_dims_out = "any.dims_out" from any_dims(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool);
-}
-
 inplace_variants! {
     fmod_tensor_ = "fmod_.Tensor" from fmod_tensor(other: &Tensor);
     fmod_scalar_ = "fmod_.Scalar" from fmod_scalar(other: &Scalar);

@@ -7,8 +7,7 @@
 //! itself (`shape::reduce`).
 
 use super::{
-    check_inputs, check_out_tensor, exact_out_variants, finish_inplace,
-    finish_out_exact as exact_out, new_contiguous, new_strided, out_variants,
+    check_inputs, check_out_tensor, finish_inplace, new_contiguous, new_strided, out_variants,
 };
 use crate::shape::elementwise::dense_strides_like;
 use crate::shape::fail;
@@ -152,17 +151,6 @@ fn values_indices(op: &str, self_: &Tensor, dim: i64, keepdim: bool) -> Result<(
     ))
 }
 
-fn values_indices_out(
-    op: &str,
-    r: (Tensor, Tensor),
-    values: &Tensor,
-    indices: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    let v = exact_out(op, &r.0, values)?;
-    let i = exact_out(op, &r.1, indices)?;
-    Ok((v, i))
-}
-
 /// `max.dim`: values and int64 indices.
 pub fn max_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     values_indices("max", self_, dim, keepdim)
@@ -171,38 +159,6 @@ pub fn max_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tenso
 /// `min.dim`.
 pub fn min_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     values_indices("min", self_, dim, keepdim)
-}
-
-/// `max.dim_max`.
-pub fn max_dim_max(
-    self_: &Tensor,
-    dim: i64,
-    keepdim: bool,
-    max: &Tensor,
-    max_values: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    values_indices_out(
-        "max.dim_max",
-        max_dim(self_, dim, keepdim)?,
-        max,
-        max_values,
-    )
-}
-
-/// `min.dim_min`.
-pub fn min_dim_min(
-    self_: &Tensor,
-    dim: i64,
-    keepdim: bool,
-    min: &Tensor,
-    min_indices: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    values_indices_out(
-        "min.dim_min",
-        min_dim(self_, dim, keepdim)?,
-        min,
-        min_indices,
-    )
 }
 
 /// `argmax`: no dim means the flattened input.
@@ -343,24 +299,6 @@ pub fn topk(
     ))
 }
 
-/// `topk.values`.
-pub fn topk_values(
-    self_: &Tensor,
-    k: i64,
-    dim: i64,
-    largest: bool,
-    sorted: bool,
-    values: &Tensor,
-    indices: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    values_indices_out(
-        "topk.values",
-        topk(self_, k, dim, largest, sorted)?,
-        values,
-        indices,
-    )
-}
-
 /// `sort`: results keep the input's dim order (dense strides like `self`).
 pub fn sort(self_: &Tensor, dim: i64, _descending: bool) -> Result<(Tensor, Tensor)> {
     check_inputs("sort", &[self_])?;
@@ -370,22 +308,6 @@ pub fn sort(self_: &Tensor, dim: i64, _descending: bool) -> Result<(Tensor, Tens
         new_strided(self_.sizes(), &strides, self_.dtype())?,
         new_strided(self_.sizes(), &strides, DType::I64)?,
     ))
-}
-
-/// `sort.values`.
-pub fn sort_values(
-    self_: &Tensor,
-    dim: i64,
-    descending: bool,
-    values: &Tensor,
-    indices: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    values_indices_out(
-        "sort.values",
-        sort(self_, dim, descending)?,
-        values,
-        indices,
-    )
 }
 
 fn softmax_like(op: &str, self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
@@ -473,34 +395,6 @@ pub fn _log_softmax_backward_data(
         dim,
         input_dtype,
     )
-}
-
-/// `_softmax_backward_data.out`.
-pub fn _softmax_backward_data_out(
-    grad_output: &Tensor,
-    output: &Tensor,
-    dim: i64,
-    input_dtype: DType,
-    grad_input: &Tensor,
-) -> Result<Tensor> {
-    exact_out(
-        "_softmax_backward_data.out",
-        &_softmax_backward_data(grad_output, output, dim, input_dtype)?,
-        grad_input,
-    )
-}
-
-exact_out_variants! {
-    amax_out = "amax.out" from amax(self_: &Tensor, dim: &[i64], keepdim: bool);
-    amin_out = "amin.out" from amin(self_: &Tensor, dim: &[i64], keepdim: bool);
-    argmax_out = "argmax.out" from argmax(self_: &Tensor, dim: Option<i64>, keepdim: bool);
-    argmin_out = "argmin.out" from argmin(self_: &Tensor, dim: Option<i64>, keepdim: bool);
-    var_correction_out = "var.correction_out" from var_correction(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool);
-    std_correction_out = "std.correction_out" from std_correction(self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool);
-    linalg_vector_norm_out = "linalg_vector_norm.out" from linalg_vector_norm(self_: &Tensor, ord: &Scalar, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>);
-    _softmax_out = "_softmax.out" from _softmax(self_: &Tensor, dim: i64, half_to_float: bool);
-    _log_softmax_out = "_log_softmax.out" from _log_softmax(self_: &Tensor, dim: i64, half_to_float: bool);
-    _log_softmax_backward_data_out = "_log_softmax_backward_data.out" from _log_softmax_backward_data(grad_output: &Tensor, output: &Tensor, dim: i64, input_dtype: DType);
 }
 
 out_variants! {

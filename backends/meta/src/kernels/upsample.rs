@@ -4,7 +4,7 @@
 //! Owns: nothing but the calls. Must not: restate a check or a shape
 //! (`opal::rules::upsample`).
 
-use super::{check_inputs, exact_out_variants, new_contiguous};
+use super::{check_inputs, new_contiguous};
 use opal::rules::upsample::{
     check_upsample_dtype, upsample_bilinear2d_backward_sizes, upsample_bilinear2d_sizes,
 };
@@ -40,9 +40,4 @@ pub fn upsample_bilinear2d_backward(
         upsample_bilinear2d_backward_sizes(op, grad_output.sizes(), output_size, input_size)?;
     check_upsample_dtype(op, grad_output.dtype())?;
     new_contiguous(&sizes, grad_output.dtype())
-}
-
-exact_out_variants! {
-    upsample_bilinear2d_out = "upsample_bilinear2d.out" from upsample_bilinear2d(self_: &Tensor, output_size: &[i64], align_corners: bool, scales_h: Option<f64>, scales_w: Option<f64>);
-    upsample_bilinear2d_backward_grad_input = "upsample_bilinear2d_backward.grad_input" from upsample_bilinear2d_backward(grad_output: &Tensor, output_size: &[i64], input_size: &[i64], align_corners: bool, scales_h: Option<f64>, scales_w: Option<f64>);
 }

@@ -174,8 +174,8 @@ fn ret(cx: &Ctx, op: &OpPlan) -> TokenStream {
 fn provided_body(e: &Entry, entries: &[Entry], out_copy: Option<&str>) -> Option<TokenStream> {
     if let Some(k) = e.kernel {
         // Checked by `generate`.
-        let path = bodies::kernel_path(k).ok()?;
-        return Some(bodies::forward(&path, &e.ker.args, e.autograd));
+        let call = bodies::kernel_call(k).ok()?;
+        return Some(bodies::forward(&call, &e.ker.args, e.autograd));
     }
     let from = &entries[e.autogen_from?];
     let copy = bodies::kernel_path(out_copy?).ok()?;
