@@ -9,10 +9,10 @@
 #![warn(missing_docs)]
 
 use crate::device::Device;
-use crate::dispatch::DispatchKeySet;
 use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::generator::Generator;
+use crate::keys::DispatchKeySet;
 use crate::scalar::Scalar;
 use crate::tensor::{Storage, Tensor};
 use crate::types::{Dimname, Layout, MemoryFormat, Opaque, QScheme, Stream};

@@ -10,8 +10,8 @@
 //! because `BackendSelect`'s default fallback is a fallthrough). Guards restore the previous state on drop, so they
 //! nest; they are `!Send` (they restore the TLS of the thread that made them).
 
-use super::key::DispatchKey;
-use super::keyset::DispatchKeySet;
+use crate::keys::DispatchKey;
+use crate::keys::DispatchKeySet;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
