@@ -258,6 +258,13 @@ fn module_imports() -> Vec<(String, String, String, String)> {
     out
 }
 
+/// Whether [`BACK_ARROWS`] lists the import of `path` by `from`.
+fn listed_back_arrow(from: &str, path: &str) -> bool {
+    BACK_ARROWS
+        .iter()
+        .any(|(m, p, _)| *m == from && (path == *p || path.starts_with(&format!("{p}::"))))
+}
+
 /// The imports that point up a layer and are not listed in [`BACK_ARROWS`].
 fn upward_imports(imports: &[(String, String, String, String)]) -> Vec<String> {
     let mut found = Vec::new();
@@ -265,10 +272,7 @@ fn upward_imports(imports: &[(String, String, String, String)]) -> Vec<String> {
         let (Some(lf), Some(lt)) = (layer(from), layer(to)) else {
             continue;
         };
-        let listed = BACK_ARROWS
-            .iter()
-            .any(|(m, p, _)| m == from && (path == p || path.starts_with(&format!("{p}::"))));
-        if lt > lf && !listed {
+        if lt > lf && !listed_back_arrow(from, path) {
             found.push(format!(
                 "{at}: `crate::{path}`: `{from}` (layer {lf}) imports `{to}` (layer {lt}); \
                  a back-arrow (docs/design.md, \"Module layers\")"
@@ -290,11 +294,7 @@ fn import_cycles(imports: &[(String, String, String, String)]) -> Vec<Vec<String
     };
     let mut edges: Vec<(String, String)> = imports
         .iter()
-        .filter(|(from, _, _, path)| {
-            !BACK_ARROWS
-                .iter()
-                .any(|(m, p, _)| m == from && (path == p || path.starts_with(&format!("{p}::"))))
-        })
+        .filter(|(from, _, _, path)| !listed_back_arrow(from, path))
         .map(|(a, b, _, _)| (node(a), node(b)))
         .filter(|(a, b)| a != b)
         .collect();
