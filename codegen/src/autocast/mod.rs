@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::{Diagnostic, Diagnostics, ListedOnce};
 use crate::emit::plan::OpPlan;
 use crate::model::{BaseTy, Loc, NativeFunctions, Type};
 use crate::parse::node::Node;
@@ -213,18 +213,12 @@ pub(crate) fn tensor_arg(ty: &Type) -> Option<TensorArg> {
 /// and be fit for an autocast kernel.
 pub(crate) fn validate(policy: &Policy, ops: &[OpPlan<'_>]) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
-    let mut seen: Vec<(&str, Loc)> = Vec::new();
+    let mut listed = ListedOnce::new("opal::autocast_duplicate");
     for e in &policy.entries {
-        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == e.op) {
-            errs.push(crate::diagnostics::listed_twice(
-                "opal::autocast_duplicate",
-                &e.op,
-                e.loc,
-                *first,
-            ));
+        if let Some(d) = listed.again(&e.op, e.loc) {
+            errs.push(d);
             continue;
         }
-        seen.push((&e.op, e.loc));
         let Some(op) = ops.iter().find(|o| o.op_name == e.op) else {
             errs.push(unknown_op(e, ops));
             continue;
