@@ -59,10 +59,7 @@ pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
         Err(d) => return (out, vec![d]),
     };
     let idx = LineIndex::new(src);
-    let at = |n: &Node<'_>, fallback: Loc| {
-        n.first_span_in(src)
-            .map_or(fallback, |(o, l)| idx.loc(o, l))
-    };
+    let at = |n: &Node<'_>, fallback: Loc| idx.first_loc(n).unwrap_or(fallback);
     let shape_err = |loc: Loc, message: String, hint: &str| {
         Diagnostic::new("opal::composites_shape", loc, message)
             .label("here")
