@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::{Diagnostic, Diagnostics, ListedOnce};
 use crate::model::{Loc, NativeFunctions};
 use crate::parse::node::Node;
 use crate::parse::outline::LineIndex;
@@ -59,10 +59,7 @@ pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
         Err(d) => return (out, vec![d]),
     };
     let idx = LineIndex::new(src);
-    let at = |n: &Node<'_>, fallback: Loc| {
-        n.first_span_in(src)
-            .map_or(fallback, |(o, l)| idx.loc(o, l))
-    };
+    let at = |n: &Node<'_>, fallback: Loc| idx.first_loc(n).unwrap_or(fallback);
     let shape_err = |loc: Loc, message: String, hint: &str| {
         Diagnostic::new("opal::composites_shape", loc, message)
             .label("here")
@@ -160,18 +157,12 @@ pub fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<D
         .map(|f| f.func.name.to_string())
         .collect();
     let mut errs = Vec::new();
-    let mut seen: Vec<(&str, Loc)> = Vec::new();
+    let mut listed = ListedOnce::new("opal::composites_duplicate");
     for k in kernels {
-        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == k.op) {
-            errs.push(crate::diagnostics::listed_twice(
-                "opal::composites_duplicate",
-                &k.op,
-                k.loc,
-                *first,
-            ));
+        if let Some(d) = listed.again(&k.op, k.loc) {
+            errs.push(d);
             continue;
         }
-        seen.push((&k.op, k.loc));
         if !names.contains(&k.op) {
             let hint = crate::suggest::did_you_mean(&k.op, names.iter().map(String::as_str))
                 .unwrap_or_else(|| "name it as in native_functions.yaml: `name.overload`".into());

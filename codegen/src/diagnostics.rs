@@ -506,15 +506,39 @@ impl SourceCode for Excerpt {
     }
 }
 
-/// "operator `op` is listed twice" at `again`, pointing back at the first listing:
-/// the one wording of every list of operators (autocast policy, composites).
-pub(crate) fn listed_twice(code: &'static str, op: &str, again: Loc, first: Loc) -> Diagnostic {
-    Diagnostic::new(code, again, format!("operator `{op}` is listed twice"))
-        .label("second listing")
-        .hint(format!(
-            "it is first listed at line {}, column {}; keep one",
-            first.line, first.col
-        ))
+/// The operators of a list where each may stand once (autocast policy,
+/// composites): [`ListedOnce::again`] answers a second listing with "operator `op`
+/// is listed twice", pointing back at the first, the one wording of every such list.
+pub(crate) struct ListedOnce<'a> {
+    code: &'static str,
+    seen: Vec<(&'a str, Loc)>,
+}
+
+impl<'a> ListedOnce<'a> {
+    /// An empty list whose duplicates report `code`.
+    pub(crate) fn new(code: &'static str) -> Self {
+        ListedOnce {
+            code,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The diagnostic for `op` listed again at `at`, or `None` (and `op` noted)
+    /// for its first listing.
+    pub(crate) fn again(&mut self, op: &'a str, at: Loc) -> Option<Diagnostic> {
+        let Some(&(_, first)) = self.seen.iter().find(|(n, _)| *n == op) else {
+            self.seen.push((op, at));
+            return None;
+        };
+        Some(
+            Diagnostic::new(self.code, at, format!("operator `{op}` is listed twice"))
+                .label("second listing")
+                .hint(format!(
+                    "it is first listed at line {}, column {}; keep one",
+                    first.line, first.col
+                )),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -35,26 +35,13 @@
 //! `with`, `Options`, `redispatch`, `boxed`, `kernel`, ...). Functions and modules
 //! live in different Rust namespaces, so they never clash.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
-
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
-use crate::emit::ast;
+use crate::ast;
+pub(crate) use crate::ast::ident;
+use crate::ast::NOT_RAW;
 use crate::model::{BaseTy, OperatorName, Type};
-
-/// Words that are keywords in some Rust edition (strict and reserved).
-const KEYWORDS: &[&str] = &[
-    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
-    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
-    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
-    "return", "self", "Self", "static", "struct", "super", "trait", "true", "try", "type",
-    "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
-];
-
-/// Keywords that cannot be raw identifiers; these get a trailing `_` instead.
-const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
 
 /// Operator identifiers that would clash with what the generated output's top level
 /// defines or uses unqualified: its own items, the `prelude` names, and the std
@@ -217,7 +204,7 @@ pub(crate) fn unused_arg(arg: &str) -> String {
 }
 
 /// The Rust name of a schema argument: `self` -> `self_`, other keywords stay and
-/// become raw identifiers when turned into an [`Ident`].
+/// become raw identifiers when turned into an [`Ident`](proc_macro2::Ident).
 pub(crate) fn arg_ident(name: &str) -> Result<String, String> {
     if !is_identifier(name) {
         return Err(format!("argument name `{name}` is not a Rust identifier"));
@@ -231,31 +218,6 @@ pub(crate) fn arg_ident(name: &str) -> Result<String, String> {
         return Ok(format!("{name}_"));
     }
     Ok(name.to_string())
-}
-
-/// An [`Ident`] for a string produced by this module (raw when it is a keyword).
-/// The string must satisfy [`is_identifier`]; callers only pass names that went
-/// through [`op_ident`] / [`arg_ident`] or fixed names.
-pub(crate) fn ident(s: &str) -> Ident {
-    thread_local! {
-        /// Identifiers made on this thread: generation makes millions, of a few
-        /// thousand names, and a clone costs less than checking the keyword list and
-        /// validating the name again.
-        static MADE: RefCell<HashMap<Box<str>, Ident, crate::hash::FastHash>> =
-            RefCell::new(HashMap::default());
-    }
-    MADE.with(|made| {
-        if let Some(id) = made.borrow().get(s) {
-            return id.clone();
-        }
-        let id = if KEYWORDS.contains(&s) && !NOT_RAW.contains(&s) {
-            Ident::new_raw(s, Span::call_site())
-        } else {
-            Ident::new(s, Span::call_site())
-        };
-        made.borrow_mut().insert(s.into(), id.clone());
-        id
-    })
 }
 
 /// Whether an identifier needs `#[allow(non_snake_case)]`: PyTorch's `T`, `mH`, ...

@@ -25,6 +25,7 @@
 //! and `suggest` ("did you mean"); [`dispatch_keys`] is the one list of `validate`
 //! others read. Tests that check a piece directly are unit tests inside the crate.
 
+mod ast;
 pub mod autocast;
 pub mod backend;
 pub mod builder;

@@ -1,8 +1,8 @@
-//! Operator and argument names that would not compile as Rust (issue 12): the ones
-//! colliding with generated items, the std prelude or the runtime's names are
-//! mangled; names that still collide after that are located errors, from
-//! `generate` and from `check`. `tests/tests/adversarial_names.rs` compiles the
-//! generated code of `fixtures/adversarial/`; the mangling table itself is checked
+//! Operator and argument names that would not compile as Rust: the ones colliding
+//! with generated items, the std prelude or the runtime's names are mangled; names
+//! that still collide after that are located errors, from `generate` and from
+//! `check`. `tests/tests/generated_fixtures_compile.rs` compiles the generated code
+//! of `fixtures/adversarial/`; the mangling table itself is checked
 //! by the unit tests in `src/emit/names_tests.rs`.
 
 use std::process::Command;

@@ -26,19 +26,24 @@ fn run_writes_outputs_matching_pytorch() {
     let dir = dir_from_env("OPAL_EXPORT_MODELS_DIR", "export/tests/fixtures/models");
     let m = &models(&dir)[0];
     let out = std::env::temp_dir().join(format!("opal_pt2_cli_{}.safetensors", std::process::id()));
-    for dev in ["cpu", "emu"] {
-        let o = opal_pt2(&[
+    // `opal-pt2 run` of the model on `dev` with `extra` arguments: its stdout.
+    let run = |dev: &str, extra: &[&str]| {
+        let mut args = vec![
             "run",
             m.path.to_str().unwrap(),
             "--inputs",
             m.io.to_str().unwrap(),
             "--device",
             dev,
-            "--output",
-            out.to_str().unwrap(),
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let o = opal_pt2(&args);
         let (stdout, stderr) = text(&o);
         assert!(o.status.success(), "{stdout}\n{stderr}");
+        stdout
+    };
+    for dev in ["cpu", "emu"] {
+        let stdout = run(dev, &["--output", out.to_str().unwrap()]);
         assert!(stdout.contains("output.0:"), "{stdout}");
         let got = opal_export::io::read_indexed(&out, "output").unwrap();
         let want = opal_export::io::read_indexed(&m.io, "output").unwrap();
@@ -47,16 +52,7 @@ fn run_writes_outputs_matching_pytorch() {
             compare(g, w, m.atol, m.rtol).unwrap();
         }
     }
-    let o = opal_pt2(&[
-        "run",
-        m.path.to_str().unwrap(),
-        "--inputs",
-        m.io.to_str().unwrap(),
-        "--device",
-        "meta",
-    ]);
-    let (stdout, stderr) = text(&o);
-    assert!(o.status.success(), "{stdout}\n{stderr}");
+    let stdout = run("meta", &[]);
     assert!(stdout.contains("on meta"), "{stdout}");
 }
 

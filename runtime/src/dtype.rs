@@ -327,31 +327,6 @@ impl ResultType {
         });
     }
 
-    /// PyTorch's `result_type` of tensor operands only (wrapped numbers count as
-    /// scalars, as in [`ResultType::add_tensor`]).
-    ///
-    /// Operands of one dtype, none a wrapped number, promote to that dtype whatever
-    /// their dimension categories; that case (most calls of a binary op) is answered
-    /// from the dtypes alone, without the category bookkeeping.
-    #[inline]
-    pub fn of_tensors(tensors: &[&crate::Tensor]) -> Result<DType> {
-        if let Some((first, rest)) = tensors.split_first() {
-            let d = first.dtype();
-            if !first.is_wrapped_number()
-                && rest
-                    .iter()
-                    .all(|t| t.dtype() == d && !t.is_wrapped_number())
-            {
-                return Ok(d);
-            }
-        }
-        let mut r = ResultType::new();
-        for t in tensors {
-            r.add_tensor(t);
-        }
-        r.finish()
-    }
-
     /// Adds a tensor operand with `dtype` and `dim` dimensions.
     pub fn tensor(&mut self, dtype: DType, dim: usize) -> &mut Self {
         if dim == 0 {
@@ -362,22 +337,13 @@ impl ResultType {
         self
     }
 
-    /// Adds a tensor operand.
-    pub fn add_tensor(&mut self, t: &crate::Tensor) -> &mut Self {
-        if t.is_wrapped_number() {
-            self.wrapped_of(t.dtype().category())
-        } else {
-            self.tensor(t.dtype(), t.dim())
-        }
-    }
-
     /// Adds a Python-style scalar operand: only its category counts (int -> `I64`,
     /// float -> default dtype, complex -> default complex dtype).
     pub fn scalar(&mut self, s: &crate::Scalar) -> &mut Self {
         self.wrapped_of(s.dtype().category())
     }
 
-    fn wrapped_of(&mut self, c: Category) -> &mut Self {
+    pub(crate) fn wrapped_of(&mut self, c: Category) -> &mut Self {
         let d = match c {
             Category::Bool => DType::Bool,
             Category::Integral => DType::I64,

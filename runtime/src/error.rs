@@ -6,7 +6,7 @@
 
 #![warn(missing_docs)]
 
-use crate::dispatch::DispatchKey;
+use crate::keys::DispatchKey;
 use std::fmt;
 
 /// The crate-wide result type; the error defaults to [`OpalError`].

@@ -9,10 +9,10 @@
 #![warn(missing_docs)]
 
 use crate::device::Device;
-use crate::dispatch::DispatchKeySet;
 use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::generator::Generator;
+use crate::keys::DispatchKeySet;
 use crate::scalar::Scalar;
 use crate::tensor::{Storage, Tensor};
 use crate::types::{Dimname, Layout, MemoryFormat, Opaque, QScheme, Stream};
@@ -175,12 +175,20 @@ pub trait FromIValue: Sized {
     fn from_ivalue(v: IValue) -> Result<Self>;
 }
 
-macro_rules! by_value {
+/// Types that box as one variant.
+macro_rules! into_variant {
     ($($t:ty => $v:ident),* $(,)?) => {$(
         impl IntoIValue for $t {
             #[inline]
             fn into_ivalue(self) -> IValue { IValue::$v(self) }
         }
+    )*};
+}
+
+/// Types that box as one variant and unbox from it alone.
+macro_rules! by_value {
+    ($($t:ty => $v:ident),* $(,)?) => {$(
+        into_variant!($t => $v);
         impl FromIValue for $t {
             #[inline]
             fn from_ivalue(v: IValue) -> Result<Self> {
@@ -224,12 +232,10 @@ impl FromIValue for Tensor {
     }
 }
 
-impl IntoIValue for i64 {
-    #[inline]
-    fn into_ivalue(self) -> IValue {
-        IValue::Int(self)
-    }
-}
+// These unbox from more than their own variant (an int where a float or a list is
+// expected, ...), so only their boxing is the common one.
+into_variant!(i64 => Int, f64 => Double, Scalar => Scalar, Vec<i64> => IntList, Vec<Scalar> => ScalarList);
+
 impl FromIValue for i64 {
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
@@ -239,12 +245,6 @@ impl FromIValue for i64 {
         }
     }
 }
-impl IntoIValue for f64 {
-    #[inline]
-    fn into_ivalue(self) -> IValue {
-        IValue::Double(self)
-    }
-}
 impl FromIValue for f64 {
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
@@ -252,12 +252,6 @@ impl FromIValue for f64 {
             IValue::Int(i) => Ok(i as f64),
             other => Err(wrong("float", &other)),
         }
-    }
-}
-impl IntoIValue for Scalar {
-    #[inline]
-    fn into_ivalue(self) -> IValue {
-        IValue::Scalar(self)
     }
 }
 impl FromIValue for Scalar {
@@ -272,12 +266,6 @@ impl FromIValue for Scalar {
         }
     }
 }
-impl IntoIValue for Vec<i64> {
-    #[inline]
-    fn into_ivalue(self) -> IValue {
-        IValue::IntList(self)
-    }
-}
 impl FromIValue for Vec<i64> {
     fn from_ivalue(v: IValue) -> Result<Self> {
         match v {
@@ -286,12 +274,6 @@ impl FromIValue for Vec<i64> {
             IValue::Int(i) => Ok(vec![i]),
             other => Err(wrong("int[]", &other)),
         }
-    }
-}
-impl IntoIValue for Vec<Scalar> {
-    #[inline]
-    fn into_ivalue(self) -> IValue {
-        IValue::ScalarList(self)
     }
 }
 impl FromIValue for Vec<Scalar> {

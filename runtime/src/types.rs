@@ -6,7 +6,7 @@
 
 #![warn(missing_docs)]
 
-use crate::device::Device;
+use crate::device_type::Device;
 use crate::error::{OpalError, Result};
 use std::any::Any;
 use std::collections::HashSet;

@@ -1,8 +1,8 @@
 //! Autocast cast policy as codegen input: a YAML file (`runtime/autocast.yaml` for
 //! Opal's own operators) that sorts operators into the three ways automatic mixed
 //! precision treats them, loaded into a located policy and checked against a
-//! native model; [`Builder`] writes the kernels `crate::emit::autocast` generates
-//! from it.
+//! native model; [`Builder`] writes the kernels the `emit` submodule generates
+//! from it (on the operator plans of `crate::emit::plan`).
 //!
 //! The file is a mapping from a cast kind to a list of operator names
 //! (`name` or `name.overload`, exactly as in `native_functions.yaml`):
@@ -15,12 +15,14 @@
 //!
 //! Owns: the file's shape, its located errors and the rules an operator must meet
 //! to be listed (it exists, is functional, takes tensors, lists no tensor twice).
-//! Must not: produce tokens (that is `crate::emit::autocast`) or decide casting
+//! Must not: produce tokens (that is `emit`) or decide casting
 //! at run time (the runtime's `autocast` module does).
+
+mod emit;
 
 use std::path::{Path, PathBuf};
 
-use crate::diagnostics::{Diagnostic, Diagnostics};
+use crate::diagnostics::{Diagnostic, Diagnostics, ListedOnce};
 use crate::emit::plan::OpPlan;
 use crate::model::{BaseTy, Loc, NativeFunctions, Type};
 use crate::parse::node::Node;
@@ -85,10 +87,7 @@ pub(crate) fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
         Err(d) => return (out, vec![d]),
     };
     let idx = LineIndex::new(src);
-    let at = |n: &Node<'_>, fallback: Loc| {
-        n.first_span_in(src)
-            .map_or(fallback, |(o, l)| idx.loc(o, l))
-    };
+    let at = |n: &Node<'_>, fallback: Loc| idx.first_loc(n).unwrap_or(fallback);
     let keys = CastKind::ALL.map(CastKind::key).join("`, `");
     let pairs = match doc {
         Node::Map(pairs) => pairs,
@@ -213,18 +212,12 @@ pub(crate) fn tensor_arg(ty: &Type) -> Option<TensorArg> {
 /// and be fit for an autocast kernel.
 pub(crate) fn validate(policy: &Policy, ops: &[OpPlan<'_>]) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
-    let mut seen: Vec<(&str, Loc)> = Vec::new();
+    let mut listed = ListedOnce::new("opal::autocast_duplicate");
     for e in &policy.entries {
-        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == e.op) {
-            errs.push(crate::diagnostics::listed_twice(
-                "opal::autocast_duplicate",
-                &e.op,
-                e.loc,
-                *first,
-            ));
+        if let Some(d) = listed.again(&e.op, e.loc) {
+            errs.push(d);
             continue;
         }
-        seen.push((&e.op, e.loc));
         let Some(op) = ops.iter().find(|o| o.op_name == e.op) else {
             errs.push(unknown_op(e, ops));
             continue;
@@ -401,7 +394,7 @@ pub fn generate_str(
         d.sort();
         return Err(d);
     }
-    crate::emit::autocast::generate(&policy, &plan.ops, path).map_err(|e| {
+    emit::generate(&policy, &plan.ops, path).map_err(|e| {
         d.push(Diagnostic::new("opal::codegen", START, e));
         d
     })

@@ -13,8 +13,6 @@
 //! `redispatch`, `boxed`, `kernel`, and when they apply `Options` + `with`,
 //! `backend_select`, `structured`.
 
-pub(crate) mod ast;
-pub(crate) mod autocast;
 pub mod autograd;
 pub(crate) mod backend_select;
 pub(crate) mod boxing;
@@ -37,6 +35,7 @@ pub(crate) mod support;
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
+pub(crate) use crate::ast;
 use crate::ident::{self, Types};
 use crate::model::NativeFunctions;
 pub(crate) use format::{doc, doc_attr, format_file};

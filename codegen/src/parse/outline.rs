@@ -9,6 +9,7 @@
 //!
 //! Owns: line/column bookkeeping over the raw text. Must not: interpret values.
 
+use super::node::Node;
 use crate::model::Loc;
 
 /// One top-level `- ` item.
@@ -51,6 +52,11 @@ impl<'a> LineIndex<'a> {
             end: to,
             ascii: range.is_ascii(),
         }
+    }
+
+    /// Where `node` is: its first located scalar (`None` when it has none).
+    pub fn first_loc(&self, node: &Node<'_>) -> Option<Loc> {
+        node.first_span_in(self.src).map(|(o, l)| self.loc(o, l))
     }
 
     /// The location of `offset..offset+len`.

@@ -228,22 +228,28 @@ pub fn install_test_plugin(
     (dir.join(format!("lib{}.so", spec.name)), info)
 }
 
-/// Registers the CPU backend, then installs and loads the test plugin (from
-/// `built`, a build for manifest ABI `abi`) under `tmp` as plugin `name` on
-/// `device`/`key` with the config words `config`; returns the library copy's path
-/// and what loaded.
+/// Registers the CPU backend, then installs and loads the test plugin built for
+/// manifest ABI `abi` (`"1.4"`, the current build, or an older one: `"1.0"`,
+/// `"1.1"`, `"1.3"`) under `tmp` as plugin `name` on `device`/`key` with the config
+/// words `config`; returns the library copy's path and what loaded.
 pub fn load_test_plugin(
     tmp: &Path,
-    built: &Path,
-    (name, device, key): (&str, &str, &str),
     abi: &str,
+    (name, device, key): (&str, &str, &str),
     config: &str,
 ) -> (PathBuf, opal::plugin::PluginInfo) {
     init_cpu();
+    let built = match abi {
+        "1.0" => built_test_plugin_abi_1_0(tmp),
+        "1.1" => built_test_plugin_abi_1_1(tmp),
+        "1.3" => built_test_plugin_abi_1_3(tmp),
+        "1.4" => built_plugins(tmp),
+        other => panic!("no build of the test plugin for ABI {other}"),
+    };
     let mut spec = Spec::test_plugin(name, device, key);
     spec.abi = abi;
     spec.config = config;
-    install_test_plugin(tmp, built, &spec)
+    install_test_plugin(tmp, &built, &spec)
 }
 
 /// The status `info` gives `op` (which must be among its ops).

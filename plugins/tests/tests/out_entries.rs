@@ -9,8 +9,8 @@
 use opal::plugin::{self, OpStatus};
 use opal::{ops, DType, Device, Scalar, Tensor};
 use opal_plugin_tests::{
-    assert_mentions, built_plugins, built_test_plugin_abi_1_1, cpu_f32, f32_tensor,
-    load_test_plugin, op_status, test_plugin_calls, test_plugin_out_calls,
+    assert_mentions, cpu_f32, f32_tensor, load_test_plugin, op_status, test_plugin_calls,
+    test_plugin_out_calls,
 };
 use std::path::Path;
 
@@ -28,13 +28,7 @@ fn typed_active(info: &plugin::PluginInfo, op: &str) -> bool {
 
 #[test]
 fn calls_that_fit_the_rule_take_the_out_entry_the_others_the_typed_entry() {
-    let (lib, info) = load_test_plugin(
-        tmp(),
-        &built_plugins(tmp()),
-        ("outcount", "outc", "PrivateUse1"),
-        "1.4",
-        "count",
-    );
+    let (lib, info) = load_test_plugin(tmp(), "1.4", ("outcount", "outc", "PrivateUse1"), "count");
     assert_eq!(info.abi, Some((1, 4)));
     assert!(typed_active(&info, "aten::add.Tensor"));
     assert!(typed_active(&info, "aten::relu"));
@@ -111,13 +105,7 @@ fn calls_that_fit_the_rule_take_the_out_entry_the_others_the_typed_entry() {
 
 #[test]
 fn a_plugin_built_for_abi_1_1_keeps_its_typed_entries() {
-    let (lib, info) = load_test_plugin(
-        tmp(),
-        &built_test_plugin_abi_1_1(tmp()),
-        ("abi11", "abi11", "PrivateUse2"),
-        "1.1",
-        "count",
-    );
+    let (lib, info) = load_test_plugin(tmp(), "1.1", ("abi11", "abi11", "PrivateUse2"), "count");
     assert_eq!(info.abi, Some((1, 1)));
     assert!(typed_active(&info, "aten::add.Tensor"));
     let dev = Device::parse("abi11:0").unwrap();
@@ -133,9 +121,8 @@ fn a_plugin_built_for_abi_1_1_keeps_its_typed_entries() {
 fn a_panicking_out_entry_is_an_error() {
     let (lib, info) = load_test_plugin(
         tmp(),
-        &built_plugins(tmp()),
-        ("outpanic", "opanic", "PrivateUse3"),
         "1.4",
+        ("outpanic", "opanic", "PrivateUse3"),
         "typed-panic,no-fallback,count",
     );
     assert!(typed_active(&info, "aten::relu"));

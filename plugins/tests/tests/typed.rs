@@ -8,8 +8,7 @@
 use opal::plugin::OpStatus;
 use opal::{ops, DType, Device, IntoIValue, Tensor};
 use opal_plugin_tests::{
-    assert_mentions, built_plugins, built_test_plugin_abi_1_0, cpu_f32, f32_tensor,
-    load_test_plugin, op_status as status, test_plugin_calls,
+    assert_mentions, cpu_f32, f32_tensor, load_test_plugin, op_status as status, test_plugin_calls,
 };
 use std::path::Path;
 
@@ -19,13 +18,7 @@ fn tmp() -> &'static Path {
 
 #[test]
 fn typed_calls_take_the_typed_entry_and_keep_every_argument() {
-    let (lib, info) = load_test_plugin(
-        tmp(),
-        &built_plugins(tmp()),
-        ("typedcount", "ty", "PrivateUse1"),
-        "1.4",
-        "count",
-    );
+    let (lib, info) = load_test_plugin(tmp(), "1.4", ("typedcount", "ty", "PrivateUse1"), "count");
     let active = |typed| OpStatus::Active {
         adapted: false,
         typed,
@@ -106,13 +99,7 @@ fn typed_calls_take_the_typed_entry_and_keep_every_argument() {
 
 #[test]
 fn a_plugin_built_for_abi_1_0_keeps_its_boxed_kernels() {
-    let (lib, info) = load_test_plugin(
-        tmp(),
-        &built_test_plugin_abi_1_0(tmp()),
-        ("oldabi", "oldabi", "PrivateUse2"),
-        "1.0",
-        "count",
-    );
+    let (lib, info) = load_test_plugin(tmp(), "1.0", ("oldabi", "oldabi", "PrivateUse2"), "count");
     assert_eq!(info.abi, Some((1, 0)));
     assert_eq!(
         status(&info, "aten::add.Tensor"),
@@ -133,9 +120,8 @@ fn a_plugin_built_for_abi_1_0_keeps_its_boxed_kernels() {
 fn a_panicking_typed_entry_is_an_error_and_missing_arguments_still_err() {
     let (lib, info) = load_test_plugin(
         tmp(),
-        &built_plugins(tmp()),
-        ("typedpanic", "tpanic", "PrivateUse3"),
         "1.4",
+        ("typedpanic", "tpanic", "PrivateUse3"),
         "typed-panic,no-fallback,count",
     );
     assert!(matches!(

@@ -80,8 +80,8 @@ pub(super) fn one_hot(_ks: DispatchKeySet, self_: &Tensor, num_classes: i64) -> 
 
 /// `_native_batch_norm_legit_no_training`: batch norm with the running statistics
 /// (evaluation mode), which `torch.export` leaves for `BatchNorm` in eval; the
-/// statistics are read, never updated. The same as `native_batch_norm` with
-/// `training=False`, whose kernels every backend has.
+/// statistics are read, never updated. `_native_batch_norm_legit` with
+/// `training=False` (so `native_batch_norm`, whose kernels every backend has).
 #[allow(
     clippy::too_many_arguments,
     reason = "the operator's schema has seven arguments, plus the key set"
@@ -96,12 +96,13 @@ pub(super) fn batch_norm_legit_no_training(
     momentum: f64,
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
-    ops::native_batch_norm::call(
+    super::norm::native_batch_norm_legit(
+        _ks,
         input,
         weight,
         bias,
-        Some(running_mean),
-        Some(running_var),
+        running_mean,
+        running_var,
         false,
         momentum,
         eps,

@@ -1,14 +1,12 @@
 //! Backend metadata: an opaque string map a backend attaches to a tensor
-//! ([`Tensor::set_backend_meta`]), kept with the tensor's storage so that views and
+//! (`Tensor::set_backend_meta`, in the tensor module), kept with the tensor's storage so that views and
 //! handle clones share it (as PyTorch's shallow copies share a `BackendMeta`), and
 //! saved into a safetensors file's `__metadata__` through the device's
 //! [`super::DeviceHooks::serialize_backend_meta`] (see `crate::serialize`).
 //!
-//! Owns: the per-storage slot and the tensor API. Must not: interpret the values
+//! Owns: the per-storage slot. Must not: interpret the values
 //! (only the backend's hooks do).
 
-use crate::error::{OpalError, Result};
-use crate::tensor::Tensor;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -36,7 +34,7 @@ impl MetaSlot {
         MetaSlot(AtomicPtr::new(std::ptr::null_mut()))
     }
 
-    fn get(&self) -> BackendMeta {
+    pub(crate) fn get(&self) -> BackendMeta {
         let _held = meta_lock();
         let p = self.0.load(Ordering::Acquire);
         if p.is_null() {
@@ -48,7 +46,7 @@ impl MetaSlot {
         unsafe { (*p).clone() }
     }
 
-    fn update(&self, f: impl FnOnce(&mut BackendMeta)) {
+    pub(crate) fn update(&self, f: impl FnOnce(&mut BackendMeta)) {
         let _held = meta_lock();
         let old = self.0.load(Ordering::Acquire);
         let mut map = if old.is_null() {
@@ -80,41 +78,6 @@ impl Drop for MetaSlot {
             // SAFETY: `p` came from `Box::into_raw` in `update`, and `&mut self` means
             // no reader holds it.
             drop(unsafe { Box::from_raw(p) });
-        }
-    }
-}
-
-impl Tensor {
-    /// The backend metadata of this tensor (empty when none was set). Views and
-    /// handle clones share it; copies (`to`, `_to_copy`, `clone` ops) start empty.
-    pub fn backend_meta(&self) -> BackendMeta {
-        self.storage().backend_meta().get()
-    }
-
-    /// Sets one backend metadata entry. Keys are non-empty and contain no `/`
-    /// (files store entries as `tensor/key`); the undefined tensor takes none.
-    pub fn set_backend_meta(&self, key: &str, value: &str) -> Result<()> {
-        if !self.is_defined() {
-            return Err(OpalError::msg(format!(
-                "set_backend_meta('{key}'): the tensor is undefined"
-            )));
-        }
-        if key.is_empty() || key.contains('/') {
-            return Err(OpalError::msg(format!(
-                "set_backend_meta: invalid key '{key}' on a '{}' tensor: keys are non-empty and contain no '/'",
-                self.device()
-            )));
-        }
-        self.storage().backend_meta().update(|m| {
-            m.insert(key.to_string(), value.to_string());
-        });
-        Ok(())
-    }
-
-    /// Removes every backend metadata entry of this tensor (and its views).
-    pub fn clear_backend_meta(&self) {
-        if self.is_defined() {
-            self.storage().backend_meta().update(BTreeMap::clear);
         }
     }
 }

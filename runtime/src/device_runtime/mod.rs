@@ -2,28 +2,29 @@
 //! ([`DeviceHooks`]), its registry, device counts and index validation, and the
 //! per-thread current device ([`set_device`], [`exchange_device`], [`DeviceGuard`]).
 //! Streams, the current stream and events are in [`stream`].
-//! Memory statistics and pinned host memory are in [`memory`]; moving tensors
-//! between devices in `transfer`; backends' per-tensor metadata in
-//! [`backend_meta`].
+//! Memory statistics are in [`memory`]; the per-storage slot of backends'
+//! metadata in [`backend_meta`]; the [`Allocator`] trait in `allocator`.
 //!
 //! Reached as `opal::device::*` (re-exported there).
 //!
-//! Owns: the hooks registry and the current-device state. Must not: allocate tensor
-//! memory itself (allocators do) or dispatch ops (only `transfer` calls `_to_copy`).
+//! Owns: the hooks registry and the current-device state. Must not: know tensors
+//! (it sits below them: pinned memory, backend metadata and `Tensor::to` are the
+//! tensor API's, in `tensor` and `transfer`), allocate tensor memory itself
+//! (allocators do) or dispatch ops.
 
 #![warn(missing_docs)]
 
+mod allocator;
 pub mod backend_meta;
 pub mod memory;
 pub mod stream;
-mod transfer;
 
+pub use allocator::Allocator;
 use stream::{DeviceEvent, HostEvent};
 
-use crate::device::{Device, DeviceType};
+use crate::device_type::{Device, DeviceType};
 use crate::dtype::DType;
 use crate::error::{OpalError, Result};
-use crate::tensor::Allocator;
 use crate::types::Stream;
 use std::cell::Cell;
 use std::marker::PhantomData;

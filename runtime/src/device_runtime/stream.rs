@@ -16,7 +16,7 @@
 //! run or order work itself (backends do).
 
 use super::{check_device, hooks, resolve, DeviceHooks};
-use crate::device::{Device, DeviceType};
+use crate::device_type::{Device, DeviceType};
 use crate::error::{OpalError, Result};
 use crate::types::Stream;
 use std::cell::RefCell;

@@ -8,14 +8,14 @@
 
 use super::holds::with_stack_holds;
 use super::kernel::{KernelEntry, KernelFunction, KernelRepr, OwnedEntry};
-use super::key::DispatchKey;
-use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
 use super::table::{take_reg, OperatorEntry, Reg};
 use super::tls::dispatch_keyset;
 use super::typed::TypedOperatorHandle;
 use crate::error::{ErrorKind, OpalError, Result};
 use crate::ivalue::Stack;
+use crate::keys::DispatchKey;
+use crate::keys::DispatchKeySet;
 use crate::tensor::OpChecks;
 use std::any::TypeId;
 use std::collections::HashMap;

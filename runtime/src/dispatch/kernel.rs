@@ -12,9 +12,9 @@
 //! lifetime of entries. Must not: compute tables or take locks.
 
 use super::dispatcher::OperatorHandle;
-use super::keyset::DispatchKeySet;
 use crate::error::Result;
 use crate::ivalue::Stack;
+use crate::keys::DispatchKeySet;
 use std::any::{Any, TypeId};
 use std::mem::{align_of, size_of};
 use std::ptr::NonNull;

@@ -6,9 +6,9 @@
 
 use super::dispatcher::{Dispatcher, OperatorHandle, RegistrationHandle};
 use super::kernel::KernelFunction;
-use super::key::DispatchKey;
 use super::opdef::OpDef;
 use crate::error::{OpalError, Result};
+use crate::keys::DispatchKey;
 
 /// Registrations for one namespace and (optionally) one dispatch key.
 #[must_use = "dropping a Library deregisters its kernels; call .leak() to keep them"]

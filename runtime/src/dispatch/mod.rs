@@ -1,7 +1,8 @@
-//! Dispatch: keys, key sets, TLS/global key state, the dispatcher, kernels, typed and
-//! boxed calling, libraries.
+//! Dispatch: TLS/global key state, the dispatcher, kernels, typed and boxed
+//! calling, libraries. The keys and key sets are the `keys` module's (below the
+//! tensor, which carries a key set); this module re-exports them.
 //!
-//! Submodules: `key` (the keys and their order), `keyset` (bit sets), `tls`
+//! Submodules: `tls`
 //! (include/exclude guards, global set, [`dispatch_keyset`]), `opdef` (static op
 //! definitions), `kernel` (kernel representations), `table` (per-op tables and
 //! precedence), `dispatcher` (registry, boxed calls), `holds` (what a boxed call
@@ -17,19 +18,17 @@
 mod dispatcher;
 mod holds;
 mod kernel;
-pub mod key;
-mod keyset;
 mod library;
 mod opdef;
 mod table;
 pub mod tls;
 mod typed;
 
+pub use crate::keys::key;
+pub use crate::keys::{DispatchKey, DispatchKeySet};
 pub use dispatcher::{Dispatcher, OperatorHandle, RegistrationHandle};
 pub use holds::with_stack_holds;
 pub use kernel::{BoxedKernelFn, Kernel, KernelFunction};
-pub use key::DispatchKey;
-pub use keyset::DispatchKeySet;
 pub use library::Library;
 pub use opdef::{ArgDef, OpDef};
 pub use tls::{dispatch_keyset, ExcludeGuard, IncludeGuard};

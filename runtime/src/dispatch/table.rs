@@ -59,10 +59,10 @@
 //! that read the old pointer is always followed by one that drops it.
 
 use super::kernel::{EntryKind, KernelEntry, OwnedEntry, TypedCells, MISSING};
-use super::key::DispatchKey;
-use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
 use crate::error::{ErrorKind, OpalError};
+use crate::keys::DispatchKey;
+use crate::keys::DispatchKeySet;
 use crossbeam_epoch::Guard;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -10,8 +10,8 @@
 //! because `BackendSelect`'s default fallback is a fallthrough). Guards restore the previous state on drop, so they
 //! nest; they are `!Send` (they restore the TLS of the thread that made them).
 
-use super::key::DispatchKey;
-use super::keyset::DispatchKeySet;
+use crate::keys::DispatchKey;
+use crate::keys::DispatchKeySet;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,56 +60,53 @@ pub fn global_remove(ks: DispatchKeySet) {
     GLOBAL.fetch_and(!(ks.bits() & !keep), Ordering::Relaxed);
 }
 
-/// While alive, adds keys to this thread's include set. Restores on drop.
-#[must_use = "the keys are included only while the guard lives"]
-pub struct IncludeGuard {
-    prev: u64,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl IncludeGuard {
-    /// Includes `ks` on this thread until the guard drops.
-    pub fn new(ks: impl Into<DispatchKeySet>) -> Self {
-        let ks = ks.into();
-        let prev = INCLUDED.with(|c| c.replace(c.get() | ks.bits()));
-        IncludeGuard {
-            prev,
-            _not_send: PhantomData,
+/// A guard type that adds keys to one of this thread's sets (`$set`) while it
+/// lives and restores the set when it drops; not `Send` (the set is per thread).
+macro_rules! key_set_guard {
+    ($(#[$doc:meta])* $name:ident, $set:ident, $must_use:literal, $new_doc:literal) => {
+        $(#[$doc])*
+        #[must_use = $must_use]
+        pub struct $name {
+            prev: u64,
+            _not_send: PhantomData<*const ()>,
         }
-    }
-}
 
-impl Drop for IncludeGuard {
-    fn drop(&mut self) {
-        INCLUDED.with(|c| c.set(self.prev));
-    }
-}
-
-/// While alive, adds keys to this thread's exclude set (e.g. an autograd kernel
-/// excluding autograd keys below itself). Restores on drop.
-#[must_use = "the keys are excluded only while the guard lives"]
-pub struct ExcludeGuard {
-    prev: u64,
-    _not_send: PhantomData<*const ()>,
-}
-
-impl ExcludeGuard {
-    /// Excludes `ks` on this thread until the guard drops.
-    pub fn new(ks: impl Into<DispatchKeySet>) -> Self {
-        let ks = ks.into();
-        let prev = EXCLUDED.with(|c| c.replace(c.get() | ks.bits()));
-        ExcludeGuard {
-            prev,
-            _not_send: PhantomData,
+        impl $name {
+            #[doc = $new_doc]
+            pub fn new(ks: impl Into<DispatchKeySet>) -> Self {
+                let ks = ks.into();
+                let prev = $set.with(|c| c.replace(c.get() | ks.bits()));
+                $name {
+                    prev,
+                    _not_send: PhantomData,
+                }
+            }
         }
-    }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                $set.with(|c| c.set(self.prev));
+            }
+        }
+    };
 }
 
-impl Drop for ExcludeGuard {
-    fn drop(&mut self) {
-        EXCLUDED.with(|c| c.set(self.prev));
-    }
-}
+key_set_guard!(
+    /// While alive, adds keys to this thread's include set. Restores on drop.
+    IncludeGuard,
+    INCLUDED,
+    "the keys are included only while the guard lives",
+    "Includes `ks` on this thread until the guard drops."
+);
+
+key_set_guard!(
+    /// While alive, adds keys to this thread's exclude set (e.g. an autograd kernel
+    /// excluding autograd keys below itself). Restores on drop.
+    ExcludeGuard,
+    EXCLUDED,
+    "the keys are excluded only while the guard lives",
+    "Excludes `ks` on this thread until the guard drops."
+);
 
 /// Replaces this thread's exclude set by `f(current)`; returns the previous set, for
 /// [`restore_excluded`]. (Grad mode both adds and removes the autograd keys.)

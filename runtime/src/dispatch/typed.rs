@@ -13,9 +13,9 @@
 
 use super::dispatcher::{run_boxed, Dispatcher, OperatorHandle};
 use super::kernel::{read_typed_cell, BoxedKernelFn, Kernel};
-use super::keyset::DispatchKeySet;
 use super::opdef::OpDef;
 use crate::error::Result;
+use crate::keys::DispatchKeySet;
 use std::marker::PhantomData;
 use std::sync::OnceLock;
 

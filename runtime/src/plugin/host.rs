@@ -854,6 +854,29 @@ fn out_refusal(op: &OperatorHandle, typed_code: &str, out_code: &str) -> Option<
 /// # Safety
 /// `ctx` is the `ctx` of a registrar made by [`Registration::registrar`] whose
 /// registration is alive and not otherwise borrowed (during the entry call).
+impl Registration {
+    /// The qualified op name and the signature code a typed or out entry registers
+    /// (`f`, the registrar function, names a string that is not UTF-8); `None` for
+    /// an op the manifest disables.
+    ///
+    /// # Safety
+    /// `name` and `signature` are borrowed strings valid for the call.
+    unsafe fn entry_names(
+        &self,
+        f: &str,
+        name: OpalStr,
+        signature: OpalStr,
+    ) -> Result<Option<(String, String)>> {
+        // SAFETY: the caller's promise.
+        let (name, code) = unsafe { (name.as_str(), signature.as_str()) };
+        let name = name.ok_or_else(|| OpalError::msg(format!("{f}: the op name is not UTF-8")))?;
+        let code =
+            code.ok_or_else(|| OpalError::msg(format!("{f}: the signature is not UTF-8")))?;
+        let name = qualified(name);
+        Ok((!self.disabled.contains_key(&name)).then(|| (name, code.to_string())))
+    }
+}
+
 pub(super) unsafe fn reg<'a>(ctx: *mut c_void) -> Result<&'a mut Registration> {
     // SAFETY: forwarded contract.
     unsafe { ctx.cast::<Registration>().as_mut() }
@@ -901,21 +924,46 @@ unsafe extern "C" fn register_fallback(
     })
 }
 
+/// A copy of the table a plugin passes at `p` (`size(t)` is its `size` field), or
+/// an `Err` naming the entry `f` when `p` is null (a null `noun`) or the table is
+/// smaller than ABI 1.0's (`table` of so many bytes).
+///
+/// # Safety
+/// `p` is null or points to a readable `T`.
+unsafe fn abi_table<T: Copy>(
+    p: *const T,
+    size: fn(&T) -> usize,
+    f: &str,
+    noun: &str,
+    table: &str,
+) -> Result<T> {
+    // SAFETY: null or readable (the caller's promise).
+    let t = unsafe { p.as_ref() }.ok_or_else(|| OpalError::msg(format!("{f}: null {noun}")))?;
+    let need = std::mem::size_of::<T>();
+    if size(t) < need {
+        return Err(OpalError::msg(format!(
+            "{f}: {table} of {} bytes, ABI 1.0 needs {need}",
+            size(t)
+        )));
+    }
+    Ok(*t)
+}
+
 unsafe extern "C" fn use_cpu_fallback(ctx: *mut c_void, t: *const OpalTransfer) -> OpalStatus {
     guarded("use_cpu_fallback", || {
         // SAFETY: called during the entry with the registrar's own ctx (ABI).
         let r = unsafe { reg(ctx) }?;
         // SAFETY: null or a readable transfer table (ABI).
-        let t = unsafe { t.as_ref() }
-            .ok_or_else(|| OpalError::msg("use_cpu_fallback: null transfer"))?;
-        if t.size < std::mem::size_of::<OpalTransfer>() {
-            return Err(OpalError::msg(format!(
-                "use_cpu_fallback: transfer table of {} bytes, ABI 1.0 needs {}",
-                t.size,
-                std::mem::size_of::<OpalTransfer>()
-            )));
-        }
-        r.transfer = Some(*t);
+        let t = unsafe {
+            abi_table(
+                t,
+                |t| t.size,
+                "use_cpu_fallback",
+                "transfer",
+                "transfer table",
+            )
+        }?;
+        r.transfer = Some(t);
         r.fallback = Fallback::Cpu;
         Ok(())
     })
@@ -926,16 +974,8 @@ unsafe extern "C" fn register_allocator(ctx: *mut c_void, a: *const OpalAllocato
         // SAFETY: called during the entry with the registrar's own ctx (ABI).
         let r = unsafe { reg(ctx) }?;
         // SAFETY: null or a readable allocator table (ABI).
-        let a = unsafe { a.as_ref() }
-            .ok_or_else(|| OpalError::msg("register_allocator: null allocator"))?;
-        if a.size < std::mem::size_of::<OpalAllocator>() {
-            return Err(OpalError::msg(format!(
-                "register_allocator: table of {} bytes, ABI 1.0 needs {}",
-                a.size,
-                std::mem::size_of::<OpalAllocator>()
-            )));
-        }
-        r.allocator = Some(*a);
+        let a = unsafe { abi_table(a, |a| a.size, "register_allocator", "allocator", "table") }?;
+        r.allocator = Some(a);
         Ok(())
     })
 }
@@ -951,15 +991,11 @@ unsafe extern "C" fn register_typed_kernel(
         // SAFETY: called during the entry with the registrar's own ctx (ABI).
         let r = unsafe { reg(ctx) }?;
         // SAFETY: borrowed strings valid for the call (ABI).
-        let (name, code) = unsafe { (name.as_str(), signature.as_str()) };
-        let name =
-            name.ok_or_else(|| OpalError::msg("register_typed_kernel: the op name is not UTF-8"))?;
-        let code = code
-            .ok_or_else(|| OpalError::msg("register_typed_kernel: the signature is not UTF-8"))?;
-        let name = qualified(name);
-        if r.disabled.contains_key(&name) {
+        let Some((name, code)) =
+            (unsafe { r.entry_names("register_typed_kernel", name, signature) })?
+        else {
             return Ok(());
-        }
+        };
         if !r.kernels.iter().any(|k| k.0 == name) {
             return Err(OpalError::msg(format!(
                 "plugin '{}' registers a typed entry for '{name}' before (or without) its \
@@ -967,7 +1003,7 @@ unsafe extern "C" fn register_typed_kernel(
                 r.plugin
             )));
         }
-        r.typed.push((name, code.to_string(), entry, user));
+        r.typed.push((name, code, entry, user));
         Ok(())
     })
 }
@@ -984,15 +1020,11 @@ unsafe extern "C" fn register_out_kernel(
         // SAFETY: called during the entry with the registrar's own ctx (ABI).
         let r = unsafe { reg(ctx) }?;
         // SAFETY: borrowed strings valid for the call (ABI).
-        let (name, code) = unsafe { (name.as_str(), signature.as_str()) };
-        let name =
-            name.ok_or_else(|| OpalError::msg("register_out_kernel: the op name is not UTF-8"))?;
-        let code =
-            code.ok_or_else(|| OpalError::msg("register_out_kernel: the signature is not UTF-8"))?;
-        let name = qualified(name);
-        if r.disabled.contains_key(&name) {
+        let Some((name, code)) =
+            (unsafe { r.entry_names("register_out_kernel", name, signature) })?
+        else {
             return Ok(());
-        }
+        };
         if !r.typed.iter().any(|t| t.0 == name) {
             return Err(OpalError::msg(format!(
                 "plugin '{}' registers an out entry for '{name}' before (or without) its \
@@ -1002,7 +1034,7 @@ unsafe extern "C" fn register_out_kernel(
         }
         // A rule of a later minor version: the typed entry serves every call.
         if rule == opal_plugin_abi::result_rule::ELEMENTWISE {
-            r.outs.push((name, code.to_string(), entry, user));
+            r.outs.push((name, code, entry, user));
         }
         Ok(())
     })

@@ -1,9 +1,10 @@
-//! `Display`/`Debug` for [`Tensor`], printing like PyTorch's `repr`: aligned
+//! The text of a tensor (`Tensor::render`, which `Display` in the `transfer`
+//! module calls) and `Debug` for [`Tensor`], printing like PyTorch's `repr`: aligned
 //! elements, 4-digit fixed or scientific floats, integer-valued floats as `1.`, lines
 //! wrapped at 80 columns, tensors over 1000 elements summarized with `...` (3 edge
 //! items per dimension), and `dtype=`/`device=`/`size=` suffixes where PyTorch shows
-//! them. Tensors in device memory print the values of a copy on the host (through
-//! `_to_copy`). An undefined tensor prints as `tensor(undefined)` (PyTorch's C++ prints
+//! them. Tensors in device memory print the values of a copy on the host (`Display`
+//! makes it through `_to_copy`). An undefined tensor prints as `tensor(undefined)` (PyTorch's C++ prints
 //! `[ Tensor (undefined) ]`; Python never sees one, it gets `None`).
 //!
 //! Owns: text rendering only. Must not: change tensors.
@@ -186,37 +187,10 @@ impl View<'_> {
     }
 }
 
-impl fmt::Display for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.is_defined() {
-            // Its sizes and dtype are placeholders: printing them (`tensor([])`)
-            // would pass it off as an empty tensor.
-            return f.write_str("tensor(undefined)");
-        }
-        let device = self.device();
-        if !device.is_meta() && self.numel() > 0 && !self.storage().is_host_accessible() {
-            // Device memory: print the values of a copy on the host, as PyTorch does.
-            let copy = crate::ops::_to_copy::call(
-                self,
-                None,
-                None,
-                Some(Device::cpu()),
-                None,
-                false,
-                None,
-            );
-            if let Ok(host) = copy {
-                return host.render(device, f);
-            }
-        }
-        self.render(device, f)
-    }
-}
-
 impl Tensor {
     /// Prints this (defined) tensor as living on `device` (a host copy of a device
     /// tensor prints with the device's suffix).
-    fn render(&self, device: Device, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    pub(crate) fn render(&self, device: Device, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let dtype = self.dtype();
         let mut suffixes = Vec::new();
         if !device.is_cpu() {

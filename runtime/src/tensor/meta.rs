@@ -62,7 +62,7 @@ fn bad_sizes(sizes: &[i64]) -> OpalError {
 
 /// Row-major strides of `sizes` into `st` (size-0 and size-1 dims count as 1).
 #[inline(always)]
-fn contiguous_strides_into(sizes: &[i64], st: &mut [i64]) {
+pub(super) fn contiguous_strides_into(sizes: &[i64], st: &mut [i64]) {
     let mut acc = 1i64;
     for (i, s) in sizes.iter().enumerate().rev() {
         st[i] = acc;

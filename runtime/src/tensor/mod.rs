@@ -1,13 +1,17 @@
 //! [`Tensor`]: a refcounted handle to sizes/strides/offset over a shared [`Storage`],
 //! with a dtype, a device and a dispatch key set computed once at creation.
 //!
-//! Owns: tensor metadata, construction, views, resizing, data access and printing
-//! (submodules `storage`, `meta`, `create`, `access`, `display`), the op-call
-//! interface (`hold`, `checks`: what every operator call holds and checks), and the
-//! slot for autograd's per-tensor state (`AutogradState`, which autograd
-//! implements). Must not: dispatch (ops live in `ops` and backends), know kernels,
-//! or name autograd's types, op definitions or stacks (docs/design.md, "Module
-//! layers"; `runtime/tests/module_deps.rs` checks the imports).
+//! Owns: tensor metadata, construction, views, resizing, data access and the
+//! text layout of printing (submodules `storage`, `meta`, `create`, `access`,
+//! `display`), the tensor API over the device runtime (`device_api`: backend
+//! metadata, pinned memory), what lower layers read from operands (`operands`:
+//! key sets, result dtypes), the op-call interface (`hold`, `checks`: what every
+//! operator call holds and checks), and the slot for autograd's per-tensor state
+//! (`AutogradState`, which autograd implements). Must not: dispatch or call
+//! operators (ops live in `ops` and backends; `Tensor::to` and `Display`, which
+//! copy through `_to_copy`, are the `transfer` module's), know kernels, or name
+//! autograd's types, op definitions or stacks (docs/design.md, "Module layers";
+//! `runtime/tests/module_deps.rs` checks the imports).
 //!
 //! # Aliasing and thread-safety model
 //!
@@ -78,9 +82,11 @@
 mod access;
 mod checks;
 mod create;
+mod device_api;
 mod display;
 mod hold;
 mod meta;
+mod operands;
 mod pool;
 pub mod storage;
 
@@ -90,14 +96,15 @@ pub use checks::{
     OpChecks, Overlap,
 };
 pub use hold::{with_op_holds, with_op_holds_dyn, OpArg};
+pub use operands::TensorKeys;
 pub use storage::{
     allocator, register_allocator, Allocator, CpuAllocator, MetaAllocator, Storage, StorageBuf,
 };
 
 use crate::device::Device;
-use crate::dispatch::{DispatchKey, DispatchKeySet};
 use crate::dtype::DType;
 use crate::error::{ErrorKind, OpalError, Result};
+use crate::keys::{DispatchKey, DispatchKeySet};
 use crate::types::Layout;
 use meta::Meta;
 use pool::{block_layout, BlockCache, ImplRc, Pooled};
@@ -726,42 +733,4 @@ pub fn wrap_dim(op: &str, dim: i64, ndim: usize) -> Result<usize> {
         )));
     }
     Ok(if dim < 0 { dim + n } else { dim } as usize)
-}
-
-/// Values that may contain tensors and contribute their dispatch keys to a call.
-pub trait TensorKeys {
-    /// The union of the key sets of all contained tensors.
-    fn tensor_keys(&self) -> DispatchKeySet;
-}
-
-impl TensorKeys for Tensor {
-    #[inline]
-    fn tensor_keys(&self) -> DispatchKeySet {
-        self.key_set()
-    }
-}
-impl TensorKeys for Option<&Tensor> {
-    #[inline]
-    fn tensor_keys(&self) -> DispatchKeySet {
-        self.map_or(DispatchKeySet::empty(), Tensor::key_set)
-    }
-}
-impl TensorKeys for Option<Tensor> {
-    #[inline]
-    fn tensor_keys(&self) -> DispatchKeySet {
-        self.as_ref()
-            .map_or(DispatchKeySet::empty(), Tensor::key_set)
-    }
-}
-impl TensorKeys for [Tensor] {
-    #[inline]
-    fn tensor_keys(&self) -> DispatchKeySet {
-        DispatchKeySet::empty().with_tensors(self)
-    }
-}
-impl TensorKeys for [Option<Tensor>] {
-    #[inline]
-    fn tensor_keys(&self) -> DispatchKeySet {
-        DispatchKeySet::empty().with_opt_tensors(self)
-    }
 }

@@ -1,6 +1,6 @@
 //! [`Storage`] (a refcounted handle to a [`StorageBuf`], a byte buffer on one
-//! device), the [`Allocator`] trait and
-//! the per-device allocator registry, and the per-storage borrow state that makes
+//! device), the per-device registry of [`Allocator`]s (the trait is the device
+//! runtime's), and the per-storage borrow state that makes
 //! kernel data access race-free (see the `tensor` module docs).
 //!
 //! Owns: memory ownership and the borrow flag. Must not: know about sizes/strides or
@@ -17,40 +17,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Allocates the memory of tensors on one device type. Register one per device type
-/// with [`register_allocator`]; CPU and meta have built-in allocators.
-///
-/// # Safety
-///
-/// Implementors promise that `allocate(device, n)` returns a pointer valid for reads
-/// and writes of `n` bytes, aligned to 64 bytes when `n >= 64` and otherwise to
-/// `min(16, largest power of two <= n)`, which keeps every element type aligned
-/// (non-null and 64-aligned even for `n == 0`), that stays valid until it is passed to
-/// `deallocate` with the same `device` and `n`; and, when [`Allocator::host_accessible`]
-/// is true, that those bytes are initialized (e.g. zeroed), because safe Opal code
-/// reads them through slices.
-pub unsafe trait Allocator: Send + Sync + 'static {
-    /// Allocates `nbytes` for `device`.
-    fn allocate(&self, device: Device, nbytes: usize) -> Result<NonNull<u8>>;
-
-    /// Frees memory from [`Allocator::allocate`].
-    ///
-    /// # Safety
-    /// `ptr` came from `self.allocate(device, nbytes)` and is not used afterwards.
-    unsafe fn deallocate(&self, device: Device, ptr: NonNull<u8>, nbytes: usize);
-
-    /// Whether host code may read and write the memory directly (CPU-addressable).
-    /// When false, safe data access (`to_vec`, `read`, printing) is refused.
-    fn host_accessible(&self) -> bool {
-        true
-    }
-
-    /// Whether the memory is pinned (page-locked) host memory from a device's host
-    /// allocator (see `opal::device::DeviceHooks::host_allocator`).
-    fn is_pinned(&self) -> bool {
-        false
-    }
-}
+pub use crate::device_runtime::Allocator;
 
 /// The dangling, 64-aligned pointer used for zero-byte allocations.
 fn dangling64() -> NonNull<u8> {

@@ -1,15 +1,18 @@
 //! Moving tensors between devices and dtypes: [`Tensor::to`], [`Tensor::to_dtype`]
 //! and [`Tensor::to_device_dtype`], all through the `_to_copy` op (so each backend's
-//! own copy kernel runs), with the target device validated first.
+//! own copy kernel runs), with the target device validated first; and printing a
+//! tensor (`Display`), which copies one in device memory to the host the same way.
+//! These sit above the generated operators, which the tensor module must not use.
 //!
-//! Owns: the `to` family. Must not: copy bytes itself.
+//! Owns: the `to` family and `Display for Tensor` (the layout of the text is the
+//! tensor module's `render`). Must not: copy bytes itself.
 
-use super::check_device;
-use crate::device::Device;
+use crate::device::{check_device, Device};
 use crate::dtype::DType;
 use crate::error::{OpalError, Result};
 use crate::ops;
 use crate::tensor::Tensor;
+use std::fmt;
 
 impl Tensor {
     /// This tensor on `device`: itself when it is already there, else a copy made by
@@ -37,5 +40,25 @@ impl Tensor {
         }
         let dt = (dtype != self.dtype()).then_some(dtype);
         ops::_to_copy::call(self, dt, None, Some(device), None, false, None)
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.is_defined() {
+            // Its sizes and dtype are placeholders: printing them (`tensor([])`)
+            // would pass it off as an empty tensor.
+            return f.write_str("tensor(undefined)");
+        }
+        let device = self.device();
+        if !device.is_meta() && self.numel() > 0 && !self.storage().is_host_accessible() {
+            // Device memory: print the values of a copy on the host, as PyTorch does.
+            let copy =
+                ops::_to_copy::call(self, None, None, Some(Device::cpu()), None, false, None);
+            if let Ok(host) = copy {
+                return host.render(device, f);
+            }
+        }
+        self.render(device, f)
     }
 }

@@ -1,10 +1,10 @@
 //! [`DispatchKeySet`]: a `u64` bit set of runtime dispatch keys.
 //!
 //! Owns: set operations and the O(1) highest-priority key. Must not: read TLS or
-//! global state (that is `tls`), or know about operators.
+//! global state (that is `dispatch::tls`), or know about tensors or operators (the
+//! tensor module adds the methods that union a tensor's keys in).
 
 use super::key::DispatchKey;
-use crate::{Tensor, TensorKeys};
 use std::fmt;
 
 bitflags::bitflags! {
@@ -113,44 +113,6 @@ impl DispatchKeySet {
             b &= !(1u64 << i);
             Some(super::key::KEY_OF_BIT[i as usize])
         })
-    }
-
-    /// `self ∪ t.key_set()`.
-    #[inline]
-    #[must_use]
-    pub fn with_tensor(self, t: &Tensor) -> Self {
-        self | t.key_set()
-    }
-
-    /// `self ∪ t.key_set()` when `t` is `Some`.
-    #[inline]
-    #[must_use]
-    pub fn with_opt_tensor(self, t: Option<&Tensor>) -> Self {
-        match t {
-            Some(t) => self | t.key_set(),
-            None => self,
-        }
-    }
-
-    /// `self ∪` the key sets of all `ts`.
-    #[inline]
-    #[must_use]
-    pub fn with_tensors(self, ts: &[Tensor]) -> Self {
-        ts.iter().fold(self, |s, t| s | t.key_set())
-    }
-
-    /// `self ∪` the key sets of the present tensors of `ts`.
-    #[inline]
-    #[must_use]
-    pub fn with_opt_tensors(self, ts: &[Option<Tensor>]) -> Self {
-        ts.iter().flatten().fold(self, |s, t| s | t.key_set())
-    }
-
-    /// `self ∪` the keys of any value holding tensors (see [`TensorKeys`]).
-    #[inline]
-    #[must_use]
-    pub fn with<T: TensorKeys + ?Sized>(self, v: &T) -> Self {
-        self | v.tensor_keys()
     }
 }
 

@@ -7,11 +7,14 @@
 //! after, with call-site spans and no trailing punctuation (prettyplease decides
 //! separators itself), so the formatted text is what formatting parsed tokens gives.
 //!
-//! Owns: generic syntax constructors. Must not: know about operators, schema types
-//! or the layout of the output (the emitters and `crate::ident` do).
+//! Owns: generic syntax constructors, and the keyword list that makes an
+//! identifier raw. Must not: know about operators, schema types or the layout of
+//! the output (the emitters and `crate::ident`, which names things, do).
 
 use proc_macro2::extra::DelimSpan;
 use proc_macro2::{Delimiter, Group, Ident, Literal, Span, TokenStream};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use syn::token;
 use syn::{
     AngleBracketedGenericArguments, Arm, AttrStyle, Attribute, Block, Expr, FnArg, GenericArgument,
@@ -47,9 +50,46 @@ pub(crate) fn bracket() -> token::Bracket {
     }
 }
 
-/// An identifier by the rules of `crate::ident` (raw for keywords).
+/// An identifier (raw for keywords): [`ident`].
 pub(crate) fn id(s: &str) -> Ident {
-    crate::ident::ident(s)
+    ident(s)
+}
+
+/// Words that are keywords in some Rust edition (strict and reserved).
+pub(crate) const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "Self", "static", "struct", "super", "trait", "true", "try", "type",
+    "typeof", "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Keywords that cannot be raw identifiers; these get a trailing `_` instead.
+pub(crate) const NOT_RAW: &[&str] = &["self", "Self", "super", "crate", "_"];
+
+/// An [`Ident`] for `s` (raw when it is a keyword). The string must be an
+/// identifier; callers only pass names that went through `crate::ident`'s
+/// `op_ident` / `arg_ident` or fixed names.
+pub(crate) fn ident(s: &str) -> Ident {
+    thread_local! {
+        /// Identifiers made on this thread: generation makes millions, of a few
+        /// thousand names, and a clone costs less than checking the keyword list and
+        /// validating the name again.
+        static MADE: RefCell<HashMap<Box<str>, Ident, crate::hash::FastHash>> =
+            RefCell::new(HashMap::default());
+    }
+    MADE.with(|made| {
+        if let Some(id) = made.borrow().get(s) {
+            return id.clone();
+        }
+        let id = if KEYWORDS.contains(&s) && !NOT_RAW.contains(&s) {
+            Ident::new_raw(s, Span::call_site())
+        } else {
+            Ident::new(s, Span::call_site())
+        };
+        made.borrow_mut().insert(s.into(), id.clone());
+        id
+    })
 }
 
 fn segment(ident: Ident) -> PathSegment {

@@ -31,7 +31,7 @@
 //! directly for the runtime key (see `table`).
 
 use super::keyset::DispatchKeySet;
-use crate::device::DeviceType;
+use crate::device_type::DeviceType;
 use std::fmt;
 
 macro_rules! keys {
