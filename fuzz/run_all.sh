@@ -6,6 +6,7 @@
 #
 #   bash fuzz/run_all.sh                    # all targets, 300 s each, AddressSanitizer
 #   SECS=60 SAN=none bash fuzz/run_all.sh pt2 safetensors
+#   PROFILE=dev SAN=none bash fuzz/run_all.sh   # unoptimized: builds fast, runs slowly
 #   bash fuzz/run_all.sh --table            # only print the table of the last runs
 #
 # New inputs go to a scratch corpus (target/runs/corpus/<target>), the committed
@@ -18,6 +19,7 @@ cd "$(dirname "$0")"
 SECS="${SECS:-300}"
 SAN="${SAN:-address}"
 RSS_MB="${RSS_MB:-2048}"
+PROFILE="${PROFILE:-release}"
 TRIPLE=x86_64-unknown-linux-gnu
 RUNS=target/runs
 ALL=(backend_yaml boxed_call native_yaml plugin_manifest pt2 safetensors schema)
@@ -50,16 +52,22 @@ fi
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${ALL[@]}")
 
-cargo +nightly fuzz build -s "$SAN" || exit 1
+if [[ $PROFILE == dev ]]; then
+    cargo +nightly fuzz build -D -s "$SAN" || exit 1
+    BIN=target/$TRIPLE/debug
+else
+    cargo +nightly fuzz build -s "$SAN" || exit 1
+    BIN=target/$TRIPLE/release
+fi
 mkdir -p "$RUNS"
 for t in "${targets[@]}"; do
     mkdir -p "$RUNS/corpus/$t" "artifacts/$t"
     {
-        echo "# sanitizer: $SAN"
+        echo "# sanitizer: $SAN ($PROFILE)"
         echo "# seconds: $SECS"
         echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
     } > "$RUNS/$t.log"
-    "target/$TRIPLE/release/$t" "$RUNS/corpus/$t" "corpus/$t" \
+    "$BIN/$t" "$RUNS/corpus/$t" "corpus/$t" \
         -max_total_time="$SECS" -rss_limit_mb="$RSS_MB" -print_final_stats=1 \
         -artifact_prefix="artifacts/$t/" >> "$RUNS/$t.log" 2>&1
     echo "$t: exit $?" >&2
