@@ -14,6 +14,7 @@
 use opal::autograd;
 use opal::dispatch::{DispatchKey, DispatchKeySet};
 use opal::{DType, Device, Layout, MemoryFormat, OpalError, Result, Scalar, Tensor};
+use opal_meta::kernels::factory::scalar_default_dtype;
 
 use super::device::{self, Binary};
 use super::generated::{fallback, EmuKernels};
@@ -58,14 +59,15 @@ pub fn to_copy(src: &Tensor, dtype: Option<DType>, to: Option<Device>) -> Result
     }
 }
 
-/// The dtype of `full` when none is given (PyTorch's rule: from the fill value).
-fn fill_dtype(v: &Scalar) -> DType {
-    match v {
-        Scalar::Bool(_) => DType::Bool,
-        Scalar::Int(_) => DType::I64,
-        Scalar::Float(_) => opal::dtype::default_dtype(),
-        Scalar::Complex(..) => opal::dtype::default_complex_dtype(),
-    }
+/// `zeros` and `ones`: the integer `value`, in the default dtype unless given.
+fn filled_with_int(
+    size: &[i64],
+    value: i64,
+    dtype: Option<DType>,
+    on: Option<Device>,
+) -> Result<Tensor> {
+    let dtype = dtype.unwrap_or_else(opal::dtype::default_dtype);
+    full(size, &Scalar::Int(value), Some(dtype), on)
 }
 
 /// A new emu tensor of `size` filled with `value`.
@@ -76,7 +78,11 @@ pub fn full(
     on: Option<Device>,
 ) -> Result<Tensor> {
     let device = on.ok_or_else(|| OpalError::device("emu factory called without a device"))?;
-    let t = Tensor::empty(size, dtype.unwrap_or_else(|| fill_dtype(value)), device)?;
+    let t = Tensor::empty(
+        size,
+        dtype.unwrap_or_else(|| scalar_default_dtype(value)),
+        device,
+    )?;
     device::fill(&t, value)?;
     Ok(t)
 }
@@ -230,12 +236,7 @@ impl EmuKernels for Emu {
         device: Option<Device>,
         _pin_memory: Option<bool>,
     ) -> Result<Tensor> {
-        full(
-            size,
-            &Scalar::Int(0),
-            Some(dtype.unwrap_or_else(opal::dtype::default_dtype)),
-            device,
-        )
+        filled_with_int(size, 0, dtype, device)
     }
 
     fn ones(
@@ -246,12 +247,7 @@ impl EmuKernels for Emu {
         device: Option<Device>,
         _pin_memory: Option<bool>,
     ) -> Result<Tensor> {
-        full(
-            size,
-            &Scalar::Int(1),
-            Some(dtype.unwrap_or_else(opal::dtype::default_dtype)),
-            device,
-        )
+        filled_with_int(size, 1, dtype, device)
     }
 
     fn arange_start_step(

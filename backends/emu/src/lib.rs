@@ -49,21 +49,36 @@ fn once(cell: &'static OnceLock<Result<(), String>>, f: impl FnOnce() -> Result<
         .map_err(OpalError::msg)
 }
 
+/// The steps `emu` and `emu2` share: the Meta kernels their derived ops use,
+/// the allocator over `pools`, the device's kernels (`kernels`), then the device
+/// runtime hooks reporting `count` devices.
+fn register_device(
+    ty: DeviceType,
+    allocator: &'static device::EmuAllocator,
+    pools: &'static [pool::Pool],
+    count: usize,
+    kernels: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    opal_meta::init()?;
+    opal::tensor::register_allocator(ty, allocator);
+    kernels()?;
+    let hooks = hooks::EmuHooks { pools, count, ty };
+    opal::device::register_hooks(ty, Box::new(hooks))
+}
+
 /// Registers the `emu` device (PrivateUse1): its allocator, its name, its kernels,
 /// the CPU fallback (and the Meta kernels its derived ops use) and its device
 /// runtime hooks. Idempotent.
 pub fn init() -> Result<()> {
     static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     once(&INIT, || {
-        opal_meta::init()?;
-        opal::tensor::register_allocator(DeviceType::PrivateUse1, &device::EMU_ALLOCATOR);
-        generated::register::<Emu>()?.leak();
-        let hooks = hooks::EmuHooks {
-            pools: &device::EMU_POOLS,
-            count: device::emu_device_count(),
-            ty: DeviceType::PrivateUse1,
-        };
-        opal::device::register_hooks(DeviceType::PrivateUse1, Box::new(hooks))
+        register_device(
+            DeviceType::PrivateUse1,
+            &device::EMU_ALLOCATOR,
+            &device::EMU_POOLS,
+            device::emu_device_count(),
+            || generated::register::<Emu>().map(|r| r.leak()),
+        )
     })
 }
 
@@ -72,15 +87,13 @@ pub fn init() -> Result<()> {
 pub fn init_emu2() -> Result<()> {
     static INIT: OnceLock<Result<(), String>> = OnceLock::new();
     once(&INIT, || {
-        opal_meta::init()?;
-        opal::tensor::register_allocator(DeviceType::PrivateUse2, &device::EMU2_ALLOCATOR);
-        generated2::register::<Emu2>()?.leak();
-        let hooks = hooks::EmuHooks {
-            pools: &device::EMU2_POOLS,
-            count: 1,
-            ty: DeviceType::PrivateUse2,
-        };
-        opal::device::register_hooks(DeviceType::PrivateUse2, Box::new(hooks))
+        register_device(
+            DeviceType::PrivateUse2,
+            &device::EMU2_ALLOCATOR,
+            &device::EMU2_POOLS,
+            1,
+            || generated2::register::<Emu2>().map(|r| r.leak()),
+        )
     })
 }
 
