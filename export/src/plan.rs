@@ -82,6 +82,20 @@ pub(crate) enum Kind {
         output: usize,
         dim: i64,
     },
+    /// RMS normalization over the last dimension, times a weight when the
+    /// graph has one (CPU only; see `rms_norm`): five or six nodes.
+    RmsNorm {
+        input: usize,
+        weight: Option<usize>,
+        output: usize,
+        eps: f64,
+    },
+    /// A view node with constant arguments (CPU only; see `views`).
+    View {
+        src: usize,
+        dst: usize,
+        op: crate::views::ViewOp,
+    },
     /// Symbolic int arithmetic (`operator.add`, ...).
     Int {
         op: IntOp,
@@ -514,8 +528,14 @@ impl Kind {
                     }
                 }
             }
-            Kind::Alias { src, .. } | Kind::Size { src, .. } => out.push(*src),
+            Kind::Alias { src, .. } | Kind::Size { src, .. } | Kind::View { src, .. } => {
+                out.push(*src)
+            }
             Kind::SafeSoftmax { input, .. } => out.push(*input),
+            Kind::RmsNorm { input, weight, .. } => {
+                out.push(*input);
+                out.extend(weight);
+            }
             Kind::Pointwise { inputs, .. } => out.extend(inputs),
             Kind::Int { a, b, .. } => {
                 sym(a, out);
@@ -536,11 +556,12 @@ impl Kind {
                     }
                 }
             }
-            Kind::Alias { dst, .. } | Kind::Size { dst, .. } | Kind::Int { dst, .. } => {
-                out.push(*dst)
-            }
+            Kind::Alias { dst, .. }
+            | Kind::Size { dst, .. }
+            | Kind::Int { dst, .. }
+            | Kind::View { dst, .. } => out.push(*dst),
             Kind::Pointwise { outputs, .. } => out.extend(outputs),
-            Kind::SafeSoftmax { output, .. } => out.push(*output),
+            Kind::SafeSoftmax { output, .. } | Kind::RmsNorm { output, .. } => out.push(*output),
         }
     }
 }
@@ -573,6 +594,7 @@ fn traced_bytes(p: &Program, node: &Node) -> u64 {
 enum Fused {
     Pointwise(crate::pointwise::Group),
     Softmax(crate::safe_softmax::Group),
+    RmsNorm(crate::rms_norm::Group),
 }
 
 /// Compiles `p` for `device`; the first node that cannot run is an error naming it.
@@ -592,11 +614,30 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
     // skipped.
     let mut fused: HashMap<usize, Fused> = HashMap::new();
     if device == Device::cpu() {
-        for g in crate::pointwise::groups(p) {
-            fused.insert(g.members.start, Fused::Pointwise(g));
+        // A node joins at most one group: the more specific patterns first (an
+        // element-wise run could otherwise take the first node of an RMS norm).
+        let mut taken = vec![false; p.nodes.len()];
+        let mut claim = |r: &std::ops::Range<usize>| {
+            let free = r.clone().all(|k| !taken[k]);
+            if free {
+                taken[r.clone()].fill(true);
+            }
+            free
+        };
+        for g in crate::rms_norm::groups(p) {
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::RmsNorm(g));
+            }
         }
         for g in crate::safe_softmax::groups(p) {
-            fused.entry(g.members.start).or_insert(Fused::Softmax(g));
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::Softmax(g));
+            }
+        }
+        for g in crate::pointwise::groups(p) {
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::Pointwise(g));
+            }
         }
     }
     let mut skip_to = 0;
@@ -634,6 +675,15 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                             dim: g.dim,
                         }
                     }
+                    Fused::RmsNorm(g) => {
+                        skip_to = g.members.end;
+                        Kind::RmsNorm {
+                            input: slots.get(&g.input)?,
+                            weight: g.weight.as_deref().map(|w| slots.get(w)).transpose()?,
+                            output: slots.define(&g.output)?,
+                            eps: g.eps,
+                        }
+                    }
                 })
             })()
             .map_err(|e| e.context(format!("node '{}' ({})", node.name, node.target)))?;
@@ -645,6 +695,18 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
             continue;
         }
         let kind = (|| -> Result<Kind> {
+            let view = (device == Device::cpu())
+                .then(|| crate::views::lower(node))
+                .flatten();
+            if let (Some(op), Some(Arg::Tensor(x))) = (view, crate::graph::arg(node, "self")) {
+                // Resolved all the same: the operator must exist like any other.
+                resolve(node)?;
+                return Ok(Kind::View {
+                    src: slots.get(x)?,
+                    dst: single_out(node, &mut slots)?,
+                    op,
+                });
+            }
             if let Some(op) = resolve(node)? {
                 max_stack =
                     max_stack.max(op.def().map_or(0, |d| d.args.len().max(d.returns.len())));

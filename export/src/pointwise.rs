@@ -9,8 +9,8 @@
 //! dtype, a non-contiguous value or a node it does not know (those keep the
 //! dispatcher's generic path), or drop a value something outside the run reads.
 
-use crate::schema::{Arg, Dim, Node, Out, Program};
-use opal::DType;
+use crate::graph::f32_contiguous;
+use crate::schema::{Arg, Node, Out, Program};
 use opal_cpu::fused::{Instr, Op, Operand};
 use std::collections::HashMap;
 
@@ -107,31 +107,6 @@ fn lower(node: &Node) -> Option<Vec<(Op, Src, Src)>> {
         }
         _ => None,
     }
-}
-
-/// Static sizes of a contiguous f32 value, or None.
-fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
-    let m = p.tensor_meta.get(name)?;
-    if m.dtype != DType::F32 {
-        return None;
-    }
-    let all = |d: &[Dim]| {
-        d.iter()
-            .map(|d| match d {
-                Dim::Int(i) => Some(*i),
-                Dim::Expr { .. } => None,
-            })
-            .collect::<Option<Vec<i64>>>()
-    };
-    let (sizes, strides) = (all(&m.sizes)?, all(&m.strides)?);
-    let mut want = 1i64;
-    for (s, st) in sizes.iter().zip(&strides).rev() {
-        if *s != 1 && *st != want {
-            return None;
-        }
-        want = want.checked_mul(*s)?;
-    }
-    Some(sizes)
 }
 
 /// A node lowered: its operations, its value's name and its sizes.
