@@ -42,11 +42,13 @@
 #![warn(missing_docs)]
 
 mod archive;
+mod channel_scale;
 mod error;
 mod fuse;
 mod graph;
 mod inspect;
 pub mod io;
+mod layer_norm;
 mod limits;
 mod plan;
 mod pointwise;

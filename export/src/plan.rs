@@ -90,6 +90,23 @@ pub(crate) enum Kind {
         output: usize,
         eps: f64,
     },
+    /// `mul` of `[n, c, h, w]` planes by `[n, c, 1, 1]` scales (CPU only; see
+    /// `channel_scale`).
+    PlaneScale {
+        planes: usize,
+        scales: usize,
+        output: usize,
+    },
+    /// `native_layer_norm` whose mean and deviation nothing reads (CPU only;
+    /// see `layer_norm`).
+    LayerNorm {
+        input: usize,
+        weight: Option<usize>,
+        bias: Option<usize>,
+        output: usize,
+        eps: f64,
+        dim: i64,
+    },
     /// A view node with constant arguments (CPU only; see `views`).
     View {
         src: usize,
@@ -536,6 +553,17 @@ impl Kind {
                 out.push(*input);
                 out.extend(weight);
             }
+            Kind::PlaneScale { planes, scales, .. } => out.extend([*planes, *scales]),
+            Kind::LayerNorm {
+                input,
+                weight,
+                bias,
+                ..
+            } => {
+                out.push(*input);
+                out.extend(weight);
+                out.extend(bias);
+            }
             Kind::Pointwise { inputs, .. } => out.extend(inputs),
             Kind::Int { a, b, .. } => {
                 sym(a, out);
@@ -561,7 +589,10 @@ impl Kind {
             | Kind::Int { dst, .. }
             | Kind::View { dst, .. } => out.push(*dst),
             Kind::Pointwise { outputs, .. } => out.extend(outputs),
-            Kind::SafeSoftmax { output, .. } | Kind::RmsNorm { output, .. } => out.push(*output),
+            Kind::SafeSoftmax { output, .. }
+            | Kind::RmsNorm { output, .. }
+            | Kind::PlaneScale { output, .. }
+            | Kind::LayerNorm { output, .. } => out.push(*output),
         }
     }
 }
@@ -640,6 +671,7 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
             }
         }
     }
+    let cpu_readers = (device == Device::cpu()).then(|| crate::graph::readers(p));
     let mut skip_to = 0;
     for (i, node) in p.nodes.iter().enumerate() {
         if i < skip_to {
@@ -705,6 +737,32 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     src: slots.get(x)?,
                     dst: single_out(node, &mut slots)?,
                     op,
+                });
+            }
+            let norm = cpu_readers
+                .as_ref()
+                .and_then(|r| crate::layer_norm::lower(p, node, r));
+            if let Some(n) = norm {
+                resolve(node)?;
+                let opt = |v: &Option<String>| v.as_deref().map(|n| slots.get(n)).transpose();
+                return Ok(Kind::LayerNorm {
+                    input: slots.get(&n.input)?,
+                    weight: opt(&n.weight)?,
+                    bias: opt(&n.bias)?,
+                    output: slots.define(&n.output)?,
+                    eps: n.eps,
+                    dim: n.dim,
+                });
+            }
+            let scale = (device == Device::cpu())
+                .then(|| crate::channel_scale::lower(p, node))
+                .flatten();
+            if let Some(sc) = scale {
+                resolve(node)?;
+                return Ok(Kind::PlaneScale {
+                    planes: slots.get(&sc.planes)?,
+                    scales: slots.get(&sc.scales)?,
+                    output: single_out(node, &mut slots)?,
                 });
             }
             if let Some(op) = resolve(node)? {

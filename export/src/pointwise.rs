@@ -131,7 +131,8 @@ fn candidate(p: &Program, node: &Node) -> Option<Lowered> {
     Some((ops, out.clone(), sizes))
 }
 
-/// Every run of two or more fusable consecutive nodes of one shape.
+/// Every run of two or more fusable consecutive nodes of one shape, and every
+/// lone one whose operation is a transcendental one.
 pub(crate) fn groups(p: &Program) -> Vec<Group> {
     let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, node) in p.nodes.iter().enumerate() {
@@ -175,7 +176,18 @@ pub(crate) fn groups(p: &Program) -> Vec<Group> {
             }
             j += 1;
         }
-        if run.len() >= 2 {
+        // A lone node is worth a program when its operation is a transcendental
+        // one: the program's vectorized erf / tanh / exp beat the operator's
+        // (BERT's and ViT's GELU stand alone between two products).
+        let heavy = |ops: &[(Op, Src, Src)]| {
+            ops.iter().any(|(op, _, _)| {
+                matches!(
+                    op,
+                    Op::Gelu | Op::GeluTanh | Op::Tanh | Op::Sigmoid | Op::Exp
+                )
+            })
+        };
+        if run.len() >= 2 || heavy(&run[0].0) {
             if let Some(g) = build(i..j, run, &readers, &graph_out) {
                 out.push(g);
             }

@@ -81,7 +81,7 @@ impl fmt::Display for Profile {
             )?;
         }
         let mut slow: Vec<&StepTime> = self.steps.iter().collect();
-        slow.sort_by(|a, b| b.time.cmp(&a.time));
+        slow.sort_by_key(|s| std::cmp::Reverse(s.time));
         writeln!(f, "slowest steps:")?;
         for s in slow.iter().take(12) {
             writeln!(

@@ -28,7 +28,14 @@ pub struct Runner {
     ranges: Vec<Range>,
     /// Node names and targets by node index (error messages).
     nodes: Vec<(String, String)>,
+    /// Frames of finished runs, emptied, for the next runs: a run's slot
+    /// table is bookkeeping the runner keeps, like its plan, not memory each
+    /// inference allocates again (for Llama's 300 values, 14 KiB).
+    frames: std::sync::Mutex<Vec<Frame>>,
 }
+
+/// Most emptied frames kept (one per thread that runs at once, up to this).
+const KEPT_FRAMES: usize = 4;
 
 /// Largest result (bytes as traced) folded at load: a folded value stays in
 /// memory for the runner's life, where a run's value is freed after its last use.
@@ -67,7 +74,10 @@ fn foldable(kind: &Kind) -> bool {
             n.saturating_mul(4 * outputs.len() as u64) <= FOLD_MAX_BYTES
         }
         Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } | Kind::View { .. } => true,
-        Kind::SafeSoftmax { .. } | Kind::RmsNorm { .. } => false,
+        Kind::SafeSoftmax { .. }
+        | Kind::RmsNorm { .. }
+        | Kind::PlaneScale { .. }
+        | Kind::LayerNorm { .. } => false,
     }
 }
 
@@ -143,6 +153,7 @@ impl Runner {
                 .iter()
                 .map(|n| (n.name.clone(), n.target.clone()))
                 .collect(),
+            frames: std::sync::Mutex::new(Vec::new()),
         };
         runner.fold_constants();
         if device == Device::cpu() {
@@ -301,6 +312,8 @@ impl Runner {
                     Kind::Pointwise { .. } => "fused element-wise".to_string(),
                     Kind::SafeSoftmax { .. } => "fused safe softmax".to_string(),
                     Kind::RmsNorm { .. } => "fused RMS norm".to_string(),
+                    Kind::PlaneScale { .. } => "aten::mul.Tensor (planes)".to_string(),
+                    Kind::LayerNorm { .. } => "fused layer norm".to_string(),
                     Kind::View { op, .. } => format!("{} (direct)", op.name()),
                     Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => {
                         "builtin".to_string()
@@ -420,7 +433,12 @@ impl Runner {
         mut times: Option<&mut [std::time::Duration]>,
     ) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
-        let mut f = Frame::new(self.plan.slots, self.plan.max_stack);
+        let mut f = self
+            .frames
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_else(|| Frame::new(self.plan.slots, self.plan.max_stack));
         for (slot, v) in &self.stored {
             f.env[*slot] = Some(v.clone());
         }
@@ -439,8 +457,9 @@ impl Runner {
                 ts[i] += t.elapsed();
             }
         }
-        let mut env = f.env;
-        self.plan
+        let env = &mut f.env;
+        let outputs: Result<Vec<Tensor>> = self
+            .plan
             .outputs
             .iter()
             .enumerate()
@@ -454,7 +473,17 @@ impl Runner {
                 SymOut::Int(v) => Ok(Tensor::from_scalar(*v)?),
                 SymOut::None => bail!("output {i} is None"),
             })
-            .collect()
+            .collect();
+        f.env.iter_mut().for_each(|v| *v = None);
+        f.bytes.fill(0);
+        f.live = 0;
+        f.stack.clear();
+        if let Ok(mut kept) = self.frames.lock() {
+            if kept.len() < KEPT_FRAMES {
+                kept.push(f);
+            }
+        }
+        outputs
     }
 
     /// Runs one step on the frame's values (freeing nothing: the caller frees
@@ -592,6 +621,37 @@ impl Runner {
                 let y = (|| {
                     let w = weight.map(|w| tensor(get(w)?)).transpose()?;
                     crate::rms_norm::run(&tensor(get(*input)?)?, w.as_ref(), *eps)
+                })();
+                single = Some((*output, y));
+            }
+            Kind::PlaneScale {
+                planes,
+                scales,
+                output,
+            } => {
+                let y = (|| {
+                    crate::channel_scale::run(&tensor(get(*planes)?)?, &tensor(get(*scales)?)?)
+                })();
+                single = Some((*output, y));
+            }
+            Kind::LayerNorm {
+                input,
+                weight,
+                bias,
+                output,
+                eps,
+                dim,
+            } => {
+                let y = (|| {
+                    let opt = |s: Option<usize>| s.map(|s| tensor(get(s)?)).transpose();
+                    let (w, b) = (opt(*weight)?, opt(*bias)?);
+                    crate::layer_norm::run(
+                        &tensor(get(*input)?)?,
+                        w.as_ref(),
+                        b.as_ref(),
+                        *dim,
+                        *eps,
+                    )
                 })();
                 single = Some((*output, y));
             }

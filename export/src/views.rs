@@ -155,3 +155,102 @@ pub(crate) fn apply(op: &ViewOp, x: &Tensor) -> opal::Result<Tensor> {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::NamedArg;
+
+    fn node(target: &str, args: Vec<(&str, Arg)>) -> Node {
+        let mut inputs = vec![NamedArg {
+            name: "self".into(),
+            arg: Arg::Tensor("x".into()),
+        }];
+        inputs.extend(args.into_iter().map(|(n, a)| NamedArg {
+            name: n.into(),
+            arg: a,
+        }));
+        Node {
+            name: "n".into(),
+            target: format!("torch.ops.aten.{target}"),
+            inputs,
+            outputs: vec![],
+        }
+    }
+
+    #[test]
+    fn each_view_matches_the_dispatched_operator() {
+        crate::program::init_backends().unwrap();
+        let x = Tensor::from_vec((0..24).map(|i| i as f32).collect(), &[2, 3, 4]).unwrap();
+        let cases: Vec<(Node, opal::Result<Tensor>)> = vec![
+            (
+                node("view.default", vec![("size", Arg::Ints(vec![6, -1]))]),
+                opal::ops::view(&x, &[6, -1]),
+            ),
+            (
+                node("permute.default", vec![("dims", Arg::Ints(vec![2, 0, 1]))]),
+                opal::ops::permute(&x, &[2, 0, 1]),
+            ),
+            (
+                node("unsqueeze.default", vec![("dim", Arg::Int(1))]),
+                opal::ops::unsqueeze(&x, 1),
+            ),
+            (
+                node(
+                    "slice.Tensor",
+                    vec![
+                        ("dim", Arg::Int(2)),
+                        ("start", Arg::Int(1)),
+                        ("end", Arg::Int(i64::MAX)),
+                        ("step", Arg::Int(2)),
+                    ],
+                ),
+                opal::ops::slice_tensor::call(&x, 2, Some(1), Some(i64::MAX), 2),
+            ),
+            (
+                node(
+                    "select.int",
+                    vec![("dim", Arg::Int(1)), ("index", Arg::Int(-1))],
+                ),
+                opal::ops::select_int(&x, 1, -1),
+            ),
+            (
+                node(
+                    "transpose.int",
+                    vec![("dim0", Arg::Int(0)), ("dim1", Arg::Int(2))],
+                ),
+                opal::ops::transpose_int(&x, 0, 2),
+            ),
+        ];
+        for (n, want) in cases {
+            let op = lower(&n).unwrap_or_else(|| panic!("{} not lowered", n.target));
+            let (got, want) = (apply(&op, &x).unwrap(), want.unwrap());
+            assert_eq!(
+                (got.sizes(), got.strides(), got.storage_offset()),
+                (want.sizes(), want.strides(), want.storage_offset()),
+                "{}",
+                n.target
+            );
+        }
+        // A view the layout cannot take is the operator's own error.
+        let bad = lower(&node("view.default", vec![("size", Arg::Ints(vec![24]))])).unwrap();
+        let xt = apply(&ViewOp::Transpose(0, 2), &x).unwrap();
+        assert!(apply(&bad, &xt).unwrap_err().to_string().contains("view"));
+        // A symbolic size or an unknown argument keeps the dispatcher.
+        let sym = node(
+            "view.default",
+            vec![(
+                "size",
+                Arg::SymInts(vec![crate::schema::SymRef::Name("s0".into())]),
+            )],
+        );
+        assert!(lower(&sym).is_none());
+        let implicit = node(
+            "expand.default",
+            vec![
+                ("size", Arg::Ints(vec![2, 3, 4])),
+                ("implicit", Arg::Bool(true)),
+            ],
+        );
+        assert!(lower(&implicit).is_none());
+    }
+}
