@@ -1,6 +1,7 @@
 //! Runs one exported model on the CPU many times (for profilers):
 //! `cargo run --release -p opal-bench --example model_runs -- PATH.pt2 200`
-//! (inputs from `PATH.io.safetensors` beside it).
+//! (inputs from `PATH.io.safetensors` beside it); `--profile` as a third
+//! argument prints the time per step instead (`Runner::profile`).
 
 // Linked for its global allocator (mimalloc), like every opal-bench binary.
 extern crate opal_bench;
@@ -19,6 +20,10 @@ fn main() -> Result<(), String> {
         .map_err(e)?;
     let io_path = path.trim_end_matches(".pt2").to_string() + ".io.safetensors";
     let inputs = io::read_indexed(&io_path, "input").map_err(e)?;
+    if args.next().as_deref() == Some("--profile") {
+        print!("{}", runner.profile(&inputs, n).map_err(e)?);
+        return Ok(());
+    }
     runner.run(&inputs).map_err(e)?;
     let t = std::time::Instant::now();
     for _ in 0..n {

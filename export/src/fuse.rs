@@ -1,6 +1,8 @@
 //! Load-time rewrites of the graph that keep its results (within rounding) and
 //! save work on every run: a batch norm in inference mode right after a
-//! convolution is folded into the convolution's weight and bias.
+//! convolution is folded into the convolution's weight and bias; on the CPU,
+//! the exporter's metadata asserts that the traced metadata already answers
+//! are dropped.
 //!
 //! Owns: recognising the patterns and computing the folded stored tensors (on
 //! the CPU, before they move to the device). Must not: change what any graph
@@ -8,40 +10,14 @@
 //! anything else reads.
 
 use crate::error::Result;
+use crate::graph::{arg, readers};
 use crate::schema::{Arg, InputKind, Node, Out, Program};
 use opal::{DType, Tensor};
 use std::collections::HashMap;
 
 const CONV: &str = "torch.ops.aten.convolution.default";
+const ASSERT: &str = "torch.ops.aten._assert_tensor_metadata.default";
 const BN: &str = "torch.ops.aten._native_batch_norm_legit_no_training.default";
-
-/// How many nodes and graph outputs read each value.
-fn readers(p: &Program) -> HashMap<String, usize> {
-    let mut n: HashMap<String, usize> = HashMap::new();
-    let mut add = |s: &String| *n.entry(s.clone()).or_default() += 1;
-    for node in &p.nodes {
-        for a in &node.inputs {
-            match &a.arg {
-                Arg::Tensor(s) | Arg::OptTensor(Some(s)) => add(s),
-                Arg::Tensors(v) => v.iter().for_each(&mut add),
-                Arg::OptTensors(v) => v.iter().flatten().for_each(&mut add),
-                _ => {}
-            }
-        }
-    }
-    for o in &p.outputs {
-        match o {
-            Out::Tensor(s) => add(s),
-            Out::Tensors(v) => v.iter().for_each(&mut add),
-            _ => {}
-        }
-    }
-    n
-}
-
-fn arg<'a>(node: &'a Node, name: &str) -> Option<&'a Arg> {
-    node.inputs.iter().find(|a| a.name == name).map(|a| &a.arg)
-}
 
 fn set_arg(node: &mut Node, name: &str, v: Arg) {
     if let Some(a) = node.inputs.iter_mut().find(|a| a.name == name) {
@@ -140,11 +116,11 @@ fn fold_pair(
     }
     let uses = readers(p);
     let unread = |o: &Out| match o {
-        Out::Tensor(s) => !uses.contains_key(s),
+        Out::Tensor(s) => !uses.contains_key(s.as_str()),
         Out::None => true,
         _ => false,
     };
-    if uses.get(a) != Some(&1)
+    if uses.get(a.as_str()) != Some(&1)
         || n.outputs.len() != 3
         || !matches!(n.outputs[0], Out::Tensor(_))
         || !n.outputs[1..].iter().all(unread)
@@ -196,4 +172,39 @@ fn fold_pair(
         Tensor::from_slice(&nw, w.sizes())?,
         Tensor::from_slice(&nb, &[cout as i64])?,
     )))
+}
+
+/// Removes the `_assert_tensor_metadata` nodes that check only a dtype (and the
+/// strided layout, and the export's device, which the runner substitutes with
+/// its own) equal to the one traced for the value: the runner checks the user
+/// inputs' dtypes against the same metadata, and the operators' dtype rules
+/// decide every other value's dtype from them, so the check holds on every
+/// run. The exporter writes one before each dtype-sensitive step (Llama has
+/// 16); they also split the chains the fusion passes look for. An assert on
+/// sizes or strides is kept. Returns how many were removed.
+pub(crate) fn drop_answered_asserts(p: &mut Program) -> usize {
+    let before = p.nodes.len();
+    let meta = &p.tensor_meta;
+    p.nodes.retain(|n| {
+        if n.target != ASSERT || !n.outputs.iter().all(|o| matches!(o, Out::None)) {
+            return true;
+        }
+        let Some(Arg::Tensor(a)) = arg(n, "a") else {
+            return true;
+        };
+        let Some(m) = meta.get(a) else {
+            return true;
+        };
+        let answered = n.inputs.iter().all(|x| match (x.name.as_str(), &x.arg) {
+            ("a", _) | ("device", _) => true,
+            ("size" | "stride", Arg::None) => true,
+            ("dtype", Arg::None) => true,
+            ("dtype", Arg::ScalarType(d)) => *d == m.dtype,
+            ("layout", Arg::None) => true,
+            ("layout", Arg::Layout(l)) => *l == opal::Layout::Strided,
+            _ => false,
+        });
+        !answered
+    });
+    before - p.nodes.len()
 }

@@ -42,22 +42,29 @@
 #![warn(missing_docs)]
 
 mod archive;
+mod channel_scale;
 mod error;
 mod fuse;
+mod graph;
 mod inspect;
 pub mod io;
+mod layer_norm;
 mod limits;
 mod plan;
 mod pointwise;
+mod profile;
 mod program;
+mod rms_norm;
 mod runner;
 mod safe_softmax;
 mod schema;
+mod views;
 mod weights;
 
 pub use error::{Error, Result};
 pub use inspect::{Inspection, OpUse, Support};
 pub use limits::{LoadLimits, RunLimits};
+pub use profile::{Profile, StepTime};
 pub use program::{ExportedProgram, InputSpec};
 pub use runner::Runner;
 pub use schema::SCHEMA_MAJOR;

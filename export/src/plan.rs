@@ -82,6 +82,37 @@ pub(crate) enum Kind {
         output: usize,
         dim: i64,
     },
+    /// RMS normalization over the last dimension, times a weight when the
+    /// graph has one (CPU only; see `rms_norm`): five or six nodes.
+    RmsNorm {
+        input: usize,
+        weight: Option<usize>,
+        output: usize,
+        eps: f64,
+    },
+    /// `mul` of `[n, c, h, w]` planes by `[n, c, 1, 1]` scales (CPU only; see
+    /// `channel_scale`).
+    PlaneScale {
+        planes: usize,
+        scales: usize,
+        output: usize,
+    },
+    /// `native_layer_norm` whose mean and deviation nothing reads (CPU only;
+    /// see `layer_norm`).
+    LayerNorm {
+        input: usize,
+        weight: Option<usize>,
+        bias: Option<usize>,
+        output: usize,
+        eps: f64,
+        dim: i64,
+    },
+    /// A view node with constant arguments (CPU only; see `views`).
+    View {
+        src: usize,
+        dst: usize,
+        op: crate::views::ViewOp,
+    },
     /// Symbolic int arithmetic (`operator.add`, ...).
     Int {
         op: IntOp,
@@ -514,8 +545,25 @@ impl Kind {
                     }
                 }
             }
-            Kind::Alias { src, .. } | Kind::Size { src, .. } => out.push(*src),
+            Kind::Alias { src, .. } | Kind::Size { src, .. } | Kind::View { src, .. } => {
+                out.push(*src)
+            }
             Kind::SafeSoftmax { input, .. } => out.push(*input),
+            Kind::RmsNorm { input, weight, .. } => {
+                out.push(*input);
+                out.extend(weight);
+            }
+            Kind::PlaneScale { planes, scales, .. } => out.extend([*planes, *scales]),
+            Kind::LayerNorm {
+                input,
+                weight,
+                bias,
+                ..
+            } => {
+                out.push(*input);
+                out.extend(weight);
+                out.extend(bias);
+            }
             Kind::Pointwise { inputs, .. } => out.extend(inputs),
             Kind::Int { a, b, .. } => {
                 sym(a, out);
@@ -536,11 +584,15 @@ impl Kind {
                     }
                 }
             }
-            Kind::Alias { dst, .. } | Kind::Size { dst, .. } | Kind::Int { dst, .. } => {
-                out.push(*dst)
-            }
+            Kind::Alias { dst, .. }
+            | Kind::Size { dst, .. }
+            | Kind::Int { dst, .. }
+            | Kind::View { dst, .. } => out.push(*dst),
             Kind::Pointwise { outputs, .. } => out.extend(outputs),
-            Kind::SafeSoftmax { output, .. } => out.push(*output),
+            Kind::SafeSoftmax { output, .. }
+            | Kind::RmsNorm { output, .. }
+            | Kind::PlaneScale { output, .. }
+            | Kind::LayerNorm { output, .. } => out.push(*output),
         }
     }
 }
@@ -573,6 +625,7 @@ fn traced_bytes(p: &Program, node: &Node) -> u64 {
 enum Fused {
     Pointwise(crate::pointwise::Group),
     Softmax(crate::safe_softmax::Group),
+    RmsNorm(crate::rms_norm::Group),
 }
 
 /// Compiles `p` for `device`; the first node that cannot run is an error naming it.
@@ -592,13 +645,33 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
     // skipped.
     let mut fused: HashMap<usize, Fused> = HashMap::new();
     if device == Device::cpu() {
-        for g in crate::pointwise::groups(p) {
-            fused.insert(g.members.start, Fused::Pointwise(g));
+        // A node joins at most one group: the more specific patterns first (an
+        // element-wise run could otherwise take the first node of an RMS norm).
+        let mut taken = vec![false; p.nodes.len()];
+        let mut claim = |r: &std::ops::Range<usize>| {
+            let free = r.clone().all(|k| !taken[k]);
+            if free {
+                taken[r.clone()].fill(true);
+            }
+            free
+        };
+        for g in crate::rms_norm::groups(p) {
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::RmsNorm(g));
+            }
         }
         for g in crate::safe_softmax::groups(p) {
-            fused.entry(g.members.start).or_insert(Fused::Softmax(g));
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::Softmax(g));
+            }
+        }
+        for g in crate::pointwise::groups(p) {
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::Pointwise(g));
+            }
         }
     }
+    let cpu_readers = (device == Device::cpu()).then(|| crate::graph::readers(p));
     let mut skip_to = 0;
     for (i, node) in p.nodes.iter().enumerate() {
         if i < skip_to {
@@ -634,6 +707,15 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                             dim: g.dim,
                         }
                     }
+                    Fused::RmsNorm(g) => {
+                        skip_to = g.members.end;
+                        Kind::RmsNorm {
+                            input: slots.get(&g.input)?,
+                            weight: g.weight.as_deref().map(|w| slots.get(w)).transpose()?,
+                            output: slots.define(&g.output)?,
+                            eps: g.eps,
+                        }
+                    }
                 })
             })()
             .map_err(|e| e.context(format!("node '{}' ({})", node.name, node.target)))?;
@@ -645,6 +727,44 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
             continue;
         }
         let kind = (|| -> Result<Kind> {
+            let view = (device == Device::cpu())
+                .then(|| crate::views::lower(node))
+                .flatten();
+            if let (Some(op), Some(Arg::Tensor(x))) = (view, crate::graph::arg(node, "self")) {
+                // Resolved all the same: the operator must exist like any other.
+                resolve(node)?;
+                return Ok(Kind::View {
+                    src: slots.get(x)?,
+                    dst: single_out(node, &mut slots)?,
+                    op,
+                });
+            }
+            let norm = cpu_readers
+                .as_ref()
+                .and_then(|r| crate::layer_norm::lower(p, node, r));
+            if let Some(n) = norm {
+                resolve(node)?;
+                let opt = |v: &Option<String>| v.as_deref().map(|n| slots.get(n)).transpose();
+                return Ok(Kind::LayerNorm {
+                    input: slots.get(&n.input)?,
+                    weight: opt(&n.weight)?,
+                    bias: opt(&n.bias)?,
+                    output: slots.define(&n.output)?,
+                    eps: n.eps,
+                    dim: n.dim,
+                });
+            }
+            let scale = (device == Device::cpu())
+                .then(|| crate::channel_scale::lower(p, node))
+                .flatten();
+            if let Some(sc) = scale {
+                resolve(node)?;
+                return Ok(Kind::PlaneScale {
+                    planes: slots.get(&sc.planes)?,
+                    scales: slots.get(&sc.scales)?,
+                    output: single_out(node, &mut slots)?,
+                });
+            }
             if let Some(op) = resolve(node)? {
                 max_stack =
                     max_stack.max(op.def().map_or(0, |d| d.args.len().max(d.returns.len())));

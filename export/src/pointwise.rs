@@ -9,8 +9,8 @@
 //! dtype, a non-contiguous value or a node it does not know (those keep the
 //! dispatcher's generic path), or drop a value something outside the run reads.
 
-use crate::schema::{Arg, Dim, Node, Out, Program};
-use opal::DType;
+use crate::graph::f32_contiguous;
+use crate::schema::{Arg, Node, Out, Program};
 use opal_cpu::fused::{Instr, Op, Operand};
 use std::collections::HashMap;
 
@@ -109,31 +109,6 @@ fn lower(node: &Node) -> Option<Vec<(Op, Src, Src)>> {
     }
 }
 
-/// Static sizes of a contiguous f32 value, or None.
-fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
-    let m = p.tensor_meta.get(name)?;
-    if m.dtype != DType::F32 {
-        return None;
-    }
-    let all = |d: &[Dim]| {
-        d.iter()
-            .map(|d| match d {
-                Dim::Int(i) => Some(*i),
-                Dim::Expr { .. } => None,
-            })
-            .collect::<Option<Vec<i64>>>()
-    };
-    let (sizes, strides) = (all(&m.sizes)?, all(&m.strides)?);
-    let mut want = 1i64;
-    for (s, st) in sizes.iter().zip(&strides).rev() {
-        if *s != 1 && *st != want {
-            return None;
-        }
-        want = want.checked_mul(*s)?;
-    }
-    Some(sizes)
-}
-
 /// A node lowered: its operations, its value's name and its sizes.
 type Lowered = (Vec<(Op, Src, Src)>, String, Vec<i64>);
 
@@ -156,7 +131,8 @@ fn candidate(p: &Program, node: &Node) -> Option<Lowered> {
     Some((ops, out.clone(), sizes))
 }
 
-/// Every run of two or more fusable consecutive nodes of one shape.
+/// Every run of two or more fusable consecutive nodes of one shape, and every
+/// lone one whose operation is a transcendental one.
 pub(crate) fn groups(p: &Program) -> Vec<Group> {
     let mut readers: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, node) in p.nodes.iter().enumerate() {
@@ -200,7 +176,18 @@ pub(crate) fn groups(p: &Program) -> Vec<Group> {
             }
             j += 1;
         }
-        if run.len() >= 2 {
+        // A lone node is worth a program when its operation is a transcendental
+        // one: the program's vectorized erf / tanh / exp beat the operator's
+        // (BERT's and ViT's GELU stand alone between two products).
+        let heavy = |ops: &[(Op, Src, Src)]| {
+            ops.iter().any(|(op, _, _)| {
+                matches!(
+                    op,
+                    Op::Gelu | Op::GeluTanh | Op::Tanh | Op::Sigmoid | Op::Exp
+                )
+            })
+        };
+        if run.len() >= 2 || heavy(&run[0].0) {
             if let Some(g) = build(i..j, run, &readers, &graph_out) {
                 out.push(g);
             }

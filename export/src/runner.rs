@@ -28,7 +28,14 @@ pub struct Runner {
     ranges: Vec<Range>,
     /// Node names and targets by node index (error messages).
     nodes: Vec<(String, String)>,
+    /// Frames of finished runs, emptied, for the next runs: a run's slot
+    /// table is bookkeeping the runner keeps, like its plan, not memory each
+    /// inference allocates again (for Llama's 300 values, 14 KiB).
+    frames: std::sync::Mutex<Vec<Frame>>,
 }
+
+/// Most emptied frames kept (one per thread that runs at once, up to this).
+const KEPT_FRAMES: usize = 4;
 
 /// Largest result (bytes as traced) folded at load: a folded value stays in
 /// memory for the runner's life, where a run's value is freed after its last use.
@@ -66,8 +73,11 @@ fn foldable(kind: &Kind) -> bool {
             let n = sizes.iter().product::<i64>().max(0) as u64;
             n.saturating_mul(4 * outputs.len() as u64) <= FOLD_MAX_BYTES
         }
-        Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => true,
-        Kind::SafeSoftmax { .. } => false,
+        Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } | Kind::View { .. } => true,
+        Kind::SafeSoftmax { .. }
+        | Kind::RmsNorm { .. }
+        | Kind::PlaneScale { .. }
+        | Kind::LayerNorm { .. } => false,
     }
 }
 
@@ -106,6 +116,9 @@ impl Runner {
         let mut program = p.program.clone();
         let mut tensors = p.stored.clone();
         crate::fuse::fold_batch_norms(&mut program, &mut tensors)?;
+        if device == Device::cpu() {
+            crate::fuse::drop_answered_asserts(&mut program);
+        }
         let plan = plan::compile(&program, device)?;
         let mut stored = Vec::new();
         let mut user = Vec::new();
@@ -140,8 +153,12 @@ impl Runner {
                 .iter()
                 .map(|n| (n.name.clone(), n.target.clone()))
                 .collect(),
+            frames: std::sync::Mutex::new(Vec::new()),
         };
         runner.fold_constants();
+        if device == Device::cpu() {
+            runner.contiguous_weights();
+        }
         Ok(runner)
     }
 
@@ -228,6 +245,88 @@ impl Runner {
             .filter(|(_, f)| !f)
             .map(|(s, _)| s)
             .collect();
+    }
+
+    /// Copies each stored transposed matrix that only products read as their
+    /// right operand (`mm` / `addmm`'s `mat2`: a linear layer's weight after
+    /// its `permute` was folded at load) into row-major order, once: the
+    /// product kernels then read its rows in place instead of packing them on
+    /// every run. Same values and memory; a matrix anything else reads keeps
+    /// its layout.
+    fn contiguous_weights(&mut self) {
+        let mut mat2 = vec![false; self.plan.slots];
+        let mut other = vec![false; self.plan.slots];
+        let mut buf = Vec::new();
+        for step in &self.plan.steps {
+            buf.clear();
+            step.kind.reads(&mut buf);
+            if let Kind::Op { op, fills, .. } = &step.kind {
+                let pos = op
+                    .def()
+                    .filter(|_| matches!(op.name(), "aten::mm" | "aten::addmm"))
+                    .and_then(|d| d.args.iter().position(|a| a.name == "mat2"));
+                for (p, f) in fills {
+                    if let (true, Fill::Value(s)) = (Some(*p) == pos, f) {
+                        mat2[*s] = true;
+                        // That read is the product's own; any other one counts.
+                        if let Some(k) = buf.iter().position(|x| x == s) {
+                            buf.swap_remove(k);
+                        }
+                    }
+                }
+            }
+            for &r in &buf {
+                other[r] = true;
+            }
+        }
+        for o in &self.plan.outputs {
+            if let SymOut::Slot(s) = o {
+                other[*s] = true;
+            }
+        }
+        for (slot, v) in &mut self.stored {
+            let IValue::Tensor(t) = v else { continue };
+            let transposed = t.dim() == 2
+                && t.dtype() == opal::DType::F32
+                && t.strides() == [1, t.sizes()[0]]
+                && t.sizes()[0] > 1
+                && t.sizes()[1] > 1;
+            if !mat2[*slot] || other[*slot] || !transposed {
+                continue;
+            }
+            if let Ok(c) = opal::ops::TensorOps::contiguous(t) {
+                *t = c;
+            }
+        }
+    }
+
+    /// The steps of the plan, each with what it runs and the node it starts at:
+    /// for [`crate::Profile`].
+    pub(crate) fn step_labels(&self) -> Vec<(String, String)> {
+        self.plan
+            .steps
+            .iter()
+            .map(|s| {
+                let what = match &s.kind {
+                    Kind::Op { op, .. } => op.name().to_string(),
+                    Kind::Pointwise { .. } => "fused element-wise".to_string(),
+                    Kind::SafeSoftmax { .. } => "fused safe softmax".to_string(),
+                    Kind::RmsNorm { .. } => "fused RMS norm".to_string(),
+                    Kind::PlaneScale { .. } => "aten::mul.Tensor (planes)".to_string(),
+                    Kind::LayerNorm { .. } => "fused layer norm".to_string(),
+                    Kind::View { op, .. } => format!("{} (direct)", op.name()),
+                    Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => {
+                        "builtin".to_string()
+                    }
+                };
+                (what, self.nodes[s.node].0.clone())
+            })
+            .collect()
+    }
+
+    /// The archive it was loaded from (as error messages name it).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The device it runs on.
@@ -322,24 +421,45 @@ impl Runner {
     }
 
     fn execute(&self, inputs: &[Tensor], limits: &RunLimits) -> Result<Vec<Tensor>> {
+        self.execute_timed(inputs, limits, None)
+    }
+
+    /// [`Runner::execute`], adding each step's time to `times[step]` when given
+    /// (one clock read per step; only profiling pays it).
+    pub(crate) fn execute_timed(
+        &self,
+        inputs: &[Tensor],
+        limits: &RunLimits,
+        mut times: Option<&mut [std::time::Duration]>,
+    ) -> Result<Vec<Tensor>> {
         self.check_inputs(inputs)?;
-        let mut f = Frame::new(self.plan.slots, self.plan.max_stack);
+        let mut f = self
+            .frames
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_else(|| Frame::new(self.plan.slots, self.plan.max_stack));
         for (slot, v) in &self.stored {
             f.env[*slot] = Some(v.clone());
         }
         for (u, t) in self.user.iter().zip(inputs) {
             f.env[u.slot] = Some(IValue::Tensor(move_to(t, self.device)?));
         }
-        for step in &self.plan.steps {
+        for (i, step) in self.plan.steps.iter().enumerate() {
+            let t = times.as_ref().map(|_| std::time::Instant::now());
             self.step(step, &mut f, limits.max_peak_intermediate_bytes)?;
             for &x in &step.frees {
                 f.env[x] = None;
                 f.live -= f.bytes[x];
                 f.bytes[x] = 0;
             }
+            if let (Some(ts), Some(t)) = (times.as_deref_mut(), t) {
+                ts[i] += t.elapsed();
+            }
         }
-        let mut env = f.env;
-        self.plan
+        let env = &mut f.env;
+        let outputs: Result<Vec<Tensor>> = self
+            .plan
             .outputs
             .iter()
             .enumerate()
@@ -353,7 +473,17 @@ impl Runner {
                 SymOut::Int(v) => Ok(Tensor::from_scalar(*v)?),
                 SymOut::None => bail!("output {i} is None"),
             })
-            .collect()
+            .collect();
+        f.env.iter_mut().for_each(|v| *v = None);
+        f.bytes.fill(0);
+        f.live = 0;
+        f.stack.clear();
+        if let Ok(mut kept) = self.frames.lock() {
+            if kept.len() < KEPT_FRAMES {
+                kept.push(f);
+            }
+        }
+        outputs
     }
 
     /// Runs one step on the frame's values (freeing nothing: the caller frees
@@ -379,6 +509,9 @@ impl Runner {
                 },
             }
         };
+        // A step with one tensor result (a fused step, a direct view) leaves it
+        // here; it is stored and counted after the match.
+        let mut single: Option<(usize, Result<Tensor>)> = None;
         match &step.kind {
             Kind::Op {
                 op,
@@ -476,18 +609,56 @@ impl Runner {
                 }
             }
             Kind::SafeSoftmax { input, output, dim } => {
-                let y = (|| crate::safe_softmax::run(&tensor(get(*input)?)?, *dim))()
-                    .map_err(|e| self.node_err(step.node, e))?;
-                put(
-                    &mut f.env,
-                    &mut f.bytes,
-                    &mut f.live,
-                    *output,
-                    IValue::Tensor(y),
-                );
-                if f.live > max {
-                    return Err(self.node_err(step.node, over(f.live)));
-                }
+                let y = (|| crate::safe_softmax::run(&tensor(get(*input)?)?, *dim))();
+                single = Some((*output, y));
+            }
+            Kind::RmsNorm {
+                input,
+                weight,
+                output,
+                eps,
+            } => {
+                let y = (|| {
+                    let w = weight.map(|w| tensor(get(w)?)).transpose()?;
+                    crate::rms_norm::run(&tensor(get(*input)?)?, w.as_ref(), *eps)
+                })();
+                single = Some((*output, y));
+            }
+            Kind::PlaneScale {
+                planes,
+                scales,
+                output,
+            } => {
+                let y = (|| {
+                    crate::channel_scale::run(&tensor(get(*planes)?)?, &tensor(get(*scales)?)?)
+                })();
+                single = Some((*output, y));
+            }
+            Kind::LayerNorm {
+                input,
+                weight,
+                bias,
+                output,
+                eps,
+                dim,
+            } => {
+                let y = (|| {
+                    let opt = |s: Option<usize>| s.map(|s| tensor(get(s)?)).transpose();
+                    let (w, b) = (opt(*weight)?, opt(*bias)?);
+                    crate::layer_norm::run(
+                        &tensor(get(*input)?)?,
+                        w.as_ref(),
+                        b.as_ref(),
+                        *dim,
+                        *eps,
+                    )
+                })();
+                single = Some((*output, y));
+            }
+            Kind::View { src, dst, op } => {
+                let y =
+                    (|| -> Result<Tensor> { Ok(crate::views::apply(op, &tensor(get(*src)?)?)?) })();
+                single = Some((*dst, y));
             }
             Kind::Alias { src, dst } => {
                 let v = get(*src).map_err(|e| self.node_err(step.node, e))?.clone();
@@ -523,6 +694,19 @@ impl Runner {
                 let v = (|| -> Result<i64> { int_op(*op, int(*a)?, int(*b)?) })()
                     .map_err(|e| self.node_err(step.node, e))?;
                 f.env[*dst] = Some(IValue::Int(v));
+            }
+        }
+        if let Some((slot, y)) = single {
+            let y = y.map_err(|e| self.node_err(step.node, e))?;
+            put(
+                &mut f.env,
+                &mut f.bytes,
+                &mut f.live,
+                slot,
+                IValue::Tensor(y),
+            );
+            if f.live > max {
+                return Err(self.node_err(step.node, over(f.live)));
             }
         }
         Ok(())

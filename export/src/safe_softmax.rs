@@ -18,7 +18,8 @@
 //! (any other dtype, layout or device at run time takes the seven ops' path).
 
 use crate::error::Result;
-use crate::schema::{Arg, Node, Out, Program};
+use crate::graph::{arg, is, out, readers, tensor_arg};
+use crate::schema::{Arg, Program};
 use opal::{DType, Scalar, Tensor};
 use std::collections::HashMap;
 use std::ops::Range;
@@ -32,30 +33,6 @@ pub(crate) struct Group {
     pub dim: i64,
 }
 
-fn arg<'a>(node: &'a Node, name: &str) -> Option<&'a Arg> {
-    node.inputs.iter().find(|a| a.name == name).map(|a| &a.arg)
-}
-
-fn tensor_arg<'a>(node: &'a Node, name: &str) -> Option<&'a str> {
-    match arg(node, name)? {
-        Arg::Tensor(n) => Some(n),
-        _ => None,
-    }
-}
-
-fn out(node: &Node) -> Option<&str> {
-    match node.outputs.as_slice() {
-        [Out::Tensor(n)] => Some(n),
-        _ => None,
-    }
-}
-
-fn is(node: &Node, target: &str) -> bool {
-    node.target
-        .strip_prefix("torch.ops.aten.")
-        .is_some_and(|t| t == target)
-}
-
 fn int_is(a: Option<&Arg>, want: i64) -> bool {
     matches!(a, Some(Arg::Int(i)) if *i == want)
 }
@@ -66,30 +43,6 @@ fn is_zero(a: Option<&Arg>) -> bool {
         Some(Arg::Float(f)) => *f == 0.0,
         _ => false,
     }
-}
-
-/// How many nodes and graph outputs read each value.
-fn readers(p: &Program) -> HashMap<&str, usize> {
-    let mut n: HashMap<&str, usize> = HashMap::new();
-    for node in &p.nodes {
-        for a in &node.inputs {
-            match &a.arg {
-                Arg::Tensor(s) | Arg::OptTensor(Some(s)) => *n.entry(s).or_default() += 1,
-                Arg::Tensors(v) => v.iter().for_each(|s| *n.entry(s).or_default() += 1),
-                Arg::OptTensors(v) => v
-                    .iter()
-                    .flatten()
-                    .for_each(|s| *n.entry(s).or_default() += 1),
-                _ => {}
-            }
-        }
-    }
-    for o in &p.outputs {
-        if let Out::Tensor(s) = o {
-            *n.entry(s).or_default() += 1;
-        }
-    }
-    n
 }
 
 /// The pattern starting at node `i`, if it is there.
@@ -159,18 +112,12 @@ fn at(p: &Program, i: usize, readers: &HashMap<&str, usize>) -> Option<Group> {
 /// Every occurrence of the pattern in `p`.
 pub(crate) fn groups(p: &Program) -> Vec<Group> {
     let r = readers(p);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < p.nodes.len() {
-        match at(p, i, &r) {
-            Some(g) => {
-                i = g.members.end;
-                out.push(g);
-            }
-            None => i += 1,
-        }
-    }
-    out
+    crate::graph::scan(p, |i| {
+        at(p, i, &r).map(|g| {
+            let end = g.members.end;
+            (g, end)
+        })
+    })
 }
 
 /// The fused step: `softmax(x, dim)` with the rows of `x` that are all `-inf`

@@ -177,3 +177,40 @@ fn a_runner_runs_from_several_threads() {
         }
     });
 }
+
+#[test]
+fn the_cpu_plan_fuses_norms_and_runs_views_directly() {
+    let llama = shared_dir().join("llama_tiny.pt2");
+    let io_path = shared_dir().join("llama_tiny.io.safetensors");
+    let r = ExportedProgram::load(&llama)
+        .unwrap()
+        .to_device(device("cpu").unwrap())
+        .unwrap();
+    let inputs = io::read_indexed(&io_path, "input").unwrap();
+    let prof = r.profile(&inputs, 3).unwrap();
+    let count = |what: &str| prof.steps.iter().filter(|s| s.what == what).count();
+    // Two decoder layers of two norms each, and the final norm.
+    assert_eq!(count("fused RMS norm"), 5, "{prof}");
+    // The metadata asserts the trace answers are gone; the views run directly.
+    assert_eq!(count("aten::_assert_tensor_metadata"), 0, "{prof}");
+    assert_eq!(count("aten::view"), 0, "{prof}");
+    assert!(count("aten::view (direct)") > 0, "{prof}");
+    // The table names every kind of step it timed.
+    let text = prof.to_string();
+    assert!(
+        text.contains("fused RMS norm") && text.contains("us per run"),
+        "{text}"
+    );
+    // The emu runner keeps every node an operator call.
+    let emu = ExportedProgram::load(&llama)
+        .unwrap()
+        .to_device(device("emu").unwrap())
+        .unwrap();
+    let prof = emu.profile(&inputs, 1).unwrap();
+    assert!(
+        prof.steps
+            .iter()
+            .all(|s| !s.what.contains("fused") && !s.what.contains("direct")),
+        "{prof}"
+    );
+}

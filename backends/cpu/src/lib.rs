@@ -43,6 +43,7 @@ pub mod reduce;
 // Part 2 kernel families.
 pub mod factory;
 pub mod fused;
+pub mod fused_rows;
 pub mod index;
 pub mod linalg;
 pub mod nn;

@@ -3,6 +3,7 @@
 //! ```text
 //! opal-pt2 run model.pt2 --inputs in.safetensors [--device cpu|meta|emu] [--output out.safetensors]
 //! opal-pt2 inspect model.pt2 [--device emu]
+//! opal-pt2 profile model.pt2 --inputs in.safetensors [--device cpu] [--runs 100]
 //! ```
 //!
 //! Inputs are the tensors `input.0`, `input.1`, ... of the safetensors file;
@@ -43,6 +44,21 @@ enum Cmd {
         #[arg(long)]
         output: Option<PathBuf>,
     },
+    /// Runs the program repeatedly and prints where its time goes, by kind of
+    /// step and slowest steps first.
+    Profile {
+        /// The .pt2 archive.
+        model: PathBuf,
+        /// A safetensors file with `input.0`, `input.1`, ...
+        #[arg(long)]
+        inputs: PathBuf,
+        /// cpu, meta, emu, or a plugin device.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// How many timed runs to average (after one warm-up run).
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+    },
     /// Lists the operators the program uses and how each runs on the device.
     Inspect {
         /// The .pt2 archive.
@@ -78,6 +94,17 @@ fn run(cli: Cli) -> opal_export::Result<()> {
                 io::write_indexed(&out, "output", &outputs)?;
                 println!("wrote {}", out.display());
             }
+            Ok(())
+        }
+        Cmd::Profile {
+            model,
+            inputs,
+            device: dev,
+            runs,
+        } => {
+            let runner = ExportedProgram::load(&model)?.to_device(device(&dev)?)?;
+            let inputs = io::read_indexed(&inputs, "input")?;
+            print!("{}", runner.profile(&inputs, runs)?);
             Ok(())
         }
         Cmd::Inspect { model, device: dev } => {

@@ -171,7 +171,36 @@ fn float_product<C: GemmFloat + opal::Element>(
         c.map(|(t, _)| (t, beta.is_some())),
         op,
     )?;
-    let (la, lb, lo) = (mat_layout(a), mat_layout(b), mat_layout(&out));
+    // One right operand for every product of a batch (an expanded weight: batch
+    // stride 0) makes the batch one taller product when the left operand's and
+    // the output's batches are runs of rows one stride apart: one call instead
+    // of one per batch element (ViT's and Llama's projections are such
+    // batches). A left operand laid out otherwise is copied so (it is the
+    // smaller operand: `m x k` against the product's `m x n x k`).
+    let runs = |l: &Batch| l.bs == l.rows as isize * l.rs;
+    let shared_b = mat_layout(b).bs == 0 && mat_layout(&out).bsz > 1;
+    let a_rows;
+    let a = if shared_b && !runs(&mat_layout(a)) {
+        a_rows = crate::copy::contiguous(a)?;
+        &a_rows
+    } else {
+        a
+    };
+    let (mut la, lb, mut lo) = (mat_layout(a), mat_layout(b), mat_layout(&out));
+    if shared_b && runs(&la) && runs(&lo) {
+        la = Batch {
+            bsz: 1,
+            rows: la.bsz * la.rows,
+            bs: 0,
+            ..la
+        };
+        lo = Batch {
+            bsz: 1,
+            rows: lo.bsz * lo.rows,
+            bs: 0,
+            ..lo
+        };
+    }
     let acc = KernelAccess::new(&[a, b], &[&out])?;
     let (pa, pb, po) = (
         acc.read_ptr::<C>(a)?,

@@ -4,6 +4,12 @@
 //! (an attention head's `q @ kᵀ`, `a @ v` and their gradients, one per batch
 //! element; a 10-class output layer's forward and weight gradient).
 //!
+//! Wider outputs of small products (up to `PANEL_MAX_WORK` multiply-adds: the
+//! linear layers and 1x1 convolutions of small models) run as column panels of
+//! 16, each the same loop: no packing buffer on the heap (the `gemm` crate's
+//! per-call buffer was the largest allocation of such models' inference) and
+//! none of its dispatch.
+//!
 //! Owns: the choice of orientation for such a product and its AVX2+FMA and
 //! AVX-512 loops.
 //! Must not: know about tensors or dtypes, or take products it was not asked
@@ -37,6 +43,9 @@ const MAX_M: usize = 512;
 /// every call, the largest allocation of its inference.
 const MAX_ROWS_BY_K: usize = 512 * 64;
 const _: () = assert!(MAX_ROWS_BY_K * MAX_N < super::gemm_core::PARALLEL_MIN_WORK);
+/// Most multiply-adds of a product run in column panels: what the `gemm` crate
+/// would run on one thread anyway (at most `PARALLEL_MIN_WORK`).
+const PANEL_MAX_WORK: usize = super::gemm_core::PARALLEL_MIN_WORK;
 /// Output rows whose sums are kept in registers at once with AVX2 (`4 x 16` f32 is
 /// eight AVX registers, plus two for the operand rows).
 const ROWS_AVX2: usize = 4;
@@ -76,6 +85,43 @@ impl Problem {
     /// contiguous elements per row, all of them in the matrix.
     fn reads_b_in_place(&self) -> bool {
         self.b.cs == 1 && self.n == self.width()
+    }
+
+    /// True when the product runs as column panels of `MAX_N` (see
+    /// [`Problem::panel`]).
+    fn fits_panels(&self, k: usize, avx512: bool) -> bool {
+        let max_k = if avx512 { MAX_K } else { MAX_K_AVX2 };
+        self.m <= MAX_M
+            && (1..=max_k).contains(&k)
+            && self.m.saturating_mul(self.n).saturating_mul(k) <= PANEL_MAX_WORK
+    }
+
+    /// Element copies and scattered stores the panels of this orientation
+    /// cost beyond the products: packing `b` when its rows are not contiguous,
+    /// storing one element at a time when `dst`'s rows are not.
+    fn panel_overhead(&self, k: usize) -> usize {
+        let pack = if self.b.cs == 1 { 0 } else { k * self.n };
+        let scatter = if self.dst.cs == 1 { 0 } else { self.m * self.n };
+        pack + scatter
+    }
+
+    /// Columns `j0..j0 + w` of the product: all of `a`, those columns of `b`
+    /// and `dst`.
+    fn panel(&self, j0: usize, w: usize) -> Problem {
+        let j = j0 as isize;
+        Problem {
+            m: self.m,
+            n: w,
+            dst: MatMut {
+                ptr: self.dst.ptr.wrapping_offset(j * self.dst.cs),
+                ..self.dst
+            },
+            a: self.a,
+            b: MatRef {
+                ptr: self.b.ptr.wrapping_offset(j * self.b.cs),
+                ..self.b
+            },
+        }
     }
 
     /// The same product as `dstᵀ = bᵀ @ aᵀ`.
@@ -152,12 +198,39 @@ pub(crate) unsafe fn gemm_f32(
         (true, true) if !given.reads_b_in_place() && flipped.reads_b_in_place() => flipped,
         (true, _) => given,
         (false, true) => flipped,
-        (false, false) => return false,
+        (false, false) => {
+            let p = [given, flipped]
+                .into_iter()
+                .filter(|q| q.fits_panels(k, avx512))
+                .min_by_key(|q| q.panel_overhead(k));
+            let Some(p) = p else {
+                return false;
+            };
+            for j0 in (0..p.n).step_by(MAX_N) {
+                let q = p.panel(j0, MAX_N.min(p.n - j0));
+                // SAFETY: as below; a panel addresses columns j0.. of the same
+                // problem, at most MAX_N of them.
+                unsafe { run(q, k, alpha, beta, avx512) };
+            }
+            return true;
+        }
     };
     // SAFETY: the CPU has AVX2 and FMA, and AVX-512F when `avx512` (caller's
     // contract); the problem is the caller's product (possibly
     // transposed, which addresses the same elements), within the limits `fits`
     // checked.
+    unsafe { run(p, k, alpha, beta, avx512) };
+    true
+}
+
+/// Runs `p` (at most `MAX_N` columns) with the build for its width.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA, and AVX-512F when `avx512`; `p` is a valid
+/// problem (see [`gemm_f32`]) with `p.n <= MAX_N` and `1 <= k` within the
+/// build's limit on k.
+unsafe fn run(p: Problem, k: usize, alpha: f32, beta: Option<f32>, avx512: bool) {
+    // SAFETY: forwarded contract.
     unsafe {
         match (p.width() == 8, avx512) {
             (true, false) => product_avx2_w8(p, k, alpha, beta),
@@ -166,7 +239,6 @@ pub(crate) unsafe fn gemm_f32(
             (false, true) => product_avx512_w16(p, k, alpha, beta),
         }
     }
-    true
 }
 
 /// Defines `unsafe fn $name(p, k, alpha, beta)`: [`product`] at width `$w` with `$r`
@@ -252,6 +324,24 @@ unsafe fn product<const W: usize, const R: usize>(
             store(&p, i, &sums, alpha, beta);
         }
         i += R;
+    }
+    // The last rows in smaller groups: each group's sums are independent chains
+    // of multiply-adds, so fewer rows at a time would wait on each one's latency.
+    if R > 4 && i + 4 <= p.m {
+        // SAFETY: as above, for rows i..i+4.
+        unsafe {
+            let sums = row_sums::<4, W>(p.a, i, k, b_ptr, b_rs);
+            store(&p, i, &sums, alpha, beta);
+        }
+        i += 4;
+    }
+    if i + 2 <= p.m {
+        // SAFETY: as above, for rows i..i+2.
+        unsafe {
+            let sums = row_sums::<2, W>(p.a, i, k, b_ptr, b_rs);
+            store(&p, i, &sums, alpha, beta);
+        }
+        i += 2;
     }
     while i < p.m {
         // SAFETY: as above, for the single row i.
@@ -367,6 +457,10 @@ mod tests {
             (256, 16, 64),
             (512, 16, 64),
             (16, 513, 64),
+            (32, 512, 64),
+            (33, 40, 17),
+            (8, 1024, 128),
+            (2, 256, 144),
             (128, 16, 256),
             (3, 200, 5),
             (64, 10, 128),
@@ -447,7 +541,8 @@ mod tests {
                     let fits = |rows: usize, cols: usize| {
                         cols <= MAX_N && rows <= MAX_M && rows * k <= MAX_ROWS_BY_K
                     };
-                    let fits_either = fits(m, n) || fits(n, m);
+                    let panels = (m <= MAX_M || n <= MAX_M) && m * n * k <= PANEL_MAX_WORK;
+                    let fits_either = fits(m, n) || fits(n, m) || panels;
                     let max_k = if avx512 { MAX_K } else { MAX_K_AVX2 };
                     assert_eq!(took, fits_either && k <= max_k, "{m}x{n}x{k}");
                     if !took {

@@ -48,6 +48,11 @@ impl Geom {
     }
 }
 
+/// Fewest multiply-adds of a forward convolution whose images are split among
+/// threads (as for single products, see `gemm_core::PARALLEL_MIN_WORK`, but
+/// lower: the images are independent, so no operand is shared across cores).
+const BATCH_PARALLEL_MIN_MACS: usize = 1 << 18;
+
 /// Input row / column read by output position `o` and kernel tap `k`, or None when it
 /// falls in the zero padding.
 #[inline(always)]
@@ -172,7 +177,10 @@ pub(crate) fn forward<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
     if out_img == 0 {
         return;
     }
-    let parallel_batch = g.n > 1;
+    // Images go to threads only when there is enough work to pay for the fork:
+    // MobileNet's 1x1 convolutions of 2 images at 4x4 or 2x2 are a few thousand
+    // multiply-adds each, less than handing one image to another core.
+    let parallel_batch = g.n > 1 && g.n * out_img * kr >= BATCH_PARALLEL_MIN_MACS;
     let run = |(b, yb): (usize, &mut [C]), col: &mut Vec<C>| {
         if !g.is_pointwise() && col.is_empty() {
             *col = vec![C::zero(); kr * osp];

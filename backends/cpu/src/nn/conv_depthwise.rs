@@ -93,7 +93,7 @@ struct Padded {
     phases: usize,
     /// Elements of one phase row.
     width: usize,
-    /// Output columns computed together (8 or 16).
+    /// Output columns computed together (4, 8 or 16).
     lanes: usize,
     /// Where each kernel column's run starts in a padded row: its phase row,
     /// then its offset in it.
@@ -102,7 +102,11 @@ struct Padded {
 
 impl Padded {
     fn new(g: &Geom) -> Padded {
-        let lanes = if g.ow <= 8 { 8 } else { 16 };
+        let lanes = match g.ow {
+            0..=4 => 4,
+            5..=8 => 8,
+            _ => 16,
+        };
         let width = (g.kw - 1) * g.dil[1] / g.stride[1] + g.ow.next_multiple_of(lanes);
         let (dw, sx) = (g.dil[1], g.stride[1]);
         Padded {
@@ -138,6 +142,11 @@ impl Padded {
                 // q in lo..hi.
                 let lo = pad.saturating_sub(ph).div_ceil(p);
                 let hi = (g.w + pad).saturating_sub(ph).div_ceil(p).min(self.width);
+                if p == 1 && lo < hi {
+                    // One phase: the row's inside part is one contiguous run.
+                    prow[lo..hi].copy_from_slice(&srow[lo - pad..hi - pad]);
+                    continue;
+                }
                 for (q, d) in prow.iter_mut().enumerate().take(hi).skip(lo) {
                     *d = srow[q * p + ph - pad];
                 }
@@ -165,12 +174,62 @@ fn one_plane<C: GemmFloat>(
     bias: C,
     out: &mut [C],
 ) {
+    if direct_pays(g, lay) {
+        return direct(src, wk, g, bias, out);
+    }
     scratch.resize(lay.len(), C::zero());
     lay.fill(src, g, scratch);
-    if lay.lanes == 8 {
-        rows::<C, 8>(wk, g, lay, scratch, bias, out);
-    } else {
-        rows::<C, 16>(wk, g, lay, scratch, bias, out);
+    match lay.lanes {
+        4 => rows::<C, 4>(wk, g, lay, scratch, bias, out),
+        8 => rows::<C, 8>(wk, g, lay, scratch, bias, out),
+        _ => rows::<C, 16>(wk, g, lay, scratch, bias, out),
+    }
+}
+
+/// True when summing only the taps inside the image costs less than the
+/// padded copy and its full rows of lanes: a large kernel over a tiny plane
+/// (MobileNet's 5x5 kernels over 2x2 planes touch the image with 4 of their
+/// 25 taps).
+fn direct_pays(g: &Geom, lay: &Padded) -> bool {
+    let inside = |out: usize, k: usize, s: usize, p: usize, d: usize, size: usize| -> usize {
+        (0..k)
+            .map(|t| {
+                let (lo, hi) = super::conv_core::valid_range(out, t, s, p, d, size);
+                hi - lo
+            })
+            .sum()
+    };
+    let rows = inside(g.oh, g.kh, g.stride[0], g.pad[0], g.dil[0], g.h);
+    let cols = inside(g.ow, g.kw, g.stride[1], g.pad[1], g.dil[1], g.w);
+    // A scalar tap costs about two vector ones; the copy one per element.
+    let direct = 2 * rows * cols;
+    let padded = g.oh * g.ow.div_ceil(lay.lanes) * g.kh * g.kw + lay.len();
+    direct < padded
+}
+
+/// One output plane from the unpadded input, each output summing the taps
+/// inside the image in the same order as [`rows`] (padded taps add `w * 0`
+/// there, which changes no sum), starting from the bias.
+#[inline(always)]
+fn direct<C: GemmFloat>(src: &[C], wk: &[C], g: &Geom, bias: C, out: &mut [C]) {
+    for (oy, orow) in out.chunks_exact_mut(g.ow).enumerate() {
+        for (ox, o) in orow.iter_mut().enumerate() {
+            let mut acc = bias;
+            for i in 0..g.kh {
+                let iy = (oy * g.stride[0] + i * g.dil[0]) as isize - g.pad[0] as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    continue;
+                }
+                let srow = &src[iy as usize * g.w..][..g.w];
+                for j in 0..g.kw {
+                    let ix = (ox * g.stride[1] + j * g.dil[1]) as isize - g.pad[1] as isize;
+                    if ix >= 0 && (ix as usize) < g.w {
+                        acc = acc + srow[ix as usize] * wk[i * g.kw + j];
+                    }
+                }
+            }
+            *o = acc;
+        }
     }
 }
 
@@ -285,6 +344,9 @@ mod tests {
             geom(1, 2, 1, [2, 2], [5, 5], [2, 2], [2, 2], [1, 1]),
             geom(1, 2, 3, [4, 3], [1, 1], [1, 1], [0, 0], [1, 1]),
             geom(2, 3, 1, [6, 6], [0, 3], [1, 1], [0, 1], [1, 1]),
+            geom(2, 5, 1, [2, 2], [5, 5], [1, 1], [2, 2], [1, 1]),
+            geom(1, 3, 2, [4, 4], [5, 5], [2, 2], [2, 2], [1, 1]),
+            geom(2, 4, 1, [4, 3], [3, 3], [1, 1], [1, 1], [1, 1]),
         ];
         for g in cases {
             let x: Vec<f64> = (0..g.n * g.cin * g.h * g.w)

@@ -1,0 +1,115 @@
+//! Small queries on a parsed graph that the load-time pattern passes share: a
+//! node's named argument, its single output, its ATen target, how many nodes
+//! and graph outputs read each value, a value's static contiguous f32 shape,
+//! and the scan for a pattern's non-overlapping occurrences.
+//!
+//! Owns: those queries. Must not: rewrite anything (the passes do).
+
+use crate::schema::{Arg, Dim, Node, Out, Program, SymRef};
+use opal::DType;
+use std::collections::HashMap;
+
+/// The node's argument called `name`.
+pub(crate) fn arg<'a>(node: &'a Node, name: &str) -> Option<&'a Arg> {
+    node.inputs.iter().find(|a| a.name == name).map(|a| &a.arg)
+}
+
+/// The value a tensor argument names.
+pub(crate) fn tensor_arg<'a>(node: &'a Node, name: &str) -> Option<&'a str> {
+    match arg(node, name)? {
+        Arg::Tensor(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// The node's only output, when it has exactly one tensor output.
+pub(crate) fn out(node: &Node) -> Option<&str> {
+    match node.outputs.as_slice() {
+        [Out::Tensor(n)] => Some(n),
+        _ => None,
+    }
+}
+
+/// True when the node runs `aten::<target>` (`target` like `mean.dim`).
+pub(crate) fn is(node: &Node, target: &str) -> bool {
+    node.target
+        .strip_prefix("torch.ops.aten.")
+        .is_some_and(|t| t == target)
+}
+
+/// How many times nodes and graph outputs read each value (symbolic ints
+/// included).
+pub(crate) fn readers(p: &Program) -> HashMap<&str, usize> {
+    fn add<'a>(n: &mut HashMap<&'a str, usize>, s: &'a str) {
+        *n.entry(s).or_default() += 1;
+    }
+    let mut n: HashMap<&str, usize> = HashMap::new();
+    for node in &p.nodes {
+        for a in &node.inputs {
+            match &a.arg {
+                Arg::Tensor(s) | Arg::OptTensor(Some(s)) => add(&mut n, s),
+                Arg::Tensors(v) => v.iter().for_each(|s| add(&mut n, s)),
+                Arg::OptTensors(v) => v.iter().flatten().for_each(|s| add(&mut n, s)),
+                Arg::SymInt(SymRef::Name(s)) => add(&mut n, s),
+                Arg::SymInts(v) => v.iter().for_each(|r| {
+                    if let SymRef::Name(s) = r {
+                        add(&mut n, s)
+                    }
+                }),
+                _ => {}
+            }
+        }
+    }
+    for o in &p.outputs {
+        match o {
+            Out::Tensor(s) => add(&mut n, s),
+            Out::Tensors(v) => v.iter().for_each(|s| add(&mut n, s)),
+            Out::SymInt(SymRef::Name(s)) => add(&mut n, s),
+            _ => {}
+        }
+    }
+    n
+}
+
+/// Static sizes of a contiguous f32 value, or None.
+pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
+    let m = p.tensor_meta.get(name)?;
+    if m.dtype != DType::F32 {
+        return None;
+    }
+    let all = |d: &[Dim]| {
+        d.iter()
+            .map(|d| match d {
+                Dim::Int(i) => Some(*i),
+                Dim::Expr { .. } => None,
+            })
+            .collect::<Option<Vec<i64>>>()
+    };
+    let (sizes, strides) = (all(&m.sizes)?, all(&m.strides)?);
+    let mut want = 1i64;
+    for (s, st) in sizes.iter().zip(&strides).rev() {
+        if *s != 1 && *st != want {
+            return None;
+        }
+        want = want.checked_mul(*s)?;
+    }
+    Some(sizes)
+}
+
+/// Every occurrence of a pattern, scanning from the first node: `at(i)` is the
+/// occurrence starting at node `i` and the index just past it; the scan goes
+/// on after an occurrence, so none overlap.
+pub(crate) fn scan<G>(p: &Program, mut at: impl FnMut(usize) -> Option<(G, usize)>) -> Vec<G> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < p.nodes.len() {
+        match at(i) {
+            Some((g, end)) => {
+                i = end.max(i + 1);
+                found.push(g);
+            }
+            None => i += 1,
+        }
+    }
+    found
+}
