@@ -111,3 +111,14 @@ fn a_builtin_key_keeps_its_name_and_opal_format_stays_strict() {
     let err = opal_codegen::backend::load_bytes("opal.yaml", yaml).expect_err("unknown key");
     assert!(err.render(false, 100).contains("unknown key `op_api`"));
 }
+
+/// A line closing more `]` than it opens, then a flow list whose last item has
+/// no text of its own: locating the list's brackets once subtracted past zero
+/// (a panic found by fuzzing). It is an error with a location, like any other.
+#[test]
+fn unbalanced_brackets_are_located_errors_not_panics() {
+    let yaml = b"backend: Cpu2\ndispatkh_key: CPU]]]]]]]]]]\nsupported: [add.Tensor, add.Scalar, empty.mrp edCm:u1\ndispatkh_key_ofyrmat]\n";
+    let err = opal_codegen::backend::load_bytes("fuzz.yaml", yaml).expect_err("malformed");
+    let shown = err.render(false, 100);
+    assert!(shown.contains("fuzz.yaml:"), "{shown}");
+}

@@ -1,4 +1,4 @@
-//! Inputs built to be slow, huge or deep (issue 12): each is a located error or a
+//! Inputs built to be slow, huge or deep: each is a located error or a
 //! bounded result, never a panic, and stays fast. The time bounds are loose (debug
 //! builds on a shared machine); the cases they guard took 5–75 s in a release build
 //! before the limits existed.

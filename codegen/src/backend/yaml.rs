@@ -101,7 +101,9 @@ impl Locate<'_> {
                 } else {
                     after
                 };
-                Some(self.idx.loc(open, end - open))
+                // An item without text of its own carries an earlier place, so
+                // the list may seem to end before its bracket: no span then.
+                Some(self.idx.loc(open, end.checked_sub(open)?))
             }
             b'-' => Some(self.idx.loc(before.len() - 1, 1)),
             _ => None,
