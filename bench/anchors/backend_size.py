@@ -1,4 +1,4 @@
-"""Generated backend code size, Opal against torchgen, for the same op list (issue 16).
+"""Generated backend code size, Opal against torchgen, for the same op list.
 
 Writes the backend YAML `torchgen_backend.py` times (the first 400 operators of
 PyTorch 2.15's native_functions.yaml with a CPU kernel, under `backend: XLA`, in

@@ -1,5 +1,5 @@
 """Load + validate of a native_functions.yaml: `opal-codegen check` as a whole process
-against torchgen's in-process `parse_native_yaml`, alternating, same run (issue 16).
+against torchgen's in-process `parse_native_yaml`, alternating, same run.
 
 Each round times torchgen's first parse in a fresh Python process, inside that
 process (its import and the interpreter's start are not counted) and then `opal-codegen check` from spawn to

@@ -1,5 +1,5 @@
 """Alternating runs of PyTorch's training anchor and opal-bench's training keys,
-with each round's ratio and the median per key (issue 13).
+with each round's ratio and the median per key.
 
 PyTorch's step times on this shared machine move by 1.5x from minute to minute, so
 one pair says little: this runs `../shared/anchors/train_bench.py` and then

@@ -1,4 +1,4 @@
-//! Files PyTorch writes load (issue 15 item 6): the model files of
+//! Files PyTorch writes load: the model files of
 //! `../shared/fixtures/training/*/init.safetensors`, which the fixture generator
 //! wrote from PyTorch state dicts with `safetensors.torch.save_file`, and bytes
 //! laid out exactly as `save_file(tensors, path, metadata={"format": "pt"})` writes

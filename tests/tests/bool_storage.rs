@@ -1,4 +1,4 @@
-//! Bool tensors hold only 0 and 1 bytes (issue 12): large bool results made from
+//! Bool tensors hold only 0 and 1 bytes: large bool results made from
 //! recycled CPU memory work, and no other dtype's view can write into a bool
 //! tensor's storage (its bytes could become 2, which no kernel may read as bool).
 

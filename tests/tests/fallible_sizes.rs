@@ -1,5 +1,5 @@
 //! Allocations sized by user input fail with an `Err` naming the op and the bytes
-//! (issue 12, item 6): never an abort (allocation failure) or a capacity-overflow
+//!: never an abort (allocation failure) or a capacity-overflow
 //! panic, and quickly, without touching the memory asked for.
 
 use opal::{ops, Scalar, Tensor};

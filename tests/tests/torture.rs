@@ -1,4 +1,4 @@
-//! The torture test of issue 12: threads mix geometry changes (`transpose_`,
+//! The torture test: threads mix geometry changes (`transpose_`,
 //! `unsqueeze_`/`squeeze_.dim`, `set_geometry_`, `resize_`), in-place ops and
 //! reading kernels on shared tensors, for a bounded time. Every call must be `Ok`
 //! or a borrow-conflict `Err`, never a crash, another error, or a torn value.

@@ -1,4 +1,4 @@
-//! Values as PyTorch gives them (issue 12, item 5): scalar conversions that would
+//! Values as PyTorch gives them: scalar conversions that would
 //! overflow the target dtype, complex `alpha` on real tensors, out-of-range gather /
 //! scatter indices, integer `arange` bounds that overflow, transposed convolution's
 //! `output_padding`, undefined tensors in `cat`, and bool tensors over bytes other

@@ -1,4 +1,4 @@
-//! PyTorch's device rule at every op entry (issue 12): all tensor arguments on one
+//! PyTorch's device rule at every op entry: all tensor arguments on one
 //! device, or an `Err` naming the op and both devices, before any kernel runs. The
 //! exceptions: zero-dim CPU tensors act as scalars for element-wise ops
 //! (`device_check: NoCheck`), and ops that move data (`_to_copy`) take any device.

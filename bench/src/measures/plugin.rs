@@ -1,4 +1,4 @@
-//! Plugin keys (issue 14, opt-in: `opal-bench --json --only plugin`, after
+//! Plugin keys (opt-in: `opal-bench --json --only plugin`, after
 //! `cargo build --release -p opal-test-plugin`, which puts the test plugin beside
 //! `opal-bench`; or point `OPAL_BENCH_PLUGIN_DIR` at the directory holding
 //! `libopal_test_plugin.so`):
