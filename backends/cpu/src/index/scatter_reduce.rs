@@ -104,17 +104,8 @@ fn mean_of<T: Elem>(sum: T, n: i64) -> T {
     }
 }
 
-/// Index elements from which a scatter-reduce splits its output across threads.
-const PARALLEL_MIN: usize = 1 << 16;
-
 /// A copy of `self_` with `src` values reduced in where `index` points along `dim`.
 /// Without `include_self`, a position that receives values forgets its own.
-///
-/// Large scatters split the *output* into one range per thread: every thread
-/// walks the whole index but applies only the values landing in its range. Each
-/// position therefore sees its values in index order, as the serial kernel does,
-/// so the result is bit-identical for any thread count (splitting the index
-/// instead would need atomics or a merge, and would reorder the float sums).
 pub fn scatter_reduce_two(
     self_: &Tensor,
     dim: i64,
@@ -132,34 +123,24 @@ pub fn scatter_reduce_two(
             // Counts are needed only to divide a mean or to drop `self`'s own values.
             let counted = r == Reduce::Mean || !include_self;
             let mut count = vec![0i64; if counted { out.len() } else { 0 }];
-            let step = Step {
-                self_,
-                dim,
-                index,
-                src,
-                sv,
-                r,
-                include_self,
-            };
-            let parts = rayon::current_num_threads().min(out.len());
-            if parts > 1 && index.numel() as usize >= PARALLEL_MIN {
-                let len = out.len().div_ceil(parts);
-                let counts = count
-                    .chunks_mut(len)
-                    .map(Some)
-                    .chain(std::iter::repeat_with(|| None));
-                let mut ranges: Vec<_> = out
-                    .chunks_mut(len)
-                    .zip(counts)
-                    .enumerate()
-                    .map(|(i, (o, c))| (i * len, o, c, Ok(())))
-                    .collect();
-                crate::parallel::fork_each_mut(&mut ranges, |(lo, o, c, res)| {
-                    *res = step.apply(*lo, o, c.as_deref_mut());
-                });
-                ranges.into_iter().try_for_each(|(.., res)| res)?;
+            if counted {
+                scatter_positions(self_, dim, index, src, OP, |o, s| {
+                    out[o] = if count[o] == 0 && !include_self {
+                        sv[s]
+                    } else {
+                        combine(r, out[o], sv[s])
+                    };
+                    count[o] += 1;
+                })?;
+            } else if r == Reduce::Sum {
+                // Its own closure, so the per-element step is a bare add.
+                scatter_positions(self_, dim, index, src, OP, |o, s| {
+                    out[o] = add(out[o], sv[s]);
+                })?;
             } else {
-                step.apply(0, &mut out, counted.then_some(&mut count[..]))?;
+                scatter_positions(self_, dim, index, src, OP, |o, s| {
+                    out[o] = combine(r, out[o], sv[s]);
+                })?;
             }
             if r == Reduce::Mean {
                 for (v, &n) in out.iter_mut().zip(&count) {
@@ -172,60 +153,6 @@ pub fn scatter_reduce_two(
         })?;
         Tensor::from_vec(out, self_.sizes())
     })
-}
-
-/// The arguments of one scatter-reduce, applied to one range of the output.
-struct Step<'a, T> {
-    self_: &'a Tensor,
-    dim: i64,
-    index: &'a Tensor,
-    src: &'a Tensor,
-    sv: &'a [T],
-    r: Reduce,
-    include_self: bool,
-}
-
-impl<T: Elem> Step<'_, T> {
-    /// Reduces into `out`, the output positions `lo..lo + out.len()`, every
-    /// `src` value whose index lands there; `count` (for means and without
-    /// `include_self`) counts the values each position received.
-    fn apply(&self, lo: usize, out: &mut [T], count: Option<&mut [i64]>) -> Result<()> {
-        let (sv, r, range) = (self.sv, self.r, lo..lo + out.len());
-        if let Some(count) = count {
-            let fresh = !self.include_self;
-            self.visit(range, |o, s| {
-                out[o] = if count[o] == 0 && fresh {
-                    sv[s]
-                } else {
-                    combine(r, out[o], sv[s])
-                };
-                count[o] += 1;
-            })
-        } else if r == Reduce::Sum {
-            // Its own closure, so the per-element step is a bare add.
-            self.visit(range, |o, s| out[o] = add(out[o], sv[s]))
-        } else {
-            self.visit(range, |o, s| out[o] = combine(r, out[o], sv[s]))
-        }
-    }
-
-    /// `f(o - range.start, s)` for every output position `o` in `range` that
-    /// receives the `src` element `s` (generic, so each reduction's step inlines).
-    fn visit(&self, range: std::ops::Range<usize>, mut f: impl FnMut(usize, usize)) -> Result<()> {
-        let (lo, hi) = (range.start, range.end);
-        scatter_positions(
-            self.self_,
-            self.dim,
-            self.index,
-            self.src,
-            "scatter_reduce",
-            |o, s| {
-                if o >= lo && o < hi {
-                    f(o - lo, s)
-                }
-            },
-        )
-    }
 }
 
 /// In-place `scatter_reduce.two`.
@@ -289,50 +216,5 @@ mod tests {
         let v = scatter_value(&base, 0, &two, &Scalar::Float(1.5)).unwrap();
         assert_eq!(v.to_vec::<f32>().unwrap(), vec![10., 20., 1.5]);
         assert!(scatter_value(&base, 0, &bad, &Scalar::Int(1)).is_err());
-    }
-
-    /// Above [`PARALLEL_MIN`] the output is split across threads; each position
-    /// must still see its values in index order, so the float sums match a plain
-    /// sequential loop bit for bit, and a bad index is still refused.
-    #[test]
-    fn split_output_keeps_index_order() {
-        let (n, m) = (PARALLEL_MIN * 2 + 3, 1000usize);
-        let idx: Vec<i64> = (0..n).map(|i| ((i * 7919 + i / 3) % m) as i64).collect();
-        let src: Vec<f32> = (0..n)
-            .map(|i| ((i * 31) % 97) as f32 * 0.013 - 0.6)
-            .collect();
-        let base: Vec<f32> = (0..m).map(|i| i as f32 * 0.5).collect();
-        let (it, st, bt) = (
-            Tensor::from_slice(&idx, &[n as i64]).unwrap(),
-            f(&src, &[n as i64]),
-            f(&base, &[m as i64]),
-        );
-        let mut sum = base.clone();
-        let mut count = vec![0usize; m];
-        let mut fresh = vec![0.0f32; m];
-        for (&k, &v) in idx.iter().zip(&src) {
-            sum[k as usize] += v;
-            fresh[k as usize] += v;
-            count[k as usize] += 1;
-        }
-        let got = |r: &str, inc: bool| {
-            scatter_reduce_two(&bt, 0, &it, &st, r, inc)
-                .unwrap()
-                .to_vec::<f32>()
-                .unwrap()
-        };
-        assert_eq!(got("sum", true), sum);
-        let mean: Vec<f32> = (0..m)
-            .map(|k| match count[k] {
-                0 => base[k],
-                c => (f64::from(fresh[k]) / c as f64) as f32,
-            })
-            .collect();
-        assert_eq!(got("mean", false), mean);
-        let mut bad = idx.clone();
-        bad[n - 1] = m as i64;
-        let bt2 = Tensor::from_slice(&bad, &[n as i64]).unwrap();
-        let e = scatter_reduce_two(&bt, 0, &bt2, &st, "sum", true).unwrap_err();
-        assert!(e.to_string().contains(&format!("index {m}")), "{e}");
     }
 }
