@@ -235,8 +235,17 @@ where
                 acc[k] += lift(c[k]);
             }
         }
+        // Rows shorter than `LANES` (a 32-wide `mean(-1)`) still run in vector
+        // steps: eight lanes at a time, then at most seven values in f64.
+        let short = rem.chunks_exact(8);
+        let tail = short.remainder();
+        for c in short {
+            for k in 0..8 {
+                acc[k] += lift(c[k]);
+            }
+        }
         let mut s: f64 = fold_halves(&mut acc).into();
-        for &x in rem {
+        for &x in tail {
             s += lift(x).into();
         }
         *slot = s;
