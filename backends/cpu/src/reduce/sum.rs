@@ -113,22 +113,32 @@ fn column_sums_of<T: Elem>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f
 /// a prefix of dims, true after it): each row summed straight from the input, rows
 /// split across threads. [`Rows`] would first convert the whole input to f64, which
 /// cost more than the sums (`x.mean(-1)`, layer statistics). `None` when the input
-/// does not have that form.
-fn row_sums(t: &Tensor, mask: &[bool]) -> Option<Result<Vec<f64>>> {
+/// does not have that form. f32 rows of an f32 result add in f32 lanes, as
+/// PyTorch's f32 sums do; an f64 result (`dtype=torch.float64`) sums the values
+/// widened to f64, as PyTorch converts the input first.
+fn row_sums(t: &Tensor, mask: &[bool], result: DType) -> Option<Result<Vec<f64>>> {
     let keep = mask.iter().take_while(|&&m| !m).count();
     if keep == mask.len() || mask[keep..].iter().any(|&m| !m) || !t.is_contiguous() {
         return None;
     }
     let rows = t.sizes()[..keep].iter().product::<i64>() as usize;
     let cols = t.sizes()[keep..].iter().product::<i64>() as usize;
-    match t.dtype() {
-        DType::F32 => Some(row_sums_of::<f32>(t, rows, cols)),
-        DType::F64 => Some(row_sums_of::<f64>(t, rows, cols)),
+    match (t.dtype(), result) {
+        (DType::F32, DType::F32) => Some(row_sums_of(t, rows, cols, leaf_sums_f32)),
+        (DType::F32, _) => Some(row_sums_of(t, rows, cols, leaf_sums_f32_wide)),
+        (DType::F64, _) => Some(row_sums_of(t, rows, cols, leaf_sums_f64)),
         _ => None,
     }
 }
 
-fn row_sums_of<T: Elem + PairwiseLeaves>(t: &Tensor, rows: usize, cols: usize) -> Result<Vec<f64>> {
+/// Row sums of `rows x cols` contiguous values, each row by [`pairwise_sum_of`]
+/// with `leaves` as its leaf kernel.
+fn row_sums_of<T: Elem>(
+    t: &Tensor,
+    rows: usize,
+    cols: usize,
+    leaves: fn(&[T]) -> f64,
+) -> Result<Vec<f64>> {
     let mut out = vec![0.0f64; rows];
     if rows * cols == 0 {
         return Ok(out);
@@ -143,7 +153,7 @@ fn row_sums_of<T: Elem + PairwiseLeaves>(t: &Tensor, rows: usize, cols: usize) -
         let sum_rows = |first: usize, sums: &mut [f64]| {
             for (r, s) in sums.iter_mut().enumerate() {
                 let row = &data[(first + r) * cols..(first + r + 1) * cols];
-                *s = pairwise_sum_of(row);
+                *s = pairwise_sum_of(row, leaves);
             }
         };
         if rows * cols < 1 << 15 {
@@ -158,14 +168,14 @@ fn row_sums_of<T: Elem + PairwiseLeaves>(t: &Tensor, rows: usize, cols: usize) -
     Ok(out)
 }
 
-/// [`pairwise_sum`] of values converted to f64 on the fly: halves until a piece
-/// fits the multiversioned [`leaf_sums`] kernel.
-fn pairwise_sum_of<T: Elem + PairwiseLeaves>(v: &[T]) -> f64 {
+/// [`pairwise_sum`] of values summed by `leaves` (a multiversioned leaf kernel):
+/// halves until a piece fits it.
+fn pairwise_sum_of<T>(v: &[T], leaves: fn(&[T]) -> f64) -> f64 {
     if v.len() <= LEAF * MAX_LEAVES {
-        return T::pairwise_leaves(v);
+        return leaves(v);
     }
     let mid = v.len() / 2;
-    pairwise_sum_of(&v[..mid]) + pairwise_sum_of(&v[mid..])
+    pairwise_sum_of(&v[..mid], leaves) + pairwise_sum_of(&v[mid..], leaves)
 }
 
 /// Elements per leaf of the pairwise sum, and leaves per call of the vectorized
@@ -254,22 +264,9 @@ where
     pairwise_sum(&leaves[..n])
 }
 
-/// Element types whose rows [`pairwise_sum_of`] sums with a vectorized kernel.
-trait PairwiseLeaves: Sized {
-    fn pairwise_leaves(v: &[Self]) -> f64;
-}
 multiversion!(leaf_sums_f32(v: &[f32]) -> f64 { leaf_sums_f32_lanes(v) });
+multiversion!(leaf_sums_f32_wide(v: &[f32]) -> f64 { leaf_sums(v) });
 multiversion!(leaf_sums_f64(v: &[f64]) -> f64 { leaf_sums(v) });
-impl PairwiseLeaves for f32 {
-    fn pairwise_leaves(v: &[f32]) -> f64 {
-        leaf_sums_f32(v)
-    }
-}
-impl PairwiseLeaves for f64 {
-    fn pairwise_leaves(v: &[f64]) -> f64 {
-        leaf_sums_f64(v)
-    }
-}
 
 /// How many elements each output of a reduction over `mask` combines.
 fn reduced_count(sizes: &[i64], mask: &[bool]) -> i64 {
@@ -314,7 +311,7 @@ fn sum_impl(
     let by_pairs = by_rows(pairwise_sum);
     let floats = |t: &Tensor, mask: &[bool]| {
         column_sums(t, mask)
-            .or_else(|| row_sums(t, mask))
+            .or_else(|| row_sums(t, mask, rd))
             .unwrap_or_else(|| by_pairs(t, mask))
     };
     reduce_acc(self_, dims, keepdim, rd, dest, op, floats, |r| {
@@ -367,7 +364,7 @@ pub(super) fn mean_impl(
         )));
     }
     let by_pairs = by_rows(|r| pairwise_sum(r) / r.len() as f64);
-    let floats = |t: &Tensor, mask: &[bool]| match row_sums(t, mask) {
+    let floats = |t: &Tensor, mask: &[bool]| match row_sums(t, mask, rd) {
         Some(sums) => {
             let n = reduced_count(t.sizes(), mask) as f64;
             sums.map(|v| v.into_iter().map(|s| s / n).collect())
@@ -752,7 +749,7 @@ mod tests {
                 .collect();
             let exact: f64 = v.iter().map(|&x| f64::from(x)).sum();
             let abs: f64 = v.iter().map(|&x| f64::from(x).abs()).sum();
-            let got = pairwise_sum_of(&v);
+            let got = pairwise_sum_of(&v, leaf_sums_f32);
             assert!(
                 (got - exact).abs() <= abs * 4.0 * f64::from(f32::EPSILON),
                 "len {len}: {got} vs {exact}"
