@@ -39,7 +39,7 @@ pub(crate) fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Ve
 /// Inlined into the scatter loops, with the message built out of line: a call
 /// per element cost as much as the scatter step itself.
 #[inline(always)]
-fn check_index(v: i64, size: i64, dim: usize, op: &str) -> Result<usize> {
+pub(crate) fn check_index(v: i64, size: i64, dim: usize, op: &str) -> Result<usize> {
     if v < 0 || v >= size {
         return Err(index_error(v, size, dim, op));
     }
@@ -116,6 +116,25 @@ pub(crate) fn scatter_positions(
     op: &str,
     f: impl FnMut(usize, usize),
 ) -> Result<()> {
+    let d = check_scatter_shapes(self_, dim, index, src, op)?;
+    if index.dtype() != DType::I64 {
+        return read_index(index, false, op).map(|_| ());
+    }
+    // The index is read in place: a copy of it cost as much as the scatter itself.
+    crate::nn::io::with_slice::<i64, _>(index, |iv| {
+        scatter_positions_read(self_, d, index, src, iv, op, f)
+    })
+}
+
+/// The shape rules of a scatter from `src` through `index` into `self_`; the
+/// wrapped `dim`.
+pub(crate) fn check_scatter_shapes(
+    self_: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: &Tensor,
+    op: &str,
+) -> Result<usize> {
     let d = wrap_dim(dim, self_.dim(), op)?;
     check_index_shape(self_, index, d, op)?;
     for k in 0..index.dim() {
@@ -130,13 +149,7 @@ pub(crate) fn scatter_positions(
             ));
         }
     }
-    if index.dtype() != DType::I64 {
-        return read_index(index, false, op).map(|_| ());
-    }
-    // The index is read in place: a copy of it cost as much as the scatter itself.
-    crate::nn::io::with_slice::<i64, _>(index, |iv| {
-        scatter_positions_read(self_, d, index, src, iv, op, f)
-    })
+    Ok(d)
 }
 
 /// [`scatter_positions`] once the index values are at hand (row-major).
