@@ -2,7 +2,8 @@
 //! reference outputs, see `../shared/README.md`) is run by op name through boxed
 //! calling and compared with the reference: dtype and shape exactly, values within
 //! the case's `atol`/`rtol` (NaN equals NaN), or shape and dtype only for
-//! `check: shape_dtype` (random ops). An expected `none` (PyTorch's undefined tensor,
+//! `check: shape_dtype` (random ops; `shape_dtype_outputs` lists single outputs
+//! checked so, such as the indices `topk` picks among tied values). An expected `none` (PyTorch's undefined tensor,
 //! e.g. a gradient `output_mask` did not request) passes exactly when Opal's output
 //! is undefined, and an undefined output never passes for an expected tensor.
 //!
@@ -25,6 +26,34 @@ use opal::{DType, IValue, Stack};
 use opal_tests::golden::{compare_tensor, ivalue_kind, to_ivalue, Golden, Target};
 use serde_json::Value;
 use std::collections::BTreeSet;
+
+/// Cases of the OpInfo replay (`golden-core/opinfo`) that Opal does not pass yet:
+/// per target, operator, case numbers and why. A listed case that passes fails the
+/// test (take it off the list), as does any unlisted failure.
+const OPINFO_GAPS: &[(Target, &str, std::ops::RangeInclusive<u32>, &str)] = &[
+    (Target::Cpu, "max_pool2d_with_indices", 16..=35, INT_POOL),
+    (Target::Cpu, "max_pool3d_with_indices", 16..=35, INT_POOL),
+    (Target::Meta, "max_pool3d_with_indices", 16..=35, INT_POOL),
+    (Target::Cpu, "avg_pool2d", 16..=19, INT_POOL),
+    (Target::Cpu, "avg_pool3d", 8..=11, INT_POOL),
+    (Target::Meta, "avg_pool3d", 8..=11, INT_POOL),
+    (Target::Cpu, "convolution", 16..=19, "integer convolution (PyTorch's CPU has it) is not implemented"),
+    (Target::Cpu, "grid_sampler_2d", 0..=7, "PyTorch's CPU grid sampler rounds each step to float16/bfloat16; Opal's computes in f32 and differs by up to 0.2"),
+];
+const INT_POOL: &str = "integer pooling (PyTorch's CPU has it) is not implemented";
+
+/// Why `id` of the OpInfo replay in `dir` is a known gap on `target`, if it is.
+fn opinfo_gap(dir: &std::path::Path, id: &str, target: Target) -> Option<&'static str> {
+    if !dir.ends_with("opinfo") {
+        return None;
+    }
+    let (op, n) = id.rsplit_once('/')?;
+    let n: u32 = n.parse().ok()?;
+    OPINFO_GAPS
+        .iter()
+        .find(|(t, o, r, _)| *t == target && *o == op && r.contains(&n))
+        .map(|g| g.3)
+}
 
 /// Why the CPU run cannot check a case yet: no kernel serves the op on CPU (no CPU
 /// kernel and no composite kernel registered). Today every golden op has one (the
@@ -87,10 +116,16 @@ fn compare_output(
     actual: &IValue,
     case: &Value,
     target: Target,
+    index: usize,
 ) -> Result<(), String> {
     let atol = case["atol"].as_f64().unwrap_or(0.0);
     let rtol = case["rtol"].as_f64().unwrap_or(0.0);
-    let values = target == Target::Cpu && case["check"].as_str() != Some("shape_dtype");
+    // `shape_dtype_outputs`: outputs whose values PyTorch leaves to the
+    // implementation (which of several tied elements `topk` reports).
+    let free = case["shape_dtype_outputs"]
+        .as_array()
+        .is_some_and(|o| o.iter().any(|i| i.as_u64() == Some(index as u64)));
+    let values = target == Target::Cpu && case["check"].as_str() != Some("shape_dtype") && !free;
     let (kind, x) = expected
         .as_object()
         .and_then(|o| o.iter().next())
@@ -183,7 +218,7 @@ fn run_case(g: &Golden, case: &Value, target: Target) -> Result<(), String> {
         ));
     }
     for (i, (e, a)) in outputs.iter().zip(&stack).enumerate() {
-        compare_output(g, e, a, case, target).map_err(|r| format!("output {i}: {r}"))?;
+        compare_output(g, e, a, case, target, i).map_err(|r| format!("output {i}: {r}"))?;
     }
     Ok(())
 }
@@ -217,9 +252,14 @@ fn run_all(
                 skipped.insert(id);
                 continue;
             }
-            match run_case(&g, case, target) {
-                Ok(()) => passed += 1,
-                Err(e) => failures.push((id, e)),
+            match (run_case(&g, case, target), opinfo_gap(&dir, &id, target)) {
+                (Ok(()), None) => passed += 1,
+                (Err(e), None) => failures.push((id, e)),
+                (Err(_), Some(why)) => println!("  known gap {id}: {why}"),
+                (Ok(()), Some(_)) => failures.push((
+                    id,
+                    "passes but is listed in OPINFO_GAPS: take it off the list".into(),
+                )),
             }
         }
         println!(

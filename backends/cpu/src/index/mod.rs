@@ -29,9 +29,21 @@ pub(crate) fn read_index(index: &Tensor, allow_int: bool, op: &str) -> Result<Ve
         DType::I32 if allow_int => to_vec_as::<i64>(index).map_err(in_op(op)),
         other => Err(err(
             op,
-            format!("Expected dtype int64 for index, got {other}"),
+            format!(
+                "Expected dtype {} for index, got {other}",
+                if allow_int { "int32/int64" } else { "int64" }
+            ),
         )),
     }
+}
+
+/// The values of a gather or scatter index: int64 or int32, or any dtype when
+/// it is empty (PyTorch checks the dtype only of an index with elements).
+fn read_scatter_index(index: &Tensor, op: &str) -> Result<Vec<i64>> {
+    if index.numel() == 0 {
+        return Ok(Vec::new());
+    }
+    read_index(index, true, op)
 }
 
 /// `v` as a position along a dim of `size`. Unlike advanced indexing, gather and
@@ -77,7 +89,7 @@ pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, sparse_grad: bool) -> Re
     let _ = sparse_grad; // only changes the backward's layout in PyTorch
     let d = wrap_dim(dim, self_.dim(), OP)?;
     check_index_shape(self_, index, d, OP)?;
-    let iv = read_index(index, false, OP)?;
+    let iv = read_scatter_index(index, OP)?;
     let (ist, sst) = (
         contiguous_strides(index.sizes()),
         contiguous_strides(self_.sizes()),
@@ -118,7 +130,8 @@ pub(crate) fn scatter_positions(
 ) -> Result<()> {
     let d = check_scatter_shapes(self_, dim, index, src, op)?;
     if index.dtype() != DType::I64 {
-        return read_index(index, false, op).map(|_| ());
+        let iv = read_scatter_index(index, op)?;
+        return scatter_positions_read(self_, d, index, src, &iv, op, f);
     }
     // The index is read in place: a copy of it cost as much as the scatter itself.
     crate::nn::io::with_slice::<i64, _>(index, |iv| {

@@ -67,11 +67,20 @@ pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> 
     )
 }
 
+/// A gather or scatter index holds int64 or int32, unless it is empty (PyTorch
+/// checks the dtype only of an index with elements).
+pub(super) fn check_scatter_index_dtype(op: &str, index: &Tensor) -> Result<()> {
+    if index.numel() == 0 {
+        return Ok(());
+    }
+    check_index_dtype(op, "index", index.dtype(), &INDEX_DTYPES)
+}
+
 /// `gather`: the result has the index's sizes.
 pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, _sparse_grad: bool) -> Result<Tensor> {
     let op = "gather";
     check_inputs(op, &[self_, index])?;
-    check_index_dtype(op, "index", index.dtype(), &[DType::I64])?;
+    check_scatter_index_dtype(op, index)?;
     new_contiguous(
         &gather_sizes(op, self_.sizes(), dim, index.sizes())?,
         self_.dtype(),
@@ -86,7 +95,7 @@ pub(super) fn scatter_like(
     src: &Tensor,
 ) -> Result<Tensor> {
     check_inputs(op, &[self_, index, src])?;
-    check_index_dtype(op, "index", index.dtype(), &[DType::I64])?;
+    check_scatter_index_dtype(op, index)?;
     if src.dtype() != self_.dtype() {
         return Err(fail(
             op,

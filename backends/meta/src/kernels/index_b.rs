@@ -8,8 +8,8 @@
 use super::{check_inputs, inplace_variants, new_strided};
 use crate::shape::fail;
 use crate::shape::geometry::preserve_strides;
-use crate::shape::index::{check_index_dtype, check_scatter};
-use opal::{DType, Result, Scalar, Tensor};
+use crate::shape::index::check_scatter;
+use opal::{Result, Scalar, Tensor};
 
 /// A result laid out like `self_` (dense, `self_`'s dim order).
 fn like(self_: &Tensor) -> Result<Tensor> {
@@ -57,7 +57,7 @@ pub fn _assert_async_msg(self_: &Tensor, _assert_msg: &str) -> Result<()> {
 pub fn scatter_value(self_: &Tensor, dim: i64, index: &Tensor, _value: &Scalar) -> Result<Tensor> {
     const OP: &str = "scatter";
     check_inputs(OP, &[self_, index])?;
-    check_index_dtype(OP, "index", index.dtype(), &[DType::I64])?;
+    super::index::check_scatter_index_dtype(OP, index)?;
     check_scatter(OP, self_.sizes(), dim, index.sizes(), index.sizes())?;
     like(self_)
 }
