@@ -2,27 +2,42 @@
 //! the CPU kernels and the Meta (shape-only) kernels cannot disagree: broadcasting,
 //! `-1` in a requested shape, contiguous strides and the strides of a view, which
 //! result dtype may be written where, and which `alpha` an `add`/`sub` accepts. Each error names the op and reads as PyTorch's.
-//! Pooling geometry lives in [`pool`], the geometry of views such as `diagonal` in
-//! [`geometry`], group norm's argument checks in [`norm`],
+//! Convolution's argument rules live in [`conv`], pooling's in [`pool`], the geometry of views such as `diagonal` in
+//! [`geometry`], the normalization ops' argument checks in [`norm`], the losses'
+//! in [`loss`],
 //! `randperm`'s in [`random`], `masked_scatter`'s and `index_put`'s in [`indexing`],
 //! bilinear upsampling's shapes and source taps in [`upsample`].
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
 
-use crate::{DType, OpalError, Result, Scalar};
+use crate::{DType, OpalError, Result, Scalar, Tensor};
 
 pub mod bag;
+pub mod conv;
 pub mod distance;
 pub mod fold;
 pub mod geometry;
 pub mod indexing;
+pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod random;
 pub mod sampling;
 pub mod spectral;
 pub mod upsample;
+
+/// Every tensor of `tensors` is defined: an undefined tensor (which stands for
+/// no tensor) is laid out like an empty one and would otherwise pass a rule as one.
+pub fn check_defined(op: &str, tensors: &[&Tensor]) -> Result<()> {
+    if tensors.iter().all(|t| t.is_defined()) {
+        Ok(())
+    } else {
+        Err(OpalError::msg(format!(
+            "{op}: expected a defined tensor, got an undefined one"
+        )))
+    }
+}
 
 /// A floating `dtype`, as the kernels that compute in floating point require
 /// ("expected a floating point tensor, got Long" otherwise).

@@ -24,7 +24,9 @@ fn bench_nn(c: &mut Criterion) {
     c.bench_function("layer_norm_256x1024_f32", |b| {
         b.iter(|| {
             black_box(
-                opal_cpu::nn::native_layer_norm(&x, &[1024], Some(&w), Some(&bias), 1e-5).unwrap(),
+                opal::rules::norm::native_layer_norm(&x, &[1024], Some(&w), Some(&bias), 1e-5)
+                    .and_then(opal_cpu::nn::native_layer_norm)
+                    .unwrap(),
             )
         })
     });
@@ -34,7 +36,7 @@ fn bench_nn(c: &mut Criterion) {
     c.bench_function("conv2d_64x3x32x32_k3_16", |b| {
         b.iter(|| {
             black_box(
-                opal_cpu::nn::convolution(
+                opal::rules::conv::convolution(
                     &input,
                     &weight,
                     Some(&cb),
@@ -45,6 +47,7 @@ fn bench_nn(c: &mut Criterion) {
                     &[0, 0],
                     1,
                 )
+                .and_then(opal_cpu::nn::convolution)
                 .unwrap(),
             )
         })

@@ -21,6 +21,8 @@
 //! their kernels live in `opal`'s runtime and run on every backend.
 
 use crate::nn;
+use opal::rules::conv::ConvolutionBackward;
+use opal::rules::norm::LayerNormBackward;
 use opal::{OpalError, Result, Tensor};
 use std::sync::OnceLock;
 
@@ -43,65 +45,13 @@ impl generated::CpuKernels for Cpu {}
 // `output_mask` did not request, as PyTorch does (boxed, it becomes `None`).
 
 /// The schema form of [`nn::convolution_backward`]: unrequested gradients as undefined tensors.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the schema fixes the argument list"
-)]
-pub(crate) fn convolution_backward(
-    grad_output: &Tensor,
-    input: &Tensor,
-    weight: &Tensor,
-    bias_sizes: Option<&[i64]>,
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    transposed: bool,
-    output_padding: &[i64],
-    groups: i64,
-    output_mask: &[bool],
-) -> Result<(Tensor, Tensor, Tensor)> {
-    let grads = nn::convolution_backward(
-        grad_output,
-        input,
-        weight,
-        bias_sizes,
-        stride,
-        padding,
-        dilation,
-        transposed,
-        output_padding,
-        groups,
-        output_mask,
-    )?;
-    Ok(undefined_if_none(grads))
+pub(crate) fn convolution_backward(b: ConvolutionBackward) -> Result<(Tensor, Tensor, Tensor)> {
+    nn::convolution_backward(b).map(undefined_if_none)
 }
 
 /// The schema form of [`nn::native_layer_norm_backward`]: unrequested gradients as undefined tensors.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the schema fixes the argument list"
-)]
-pub(crate) fn native_layer_norm_backward(
-    grad_out: &Tensor,
-    input: &Tensor,
-    normalized_shape: &[i64],
-    mean: &Tensor,
-    rstd: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    output_mask: &[bool],
-) -> Result<(Tensor, Tensor, Tensor)> {
-    let grads = nn::native_layer_norm_backward(
-        grad_out,
-        input,
-        normalized_shape,
-        mean,
-        rstd,
-        weight,
-        bias,
-        output_mask,
-    )?;
-    Ok(undefined_if_none(grads))
+pub(crate) fn native_layer_norm_backward(b: LayerNormBackward) -> Result<(Tensor, Tensor, Tensor)> {
+    nn::native_layer_norm_backward(b).map(undefined_if_none)
 }
 
 /// Gradients not requested (`None`) as undefined tensors.

@@ -107,34 +107,43 @@ fn run(case: &Case) -> Option<R> {
             v!(a.int(2)),
             v!(a.opt_dtype(3)).unwrap_or(DType::F32),
         )),
-        "native_layer_norm" => three(nn::native_layer_norm(
-            t!(0),
-            &v!(a.int_list(1)),
-            v!(opt_t(a, 2)).as_ref(),
-            v!(opt_t(a, 3)).as_ref(),
-            v!(a.float(4)),
-        )),
-        "native_layer_norm_backward" => three_opt(nn::native_layer_norm_backward(
-            t!(0),
-            t!(1),
-            &v!(a.int_list(2)),
-            t!(3),
-            t!(4),
-            v!(opt_t(a, 5)).as_ref(),
-            v!(opt_t(a, 6)).as_ref(),
-            &v!(bools(a, 7)),
-        )),
-        "native_batch_norm" => three(nn::native_batch_norm(
-            t!(0),
-            v!(opt_t(a, 1)).as_ref(),
-            v!(opt_t(a, 2)).as_ref(),
-            v!(opt_t(a, 3)).as_ref(),
-            v!(opt_t(a, 4)).as_ref(),
-            v!(a.bool(5)),
-            v!(a.float(6)),
-            v!(a.float(7)),
-        )),
-        "convolution" => one(nn::convolution(
+        "native_layer_norm" => three(
+            opal::rules::norm::native_layer_norm(
+                t!(0),
+                &v!(a.int_list(1)),
+                v!(opt_t(a, 2)).as_ref(),
+                v!(opt_t(a, 3)).as_ref(),
+                v!(a.float(4)),
+            )
+            .and_then(nn::native_layer_norm),
+        ),
+        "native_layer_norm_backward" => three_opt(
+            opal::rules::norm::native_layer_norm_backward(
+                t!(0),
+                t!(1),
+                &v!(a.int_list(2)),
+                t!(3),
+                t!(4),
+                v!(opt_t(a, 5)).as_ref(),
+                v!(opt_t(a, 6)).as_ref(),
+                &v!(bools(a, 7)),
+            )
+            .and_then(nn::native_layer_norm_backward),
+        ),
+        "native_batch_norm" => three(
+            opal::rules::norm::native_batch_norm(
+                t!(0),
+                v!(opt_t(a, 1)).as_ref(),
+                v!(opt_t(a, 2)).as_ref(),
+                v!(opt_t(a, 3)).as_ref(),
+                v!(opt_t(a, 4)).as_ref(),
+                v!(a.bool(5)),
+                v!(a.float(6)),
+                v!(a.float(7)),
+            )
+            .and_then(nn::native_batch_norm),
+        ),
+        "convolution" => one(opal::rules::conv::convolution(
             t!(0),
             t!(1),
             v!(opt_t(a, 2)).as_ref(),
@@ -144,39 +153,47 @@ fn run(case: &Case) -> Option<R> {
             v!(a.bool(6)),
             &v!(a.int_list(7)),
             v!(a.int(8)),
-        )),
-        "convolution_backward" => three_opt(nn::convolution_backward(
-            t!(0),
-            t!(1),
-            t!(2),
-            v!(a.opt_int_list(3)).as_deref(),
-            &v!(a.int_list(4)),
-            &v!(a.int_list(5)),
-            &v!(a.int_list(6)),
-            v!(a.bool(7)),
-            &v!(a.int_list(8)),
-            v!(a.int(9)),
-            &v!(bools(a, 10)),
-        )),
-        "max_pool2d_with_indices" => two(nn::max_pool2d_with_indices(
+        )
+        .and_then(nn::convolution)),
+        "convolution_backward" => three_opt(
+            opal::rules::conv::convolution_backward(
+                t!(0),
+                t!(1),
+                t!(2),
+                v!(a.opt_int_list(3)).as_deref(),
+                &v!(a.int_list(4)),
+                &v!(a.int_list(5)),
+                &v!(a.int_list(6)),
+                v!(a.bool(7)),
+                &v!(a.int_list(8)),
+                v!(a.int(9)),
+                &v!(bools(a, 10)),
+            )
+            .and_then(nn::convolution_backward),
+        ),
+        "max_pool2d_with_indices" => two(opal::rules::pool::max_pool2d_with_indices(
             t!(0),
             &v!(a.int_list(1)),
             &v!(a.int_list(2)),
             &v!(a.int_list(3)),
             &v!(a.int_list(4)),
             v!(a.bool(5)),
-        )),
-        "max_pool2d_with_indices_backward" => one(nn::max_pool2d_with_indices_backward(
-            t!(0),
-            t!(1),
-            &v!(a.int_list(2)),
-            &v!(a.int_list(3)),
-            &v!(a.int_list(4)),
-            &v!(a.int_list(5)),
-            v!(a.bool(6)),
-            t!(7),
-        )),
-        "avg_pool2d" => one(nn::avg_pool2d(
+        )
+        .and_then(nn::max_pool2d_with_indices)),
+        "max_pool2d_with_indices_backward" => {
+            one(opal::rules::pool::max_pool2d_with_indices_backward(
+                t!(0),
+                t!(1),
+                &v!(a.int_list(2)),
+                &v!(a.int_list(3)),
+                &v!(a.int_list(4)),
+                &v!(a.int_list(5)),
+                v!(a.bool(6)),
+                t!(7),
+            )
+            .and_then(nn::max_pool2d_with_indices_backward))
+        }
+        "avg_pool2d" => one(opal::rules::pool::avg_pool2d(
             t!(0),
             &v!(a.int_list(1)),
             &v!(a.int_list(2)),
@@ -184,24 +201,38 @@ fn run(case: &Case) -> Option<R> {
             v!(a.bool(4)),
             v!(a.bool(5)),
             v!(a.opt_int(6)),
-        )),
-        "_adaptive_avg_pool2d" => one(nn::_adaptive_avg_pool2d(t!(0), &v!(a.int_list(1)))),
-        "upsample_nearest2d" => one(nn::upsample_nearest2d(
+        )
+        .and_then(nn::avg_pool2d)),
+        "_adaptive_avg_pool2d" => one(opal::rules::pool::_adaptive_avg_pool2d(
+            t!(0),
+            &v!(a.int_list(1)),
+        )
+        .and_then(nn::_adaptive_avg_pool2d)),
+        "upsample_nearest2d" => one(opal::rules::pool::upsample_nearest2d(
             t!(0),
             &v!(a.int_list(1)),
             v!(a.opt_float(2)),
             v!(a.opt_float(3)),
-        )),
-        "mse_loss" => one(nn::mse_loss(t!(0), t!(1), v!(a.int(2)))),
-        "mse_loss_backward" => one(nn::mse_loss_backward(t!(0), t!(1), t!(2), v!(a.int(3)))),
-        "nll_loss_forward" => two(nn::nll_loss_forward(
+        )
+        .and_then(nn::upsample_nearest2d)),
+        "mse_loss" => {
+            one(opal::rules::loss::mse_loss(t!(0), t!(1), v!(a.int(2))).and_then(nn::mse_loss))
+        }
+        "mse_loss_backward" => {
+            one(
+                opal::rules::loss::mse_loss_backward(t!(0), t!(1), t!(2), v!(a.int(3)))
+                    .and_then(nn::mse_loss_backward),
+            )
+        }
+        "nll_loss_forward" => two(opal::rules::loss::nll_loss_forward(
             t!(0),
             t!(1),
             v!(opt_t(a, 2)).as_ref(),
             v!(a.int(3)),
             v!(a.int(4)),
-        )),
-        "nll_loss_backward" => one(nn::nll_loss_backward(
+        )
+        .and_then(nn::nll_loss_forward)),
+        "nll_loss_backward" => one(opal::rules::loss::nll_loss_backward(
             t!(0),
             t!(1),
             t!(2),
@@ -209,27 +240,31 @@ fn run(case: &Case) -> Option<R> {
             v!(a.int(4)),
             v!(a.int(5)),
             t!(6),
-        )),
-        "binary_cross_entropy" => one(nn::binary_cross_entropy(
+        )
+        .and_then(nn::nll_loss_backward)),
+        "binary_cross_entropy" => one(opal::rules::loss::binary_cross_entropy(
             t!(0),
             t!(1),
             v!(opt_t(a, 2)).as_ref(),
             v!(a.int(3)),
-        )),
-        "embedding" => one(nn::embedding(
+        )
+        .and_then(nn::binary_cross_entropy)),
+        "embedding" => one(opal::rules::bag::embedding(
             t!(0),
             t!(1),
             v!(a.int(2)),
             v!(a.bool(3)),
             v!(a.bool(4)),
-        )),
-        "embedding_dense_backward" => one(nn::embedding_dense_backward(
+        )
+        .and_then(nn::embedding)),
+        "embedding_dense_backward" => one(opal::rules::bag::embedding_dense_backward(
             t!(0),
             t!(1),
             v!(a.int(2)),
             v!(a.int(3)),
             v!(a.bool(4)),
-        )),
+        )
+        .and_then(nn::embedding_dense_backward)),
         "one_hot" => one(nn::one_hot(t!(0), v!(a.int(1)))),
         "gather" => one(index::gather(t!(0), v!(a.int(1)), t!(2), v!(a.bool(3)))),
         "scatter.src" => one(index::scatter_src(t!(0), v!(a.int(1)), t!(2), t!(3))),

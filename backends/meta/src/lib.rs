@@ -21,7 +21,8 @@
 //! The rules are plain functions of sizes, strides and dtypes, for any backend:
 //! `shape::elementwise_geometry` (broadcast sizes and output strides),
 //! `shape::promote::result_type`, `shape::reduce::reduction_sizes`,
-//! `shape::nn::conv_output_sizes`, `shape::view::view`, ...
+//! `shape::index::one_hot_sizes`, `shape::view::view`, ...; the rules the CPU
+//! backend shares (convolution, pooling, ...) are `opal::rules`'.
 
 pub mod kernels;
 pub mod registration;

@@ -174,7 +174,7 @@ fn nn_shapes() {
     let input = meta(&[2, 3, 8, 8], DType::F32);
     let w = meta(&[4, 3, 3, 3], DType::F32);
     let b = meta(&[4], DType::F32);
-    let y = nn::convolution(
+    let y = opal::rules::conv::convolution(
         &input,
         &w,
         Some(&b),
@@ -185,9 +185,10 @@ fn nn_shapes() {
         &[0, 0],
         1,
     )
+    .and_then(nn::convolution)
     .unwrap();
     assert_eq!(y.sizes(), &[2, 4, 4, 4]);
-    assert!(nn::convolution(
+    assert!(opal::rules::conv::convolution(
         &input,
         &meta(&[4, 3, 3, 3], DType::F64),
         None,
@@ -198,25 +199,38 @@ fn nn_shapes() {
         &[0],
         1
     )
+    .and_then(nn::convolution)
     .is_err());
-    let (v, i) = nn::max_pool2d_with_indices(&input, &[2], &[], &[0], &[1], false).unwrap();
+    let (v, i) = opal::rules::pool::max_pool2d_with_indices(&input, &[2], &[], &[0], &[1], false)
+        .and_then(opal_meta::kernels::pool::max_pool)
+        .unwrap();
     assert_eq!((v.sizes(), i.dtype()), (&[2i64, 3, 4, 4][..], DType::I64));
-    let (o, m, r) =
-        nn::native_layer_norm(&meta(&[2, 3, 4], DType::BF16), &[4], None, None, 1e-5).unwrap();
+    let (o, m, r) = opal::rules::norm::native_layer_norm(
+        &meta(&[2, 3, 4], DType::BF16),
+        &[4],
+        None,
+        None,
+        1e-5,
+    )
+    .and_then(opal_meta::kernels::norm::native_layer_norm)
+    .unwrap();
     assert_eq!(
         (o.sizes(), m.sizes(), r.dtype()),
         (&[2i64, 3, 4][..], &[2i64, 3, 1][..], DType::BF16)
     );
     let (_, sm, _) =
-        nn::native_batch_norm(&input, None, None, None, None, true, 0.1, 1e-5).unwrap();
+        opal::rules::norm::native_batch_norm(&input, None, None, None, None, true, 0.1, 1e-5)
+            .and_then(opal_meta::kernels::norm::native_batch_norm)
+            .unwrap();
     assert_eq!(sm.sizes(), &[3]);
-    let (out, tw) = nn::nll_loss_forward(
+    let (out, tw) = opal::rules::loss::nll_loss_forward(
         &meta(&[6, 5], DType::F32),
         &meta(&[6], DType::I64),
         None,
         0,
         -100,
     )
+    .and_then(opal_meta::kernels::loss::nll_loss_forward)
     .unwrap();
     assert_eq!((out.sizes(), tw.sizes()), (&[6i64][..], &[] as &[i64]));
     assert!(nn::one_hot(&meta(&[3], DType::I64), -1).is_err());
@@ -231,7 +245,9 @@ fn channels_last_propagates() {
     let cl = meta_strided(&[2, 3, 4, 5], &[60, 1, 15, 3], DType::F32);
     assert_eq!(pw::relu(&cl).unwrap().strides(), &[60, 1, 15, 3]);
     let w = meta(&[8, 3, 3, 3], DType::F32);
-    let y = nn::convolution(&cl, &w, None, &[1], &[1], &[1], false, &[0], 1).unwrap();
+    let y = opal::rules::conv::convolution(&cl, &w, None, &[1], &[1], &[1], false, &[0], 1)
+        .and_then(nn::convolution)
+        .unwrap();
     assert_eq!(y.strides(), &[160, 1, 40, 8]);
 }
 
@@ -382,7 +398,7 @@ fn unrequested_gradients_are_undefined_and_undefined_inputs_are_refused() {
         meta(&[4, 3, 3, 3], DType::F32),
     );
     let conv = |g: &Tensor, mask: &[bool]| {
-        nn::convolution_backward(
+        opal::rules::conv::convolution_backward(
             g,
             &i,
             &w,
@@ -395,12 +411,13 @@ fn unrequested_gradients_are_undefined_and_undefined_inputs_are_refused() {
             1,
             mask,
         )
+        .and_then(nn::convolution_backward)
     };
     let (a, b, c) = conv(&g, &[true, false, true]).unwrap();
     assert!(a.is_defined() && !b.is_defined() && c.is_defined());
     assert_eq!((a.sizes(), c.sizes()), (&[2i64, 3, 8, 8][..], &[4i64][..]));
     let (x, mean) = (meta(&[2, 5], DType::F32), meta(&[2, 1], DType::F32));
-    let (a, b, c) = nn::native_layer_norm_backward(
+    let (a, b, c) = opal::rules::norm::native_layer_norm_backward(
         &x,
         &x,
         &[5],
@@ -410,6 +427,7 @@ fn unrequested_gradients_are_undefined_and_undefined_inputs_are_refused() {
         None,
         &[false, true, false],
     )
+    .and_then(opal_meta::kernels::norm::native_layer_norm_backward)
     .unwrap();
     assert!(!a.is_defined() && b.is_defined() && !c.is_defined());
     // Laid out like an empty meta tensor, an undefined input must not pass for one.

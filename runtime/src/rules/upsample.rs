@@ -1,12 +1,75 @@
 //! Bilinear 2-d upsampling (`upsample_bilinear2d` and its backward): the argument
 //! checks, the result shapes and the source taps of each output position, the
 //! same for every backend (the CPU kernels read the taps, the Meta kernels the
-//! shapes).
+//! shapes). The two ops' rules proper ([`upsample_bilinear2d`],
+//! [`upsample_bilinear2d_backward`]) take the schema's arguments and return them
+//! checked; both backends' YAML entries read `rule | kernel`.
 //!
 //! Owns: these rules and their errors. Must not: allocate tensors, read tensor
 //! data, or know any backend.
 
-use crate::{DType, OpalError, Result};
+use crate::{DType, OpalError, Result, Tensor};
+
+/// `upsample_bilinear2d`'s or its backward's arguments, checked.
+#[derive(Clone, Debug)]
+pub struct Bilinear2d<'a> {
+    /// `self` (forward) or `grad_output` (backward): the tensor the kernel reads.
+    pub input: &'a Tensor,
+    /// The input's `[N, C, H, W]` (backward: `input_size`).
+    pub input_sizes: [i64; 4],
+    /// The forward result's `[N, C, H_out, W_out]`.
+    pub output_sizes: [i64; 4],
+    /// Whether the corner pixels of input and output align.
+    pub align_corners: bool,
+    /// `scales_h`, `scales_w`.
+    pub scales: [Option<f64>; 2],
+}
+
+/// The rule of `upsample_bilinear2d` (and of its `out=` form): the sizes of
+/// [`upsample_bilinear2d_sizes`] and an interpolable dtype.
+pub fn upsample_bilinear2d<'a>(
+    self_: &'a Tensor,
+    output_size: &[i64],
+    align_corners: bool,
+    scales_h: Option<f64>,
+    scales_w: Option<f64>,
+) -> Result<Bilinear2d<'a>> {
+    const OP: &str = "upsample_bilinear2d";
+    let output_sizes = upsample_bilinear2d_sizes(OP, self_.sizes(), output_size)?;
+    check_upsample_dtype(OP, self_.dtype())?;
+    let s = self_.sizes();
+    Ok(Bilinear2d {
+        input: self_,
+        input_sizes: [s[0], s[1], s[2], s[3]],
+        output_sizes,
+        align_corners,
+        scales: [scales_h, scales_w],
+    })
+}
+
+/// The rule of `upsample_bilinear2d_backward` (and of its `grad_input` form): the
+/// sizes of [`upsample_bilinear2d_backward_sizes`] and an interpolable dtype.
+pub fn upsample_bilinear2d_backward<'a>(
+    grad_output: &'a Tensor,
+    output_size: &[i64],
+    input_size: &[i64],
+    align_corners: bool,
+    scales_h: Option<f64>,
+    scales_w: Option<f64>,
+) -> Result<Bilinear2d<'a>> {
+    const OP: &str = "upsample_bilinear2d_backward";
+    let input_sizes =
+        upsample_bilinear2d_backward_sizes(OP, grad_output.sizes(), output_size, input_size)?;
+    check_upsample_dtype(OP, grad_output.dtype())?;
+    let g = grad_output.sizes();
+    Ok(Bilinear2d {
+        input: grad_output,
+        input_sizes,
+        output_sizes: [g[0], g[1], g[2], g[3]],
+        align_corners,
+        scales: [scales_h, scales_w],
+    })
+}
 
 /// The two input positions one output position of a linear resize reads, and
 /// their weights (`i0 == i1` at the last input position).

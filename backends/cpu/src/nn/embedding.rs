@@ -1,13 +1,15 @@
 //! `embedding`, `embedding_dense_backward` and `one_hot`.
 //!
-//! Owns: index validation and the row gathers / scatters of these ops.
-//! Must not: touch other ops' numerics.
+//! Owns: index value validation and the row gathers / scatters of these ops.
+//! Must not: restate the argument checks of `embedding` and its backward
+//! (`opal::rules::bag`, named as the rule in `backend.yaml`), or touch other ops'
+//! numerics.
 
 use super::io::{
-    check_nbytes, compute_dtype, err, in_op, make_output, shape_err, try_vec_of, with_slice,
-    Compute,
+    check_nbytes, compute_dtype, err, in_op, make_output, try_vec_of, with_slice, Compute,
 };
 use crate::copy::to_vec_as;
+use opal::rules::bag::{Embedding, EmbeddingDenseBackward};
 use opal::{DType, Result, Tensor};
 
 fn indices_i64(indices: &Tensor, op: &str) -> Result<Vec<i64>> {
@@ -19,18 +21,9 @@ fn indices_i64(indices: &Tensor, op: &str) -> Result<Vec<i64>> {
 
 /// Rows of `weight` picked by `indices`: shape `indices.shape + [embedding_dim]`.
 /// `padding_idx`, `scale_grad_by_freq` and `sparse` only matter for the backward.
-pub fn embedding(
-    weight: &Tensor,
-    indices: &Tensor,
-    padding_idx: i64,
-    scale_grad_by_freq: bool,
-    sparse: bool,
-) -> Result<Tensor> {
+pub fn embedding(e: Embedding) -> Result<Tensor> {
     const OP: &str = "embedding";
-    let _ = (padding_idx, scale_grad_by_freq, sparse);
-    if weight.dim() != 2 {
-        return Err(shape_err(OP, "'weight' must be 2-D"));
-    }
+    let (weight, indices, shape) = (e.weight, e.indices, &e.sizes);
     let iv = indices_i64(indices, OP)?;
     let (rows, dim) = (weight.sizes()[0], weight.sizes()[1] as usize);
     if let Some(bad) = iv.iter().find(|&&i| i < 0 || i >= rows) {
@@ -39,11 +32,9 @@ pub fn embedding(
             format!("index out of range in self (index {bad}, {rows} rows)"),
         ));
     }
-    let mut shape = indices.sizes().to_vec();
-    shape.push(dim as i64);
     // Whole rows are copied as bytes, so every dtype works the same way.
     let w = crate::copy::contiguous(weight)?;
-    let out = crate::out::empty_uninit(&shape, w.dtype()).map_err(in_op(OP))?;
+    let out = crate::out::empty_uninit(shape, w.dtype()).map_err(in_op(OP))?;
     let row = dim * w.dtype().size();
     if row > 0 && !iv.is_empty() {
         let (_acc, [src], [dst]) = opal::tensor::KernelAccess::with_ptrs([&w], [&out])?;
@@ -63,30 +54,12 @@ pub fn embedding(
 /// Gradient of `embedding` w.r.t. its weight: rows of `grad_output` summed into the
 /// rows their indices name, skipping `padding_idx`; with `scale_grad_by_freq` each
 /// contribution is divided by how often its index occurs.
-pub fn embedding_dense_backward(
-    grad_output: &Tensor,
-    indices: &Tensor,
-    num_weights: i64,
-    padding_idx: i64,
-    scale_grad_by_freq: bool,
-) -> Result<Tensor> {
+pub fn embedding_dense_backward(e: EmbeddingDenseBackward) -> Result<Tensor> {
     const OP: &str = "embedding_dense_backward";
+    let (grad_output, num_weights) = (e.grad_output, e.num_weights);
     let cd = compute_dtype(grad_output.dtype(), OP)?;
-    let iv = indices_i64(indices, OP)?;
-    if num_weights < 0 {
-        return Err(err(OP, "num_weights must be non-negative"));
-    }
-    let dim = grad_output.sizes().last().copied().unwrap_or(1) as usize;
-    if grad_output.numel() as usize != iv.len() * dim {
-        return Err(shape_err(
-            OP,
-            format!(
-                "grad_output of shape {:?} does not match indices of shape {:?}",
-                grad_output.sizes(),
-                indices.sizes()
-            ),
-        ));
-    }
+    let iv = indices_i64(e.indices, OP)?;
+    let dim = e.dim as usize;
     if let Some(bad) = iv.iter().find(|&&i| i < 0 || i >= num_weights) {
         return Err(err(
             OP,
@@ -130,7 +103,7 @@ pub fn embedding_dense_backward(
         })
     }
     let (g, nw) = (grad_output, num_weights as usize);
-    let (pad, freq) = (padding_idx, scale_grad_by_freq);
+    let (pad, freq) = (e.padding_idx, e.scale_grad_by_freq);
     match cd {
         DType::F64 => {
             with_slice::<f64, _>(g, |gv| scatter_rows(gv, g.dtype(), &iv, nw, dim, pad, freq))
@@ -198,18 +171,23 @@ mod tests {
     fn embedding_roundtrip_and_one_hot() {
         let w = Tensor::from_vec((0..6).map(|v| v as f32).collect::<Vec<_>>(), &[3, 2]).unwrap();
         let i = Tensor::from_slice(&[2i64, 0, 2], &[3]).unwrap();
-        let e = embedding(&w, &i, -1, false, false).unwrap();
+        let e = opal::rules::bag::embedding(&w, &i, -1, false, false)
+            .and_then(embedding)
+            .unwrap();
         assert_eq!(e.to_vec::<f32>().unwrap(), vec![4., 5., 0., 1., 4., 5.]);
         let g = Tensor::from_slice(&[1.0f32; 6], &[3, 2]).unwrap();
-        let gw = embedding_dense_backward(&g, &i, 3, 0, true).unwrap();
+        let gw = opal::rules::bag::embedding_dense_backward(&g, &i, 3, 0, true)
+            .and_then(embedding_dense_backward)
+            .unwrap();
         assert_eq!(gw.to_vec::<f32>().unwrap(), vec![0., 0., 0., 0., 1., 1.]);
-        assert!(embedding(
+        assert!(opal::rules::bag::embedding(
             &w,
             &Tensor::from_slice(&[3i64], &[1]).unwrap(),
             -1,
             false,
             false
         )
+        .and_then(embedding)
         .is_err());
         let oh = one_hot(&i, -1).unwrap();
         assert_eq!(oh.sizes(), &[3, 3]);

@@ -13,7 +13,7 @@ use super::io::{by_f32_f64, err, make_output, try_vec_of, with_slice, Compute};
 use crate::copy::to_vec_as;
 use crate::dtype_dispatch::Elem;
 use crate::parallel::fork_each_mut;
-use opal::rules::bag::{bag_mode, embedding_bag_shapes, BagMode};
+use opal::rules::bag::{BagMode, EmbeddingBag, EmbeddingBagBackward, PerSampleWeightsBackward};
 use opal::{DType, Result, Tensor};
 
 /// The checked bag ranges of `offsets` over `n` indices: `bags` ranges, bag `b`
@@ -151,30 +151,10 @@ fn reduce<C: Compute>(
 
 /// Reduces bags of weight rows; returns `(output, offset2bag, bag_size,
 /// max_indices)` shaped as PyTorch's CPU kernel returns them.
-#[allow(clippy::too_many_arguments)] // PyTorch's schema
-pub fn _embedding_bag(
-    weight: &Tensor,
-    indices: &Tensor,
-    offsets: &Tensor,
-    scale_grad_by_freq: bool,
-    mode: i64,
-    sparse: bool,
-    per_sample_weights: Option<&Tensor>,
-    include_last_offset: bool,
-    padding_idx: i64,
-) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+pub fn _embedding_bag(e: EmbeddingBag) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
     const OP: &str = "_embedding_bag";
-    let _ = (scale_grad_by_freq, sparse);
-    let sh = embedding_bag_shapes(
-        OP,
-        (weight.sizes(), weight.dtype()),
-        (indices.sizes(), indices.dtype()),
-        (offsets.sizes(), offsets.dtype()),
-        mode,
-        per_sample_weights.map(|p| (p.sizes(), p.dtype())),
-        include_last_offset,
-        padding_idx,
-    )?;
+    let (weight, indices, offsets, sh) = (e.weight, e.indices, e.offsets, &e.shapes);
+    let (padding_idx, include_last_offset) = (e.padding_idx, e.include_last_offset);
     let idx = checked_indices(OP, indices, weight.sizes()[0])?;
     let offs = to_vec_as::<i64>(offsets)?;
     let ranges = bag_ranges(OP, &offs, sh.bags as usize, idx.len())?;
@@ -215,7 +195,7 @@ pub fn _embedding_bag(
     let mut maxi = try_vec_of(ranges.len() * bags.d, 0i64, OP)?;
     let output = by_f32_f64!(
         weight.dtype(),
-        reduce(&bags, weight, per_sample_weights, &sh.output, &mut maxi)
+        reduce(&bags, weight, e.per_sample_weights, &sh.output, &mut maxi)
     )?;
     let max_indices = match sh.mode {
         BagMode::Max => maxi,
@@ -250,43 +230,15 @@ fn index_bags(op: &str, offsets: &Tensor, bags: usize, n: usize) -> Result<Vec<i
     Ok(of)
 }
 
-fn check_grad(op: &str, grad: &Tensor) -> Result<(usize, usize)> {
-    match grad.sizes() {
-        [b, d] if grad.dtype().is_floating_point() => Ok((*b as usize, *d as usize)),
-        s => Err(err(
-            op,
-            format!(
-                "expected a 2-d floating grad [bags, D], got {s:?} of dtype {:?}",
-                grad.dtype()
-            ),
-        )),
-    }
-}
-
 /// Dense gradient of `_embedding_bag` with respect to the weight
 /// (`[num_weights, D]`). `sparse` gradients are refused.
-#[allow(clippy::too_many_arguments)] // PyTorch's schema
-pub fn _embedding_bag_backward(
-    grad: &Tensor,
-    indices: &Tensor,
-    offsets: &Tensor,
-    offset2bag: &Tensor,
-    bag_size: &Tensor,
-    maximum_indices: &Tensor,
-    num_weights: i64,
-    scale_grad_by_freq: bool,
-    mode: i64,
-    sparse: bool,
-    per_sample_weights: Option<&Tensor>,
-    padding_idx: i64,
-) -> Result<Tensor> {
+pub fn _embedding_bag_backward(e: EmbeddingBagBackward) -> Result<Tensor> {
     const OP: &str = "_embedding_bag_backward";
-    let _ = offset2bag;
-    if sparse {
-        return Err(err(OP, "sparse=True: Opal has no sparse tensors"));
-    }
-    let mode = bag_mode(OP, mode)?;
-    let (bags, d) = check_grad(OP, grad)?;
+    let (grad, indices, offsets, bag_size, maximum_indices) =
+        (e.grad, e.indices, e.offsets, e.bag_size, e.maximum_indices);
+    let (num_weights, scale_grad_by_freq, mode, padding_idx) =
+        (e.num_weights, e.scale_grad_by_freq, e.mode, e.padding_idx);
+    let (bags, d) = e.grad_dims;
     let idx = checked_indices(OP, indices, num_weights)?;
     let of = index_bags(OP, offsets, bags, idx.len())?;
     let sizes = to_vec_as::<i64>(bag_size)?;
@@ -366,7 +318,7 @@ pub fn _embedding_bag_backward(
         grad.dtype(),
         run(
             grad,
-            per_sample_weights,
+            e.per_sample_weights,
             num_weights,
             tables,
             mode,
@@ -377,38 +329,11 @@ pub fn _embedding_bag_backward(
 
 /// Gradient of `_embedding_bag` (mode sum) with respect to `per_sample_weights`:
 /// per index, the dot product of its bag's gradient row and its weight row.
-pub fn _embedding_bag_per_sample_weights_backward(
-    grad: &Tensor,
-    weight: &Tensor,
-    indices: &Tensor,
-    offsets: &Tensor,
-    offset2bag: &Tensor,
-    mode: i64,
-    padding_idx: i64,
-) -> Result<Tensor> {
+pub fn _embedding_bag_per_sample_weights_backward(e: PerSampleWeightsBackward) -> Result<Tensor> {
     const OP: &str = "_embedding_bag_per_sample_weights_backward";
-    let _ = offset2bag;
-    if bag_mode(OP, mode)? != BagMode::Sum {
-        return Err(err(
-            OP,
-            "embedding_bag_backward: per_sample_weights only supported for mode='sum'",
-        ));
-    }
-    let (bags, d) = check_grad(OP, grad)?;
-    if weight.sizes().len() != 2
-        || weight.sizes()[1] as usize != d
-        || weight.dtype() != grad.dtype()
-    {
-        return Err(err(
-            OP,
-            format!(
-                "expected weight [rows, {d}] of dtype {:?}, got {:?} of {:?}",
-                grad.dtype(),
-                weight.sizes(),
-                weight.dtype()
-            ),
-        ));
-    }
+    let (grad, weight, indices, offsets, padding_idx) =
+        (e.grad, e.weight, e.indices, e.offsets, e.padding_idx);
+    let (bags, _) = e.grad_dims;
     let idx = checked_indices(OP, indices, weight.sizes()[0])?;
     let of = index_bags(OP, offsets, bags, idx.len())?;
     fn run<C: Compute>(

@@ -1,13 +1,15 @@
 //! `native_layer_norm`, `native_layer_norm_backward` and `native_batch_norm`.
 //!
-//! Owns: shape checks with PyTorch's messages, statistics shapes, running-stat
-//! updates, and the dtype policy (f16/bf16 computed in f32, outputs in the input
-//! dtype). Must not: hold the numerics (those are in `norm_core`).
+//! Owns: running-stat updates and the compute policy (f16/bf16 computed in f32,
+//! outputs in the input dtype, statistics in the rule's dtype). Must not: check
+//! shapes or arguments (`opal::rules::norm`, named as the rule in `backend.yaml`)
+//! or hold the numerics (those are in `norm_core`).
 
-use super::io::{compute_dtype, err, make_output, numel, shape_err, with_slice, Compute};
+use super::io::{compute_dtype, err, make_output, shape_err, with_slice, Compute};
 use super::norm_core::{channel_normalize, channel_stats, layer_norm_backward, layer_norm_forward};
 use crate::copy::copy_into;
 use crate::out::empty_uninit;
+use opal::rules::norm::{BatchNorm, LayerNorm, LayerNormBackward};
 use opal::tensor::KernelAccess;
 use opal::{DType, Result, Tensor};
 
@@ -27,53 +29,13 @@ fn param<C: Compute>(t: Option<&Tensor>, n: usize, what: &str, op: &str) -> Resu
     }
 }
 
-fn layer_norm_dims(
-    input: &Tensor,
-    normalized_shape: &[i64],
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    op: &str,
-) -> Result<(usize, usize, usize)> {
-    let nd = normalized_shape.len();
-    if nd == 0 {
-        return Err(err(op, "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but got normalized_shape = []"));
-    }
-    for (what, t) in [("weight", weight), ("bias", bias)] {
-        if let Some(t) = t {
-            if t.sizes() != normalized_shape {
-                return Err(shape_err(
-                    op,
-                    format!("Expected {what} to be of same shape as normalized_shape, but got {what} of shape {:?} and normalized_shape = {normalized_shape:?}", t.sizes()),
-                ));
-            }
-        }
-    }
-    let s = input.sizes();
-    if s.len() < nd || &s[s.len() - nd..] != normalized_shape {
-        return Err(shape_err(
-            op,
-            format!("Given normalized_shape={normalized_shape:?}, expected input with shape [*, {}], but got input of size{s:?}",
-                normalized_shape.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ")),
-        ));
-    }
-    let axis = s.len() - nd;
-    Ok((axis, numel(&s[..axis]), numel(normalized_shape)))
-}
-
 /// Layer normalization over the trailing `normalized_shape` dims. Returns
 /// `(output, mean, rstd)`; mean/rstd keep the leading dims and size 1 elsewhere.
-pub fn native_layer_norm(
-    input: &Tensor,
-    normalized_shape: &[i64],
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    eps: f64,
-) -> Result<(Tensor, Tensor, Tensor)> {
+pub fn native_layer_norm(l: LayerNorm) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "native_layer_norm";
-    let cd = compute_dtype(input.dtype(), OP)?;
-    let (axis, rows, n) = layer_norm_dims(input, normalized_shape, weight, bias, OP)?;
-    let mut stat_shape = input.sizes()[..axis].to_vec();
-    stat_shape.extend(std::iter::repeat_n(1, normalized_shape.len()));
+    let cd = compute_dtype(l.input.dtype(), OP)?;
+    let (input, weight, bias, eps) = (l.input, l.weight, l.bias, l.eps);
+    let (rows, n, stat_shape) = (l.rows, l.row_len, &l.stat_sizes);
     fn run<C: Compute>(
         input: &Tensor,
         w: Option<&Tensor>,
@@ -117,45 +79,21 @@ pub fn native_layer_norm(
         Ok((y, m, r))
     }
     match cd {
-        DType::F64 => run::<f64>(input, weight, bias, eps, rows, n, &stat_shape),
-        _ => run::<f32>(input, weight, bias, eps, rows, n, &stat_shape),
+        DType::F64 => run::<f64>(input, weight, bias, eps, rows, n, stat_shape),
+        _ => run::<f32>(input, weight, bias, eps, rows, n, stat_shape),
     }
 }
 
 /// Gradients of layer norm w.r.t. input, weight and bias, each computed only when
 /// its `output_mask` entry is set (`None` otherwise; the kernel returns an
 /// undefined tensor there, as PyTorch does).
-#[allow(clippy::too_many_arguments)]
 pub fn native_layer_norm_backward(
-    grad_out: &Tensor,
-    input: &Tensor,
-    normalized_shape: &[i64],
-    mean: &Tensor,
-    rstd: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    output_mask: &[bool],
+    b: LayerNormBackward,
 ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
     const OP: &str = "native_layer_norm_backward";
-    let cd = compute_dtype(input.dtype(), OP)?;
-    let (_, rows, n) = layer_norm_dims(input, normalized_shape, weight, bias, OP)?;
-    if grad_out.sizes() != input.sizes() {
-        return Err(shape_err(
-            OP,
-            format!(
-                "grad_out of shape {:?} does not match input {:?}",
-                grad_out.sizes(),
-                input.sizes()
-            ),
-        ));
-    }
-    if mean.numel() as usize != rows || rstd.numel() as usize != rows {
-        return Err(shape_err(
-            OP,
-            format!("mean and rstd must have {rows} elements"),
-        ));
-    }
-    let mask = |i: usize| output_mask.get(i).copied().unwrap_or(false);
+    let l = &b.norm;
+    let cd = compute_dtype(l.input.dtype(), OP)?;
+    #[allow(clippy::too_many_arguments)] // the backward's inputs
     fn run<C: Compute>(
         g: &Tensor,
         x: &Tensor,
@@ -252,10 +190,17 @@ pub fn native_layer_norm_backward(
         drop(acc);
         Ok((dx, dw, db))
     }
-    let m = [mask(0), mask(1), mask(2)];
+    let (g, x, w, n, m, ps) = (
+        b.grad_out,
+        l.input,
+        l.weight,
+        l.row_len,
+        b.output_mask,
+        l.normalized_shape,
+    );
     match cd {
-        DType::F64 => run::<f64>(grad_out, input, mean, rstd, weight, n, m, normalized_shape),
-        _ => run::<f32>(grad_out, input, mean, rstd, weight, n, m, normalized_shape),
+        DType::F64 => run::<f64>(g, x, b.mean, b.rstd, w, n, m, ps),
+        _ => run::<f32>(g, x, b.mean, b.rstd, w, n, m, ps),
     }
 }
 
@@ -263,51 +208,29 @@ pub fn native_layer_norm_backward(
 /// statistics and updates `running_mean` / `running_var` in place when given
 /// (unbiased variance, `momentum` weight); evaluation uses the running statistics
 /// and returns empty `save_mean` / `save_invstd`.
-#[allow(clippy::too_many_arguments)]
-pub fn native_batch_norm(
-    input: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    running_mean: Option<&Tensor>,
-    running_var: Option<&Tensor>,
-    training: bool,
-    momentum: f64,
-    eps: f64,
-) -> Result<(Tensor, Tensor, Tensor)> {
+pub fn native_batch_norm(bn: BatchNorm) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "native_batch_norm";
-    let cd = compute_dtype(input.dtype(), OP)?;
-    let s = input.sizes();
-    if s.len() < 2 {
-        return Err(shape_err(
-            OP,
-            format!("Expected 2D or more input, got input of size {s:?}"),
-        ));
-    }
-    let (n, c, inner) = (s[0] as usize, s[1] as usize, numel(&s[2..]));
-    if !training && (running_mean.is_none() || running_var.is_none()) {
+    let cd = compute_dtype(bn.input.dtype(), OP)?;
+    let (n, _, inner) = bn.dims;
+    if bn.training && n * inner <= 1 {
         return Err(err(
             OP,
-            "running_mean and running_var must be defined in evaluation mode",
+            format!(
+                "Expected more than 1 value per channel when training, got input size {:?}",
+                bn.input.sizes()
+            ),
         ));
     }
-    if training && n * inner <= 1 {
-        return Err(err(
-            OP,
-            format!("Expected more than 1 value per channel when training, got input size {s:?}"),
-        ));
-    }
-    fn run<C: Compute>(
-        input: &Tensor,
-        w: Option<&Tensor>,
-        b: Option<&Tensor>,
-        rm: Option<&Tensor>,
-        rv: Option<&Tensor>,
-        training: bool,
-        momentum: f64,
-        eps: f64,
-        dims: (usize, usize, usize),
-    ) -> Result<(Tensor, Tensor, Tensor)> {
-        let (n, c, inner) = dims;
+    fn run<C: Compute>(bn: &BatchNorm) -> Result<(Tensor, Tensor, Tensor)> {
+        let (input, w, b, rm, rv) = (
+            bn.input,
+            bn.weight,
+            bn.bias,
+            bn.running_mean,
+            bn.running_var,
+        );
+        let (training, momentum, eps, sd) = (bn.training, bn.momentum, bn.eps, bn.stat_dtype);
+        let (n, c, inner) = bn.dims;
         let (w, b) = (
             param::<C>(w, c, "weight", OP)?,
             param::<C>(b, c, "bias", OP)?,
@@ -366,46 +289,25 @@ pub fn native_batch_norm(
                 if let (Some(t), Some(old)) = (rv, &rvv) {
                     update(t, old, &var, unbias)?;
                 }
-                let sm = make_output::<C>(&[c as i64], dt, |o| {
+                let sm = make_output::<C>(&[c as i64], sd, |o| {
                     o.copy_from_slice(&mean);
                     Ok(())
                 })?;
-                let si = make_output::<C>(&[c as i64], dt, |o| {
+                let si = make_output::<C>(&[c as i64], sd, |o| {
                     o.copy_from_slice(&invstd);
                     Ok(())
                 })?;
                 Ok((y, sm, si))
             } else {
-                let e0 = crate::out::empty(&[0], dt)?;
-                let e1 = crate::out::empty(&[0], dt)?;
+                let e0 = crate::out::empty(&[0], sd)?;
+                let e1 = crate::out::empty(&[0], sd)?;
                 Ok((y, e0, e1))
             }
         })
     }
-    let dims = (n, c, inner);
     match cd {
-        DType::F64 => run::<f64>(
-            input,
-            weight,
-            bias,
-            running_mean,
-            running_var,
-            training,
-            momentum,
-            eps,
-            dims,
-        ),
-        _ => run::<f32>(
-            input,
-            weight,
-            bias,
-            running_mean,
-            running_var,
-            training,
-            momentum,
-            eps,
-            dims,
-        ),
+        DType::F64 => run::<f64>(&bn),
+        _ => run::<f32>(&bn),
     }
 }
 
@@ -416,13 +318,16 @@ mod tests {
     #[test]
     fn layer_norm_shapes_and_values() {
         let x = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0, 2.0, 2.0], &[2, 3]).unwrap();
-        let (y, m, r) = native_layer_norm(&x, &[3], None, None, 0.0).unwrap();
+        let (y, m, r) = opal::rules::norm::native_layer_norm(&x, &[3], None, None, 0.0)
+            .and_then(native_layer_norm)
+            .unwrap();
         assert_eq!(m.sizes(), &[2, 1]);
         assert_eq!(m.to_vec::<f64>().unwrap(), vec![2.0, 8.0 / 3.0]);
         let yv = y.to_vec::<f64>().unwrap();
         assert!((yv[0] + (1.5f64).sqrt()).abs() < 1e-12);
         assert!(r.to_vec::<f64>().unwrap()[0] > 0.0);
-        let e = native_layer_norm(&x, &[2], None, None, 0.0)
+        let e = opal::rules::norm::native_layer_norm(&x, &[2], None, None, 0.0)
+            .and_then(native_layer_norm)
             .unwrap_err()
             .to_string();
         assert!(
@@ -436,8 +341,18 @@ mod tests {
         let x = Tensor::from_slice(&[1.0f64, 3.0, 10.0, 20.0], &[2, 2]).unwrap();
         let rm = Tensor::from_slice(&[0.0f64, 0.0], &[2]).unwrap();
         let rv = Tensor::from_slice(&[1.0f64, 1.0], &[2]).unwrap();
-        let (y, sm, si) =
-            native_batch_norm(&x, None, None, Some(&rm), Some(&rv), true, 0.5, 0.0).unwrap();
+        let (y, sm, si) = opal::rules::norm::native_batch_norm(
+            &x,
+            None,
+            None,
+            Some(&rm),
+            Some(&rv),
+            true,
+            0.5,
+            0.0,
+        )
+        .and_then(native_batch_norm)
+        .unwrap();
         // channel 0 holds [1, 10], channel 1 holds [3, 20]
         assert_eq!(sm.to_vec::<f64>().unwrap(), vec![5.5, 11.5]);
         assert!((si.to_vec::<f64>().unwrap()[0] - 1.0 / 4.5).abs() < 1e-12);
@@ -445,9 +360,23 @@ mod tests {
         // unbiased var of [1, 10] is 40.5
         assert!((rv.to_vec::<f64>().unwrap()[0] - (0.5 + 0.5 * 40.5)).abs() < 1e-12);
         assert!((y.to_vec::<f64>().unwrap()[0] + 1.0).abs() < 1e-12);
-        let (_, e, _) =
-            native_batch_norm(&x, None, None, Some(&rm), Some(&rv), false, 0.1, 1e-5).unwrap();
+        let (_, e, _) = opal::rules::norm::native_batch_norm(
+            &x,
+            None,
+            None,
+            Some(&rm),
+            Some(&rv),
+            false,
+            0.1,
+            1e-5,
+        )
+        .and_then(native_batch_norm)
+        .unwrap();
         assert_eq!(e.sizes(), &[0]);
-        assert!(native_batch_norm(&x, None, None, None, None, false, 0.1, 1e-5).is_err());
+        assert!(
+            opal::rules::norm::native_batch_norm(&x, None, None, None, None, false, 0.1, 1e-5)
+                .and_then(native_batch_norm)
+                .is_err()
+        );
     }
 }

@@ -5,36 +5,11 @@
 //! Owns: output-size rules (ceil_mode, padding limits), window loops, divisor rules.
 //! Must not: touch other ops' numerics.
 
-use super::io::{compute_dtype, err, make_output, shape_err, with_slice, write_out, Compute};
+use super::io::{compute_dtype, err, make_output, with_slice, Compute};
+use opal::rules::pool::{AvgPool2d, MaxPoolBackward, PoolWindow, Pooling, Resize2d};
 use opal::{DType, Result, Tensor};
 
-/// `(planes, h, w)` of a 3-d or 4-d input.
-fn planes(x: &Tensor, op: &str) -> Result<(usize, usize, usize)> {
-    let s = x.sizes();
-    if !(s.len() == 3 || s.len() == 4) {
-        return Err(shape_err(
-            op,
-            format!("non-empty 3D or 4D (batch mode) tensor expected for input, but got {s:?}"),
-        ));
-    }
-    let nd = s.len();
-    if s[nd - 3..].contains(&0) {
-        return Err(shape_err(op, format!("Expected input's non-batch dimensions to have positive length, but input has a shape of {s:?}")));
-    }
-    Ok((
-        s[..nd - 2].iter().product::<i64>() as usize,
-        s[nd - 2] as usize,
-        s[nd - 1] as usize,
-    ))
-}
-
-fn out_shape(x: &Tensor, oh: usize, ow: usize) -> Vec<i64> {
-    let s = x.sizes();
-    let mut o = s[..s.len() - 2].to_vec();
-    o.extend([oh as i64, ow as i64]);
-    o
-}
-
+/// A 2-d window in the form the plane loops read.
 struct Pool {
     k: [i64; 2],
     s: [i64; 2],
@@ -44,35 +19,17 @@ struct Pool {
     ow: usize,
 }
 
-/// The checked window of a 2-d pooling op (the rule every backend shares).
-#[allow(clippy::too_many_arguments)]
-fn pool_geometry(
-    h: usize,
-    w: usize,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-    op: &str,
-) -> Result<Pool> {
-    let g = opal::rules::pool::pool_window::<2>(
-        op,
-        [h as i64, w as i64],
-        kernel_size,
-        stride,
-        padding,
-        dilation,
-        ceil_mode,
-    )?;
-    Ok(Pool {
-        k: g.kernel,
-        s: g.stride,
-        p: g.padding,
-        d: g.dilation,
-        oh: g.out[0] as usize,
-        ow: g.out[1] as usize,
-    })
+impl From<&PoolWindow<2>> for Pool {
+    fn from(g: &PoolWindow<2>) -> Self {
+        Pool {
+            k: g.kernel,
+            s: g.stride,
+            p: g.padding,
+            d: g.dilation,
+            oh: g.out[0] as usize,
+            ow: g.out[1] as usize,
+        }
+    }
 }
 
 /// Max pooling of one `h x w` plane `xp` into `yp` (values) and `ip` (flat
@@ -83,7 +40,7 @@ fn pool_geometry(
 /// (`select_unpredictable`): on real data they are coin flips, and mispredicted
 /// branches cost more than the comparisons.
 fn max_plane<C: Compute>(xp: &[C], g: &Pool, h: usize, w: usize, yp: &mut [C], ip: &mut [i64]) {
-    // `pool_geometry` may add a last, partial window (ceil_mode): those planes keep
+    // The window rule may add a last, partial window (ceil_mode): those planes keep
     // the general path's bounds tests.
     let whole_windows = 2 * g.oh <= h && 2 * g.ow <= w;
     if g.k == [2, 2] && g.s == [2, 2] && g.p == [0, 0] && g.d == [1, 1] && whole_windows {
@@ -196,19 +153,11 @@ pub(super) fn max_pool_planes<C: Compute>(
 
 /// Max pooling returning values and, per output, the flat `h * W + w` position of
 /// the maximum inside its input plane. NaN counts as a maximum.
-pub fn max_pool2d_with_indices(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-) -> Result<(Tensor, Tensor)> {
+pub fn max_pool2d_with_indices(p: Pooling<2>) -> Result<(Tensor, Tensor)> {
     const OP: &str = "max_pool2d_with_indices";
-    let cd = compute_dtype(self_.dtype(), OP)?;
-    let (_, h, w) = planes(self_, OP)?;
-    let g = pool_geometry(h, w, kernel_size, stride, padding, dilation, ceil_mode, OP)?;
-    let oshape = out_shape(self_, g.oh, g.ow);
+    let cd = compute_dtype(p.input.dtype(), OP)?;
+    let g = Pool::from(&p.window);
+    let [h, w] = p.spatial.map(|v| v as usize);
     fn run<C: Compute>(
         x: &Tensor,
         g: &Pool,
@@ -222,58 +171,17 @@ pub fn max_pool2d_with_indices(
         })
     }
     match cd {
-        DType::F64 => run::<f64>(self_, &g, h, w, &oshape),
-        _ => run::<f32>(self_, &g, h, w, &oshape),
+        DType::F64 => run::<f64>(p.input, &g, h, w, &p.sizes),
+        _ => run::<f32>(p.input, &g, h, w, &p.sizes),
     }
-}
-
-/// `max_pool2d_with_indices` into `out` and `indices`.
-#[allow(clippy::too_many_arguments)]
-pub fn max_pool2d_with_indices_out(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-    out: &Tensor,
-    indices: &Tensor,
-) -> Result<(Tensor, Tensor)> {
-    const OP: &str = "max_pool2d_with_indices.out";
-    let (v, i) = max_pool2d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
-    Ok((write_out(&v, out, OP)?, write_out(&i, indices, OP)?))
 }
 
 /// Gradient of max pooling: each output gradient goes to its recorded argmax.
-#[allow(clippy::too_many_arguments)]
-pub fn max_pool2d_with_indices_backward(
-    grad_output: &Tensor,
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-    indices: &Tensor,
-) -> Result<Tensor> {
+pub fn max_pool2d_with_indices_backward(b: MaxPoolBackward<2>) -> Result<Tensor> {
     const OP: &str = "max_pool2d_with_indices_backward";
-    let cd = compute_dtype(self_.dtype(), OP)?;
-    let (_, h, w) = planes(self_, OP)?;
-    let g = pool_geometry(h, w, kernel_size, stride, padding, dilation, ceil_mode, OP)?;
-    let oshape = out_shape(self_, g.oh, g.ow);
-    if grad_output.sizes() != oshape.as_slice() || indices.sizes() != oshape.as_slice() {
-        return Err(shape_err(
-            OP,
-            format!(
-                "grad_output {:?} and indices {:?} must have the pooled shape {oshape:?}",
-                grad_output.sizes(),
-                indices.sizes()
-            ),
-        ));
-    }
-    if indices.dtype() != DType::I64 {
-        return Err(err(OP, "indices must be an int64 tensor"));
-    }
+    let p = &b.pool;
+    let cd = compute_dtype(p.input.dtype(), OP)?;
+    let [h, w] = p.spatial.map(|v| v as usize);
     fn run<C: Compute>(
         go: &Tensor,
         x: &Tensor,
@@ -314,63 +222,21 @@ pub fn max_pool2d_with_indices_backward(
             })
         })
     }
-    let osz = g.oh * g.ow;
+    let osz = (p.window.out[0] * p.window.out[1]) as usize;
     match cd {
-        DType::F64 => run::<f64>(grad_output, self_, indices, h * w, osz),
-        _ => run::<f32>(grad_output, self_, indices, h * w, osz),
+        DType::F64 => run::<f64>(b.grad_output, p.input, b.indices, h * w, osz),
+        _ => run::<f32>(b.grad_output, p.input, b.indices, h * w, osz),
     }
-}
-
-/// `max_pool2d_with_indices_backward` into `grad_input`.
-#[allow(clippy::too_many_arguments)]
-pub fn max_pool2d_with_indices_backward_grad_input(
-    grad_output: &Tensor,
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-    indices: &Tensor,
-    grad_input: &Tensor,
-) -> Result<Tensor> {
-    let r = max_pool2d_with_indices_backward(
-        grad_output,
-        self_,
-        kernel_size,
-        stride,
-        padding,
-        dilation,
-        ceil_mode,
-        indices,
-    )?;
-    write_out(
-        &r,
-        grad_input,
-        "max_pool2d_with_indices_backward.grad_input",
-    )
 }
 
 /// Average pooling. The divisor is `divisor_override` when given, else the window
 /// size clipped to the padded input (`count_include_pad`) or to the input.
-#[allow(clippy::too_many_arguments)]
-pub fn avg_pool2d(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    ceil_mode: bool,
-    count_include_pad: bool,
-    divisor_override: Option<i64>,
-) -> Result<Tensor> {
+pub fn avg_pool2d(a: AvgPool2d) -> Result<Tensor> {
     const OP: &str = "avg_pool2d";
-    let cd = compute_dtype(self_.dtype(), OP)?;
-    if divisor_override == Some(0) {
-        return Err(err(OP, "divisor must be not zero"));
-    }
-    let (_, h, w) = planes(self_, OP)?;
-    let g = pool_geometry(h, w, kernel_size, stride, padding, &[1, 1], ceil_mode, OP)?;
-    let oshape = out_shape(self_, g.oh, g.ow);
+    let p = &a.pool;
+    let cd = compute_dtype(p.input.dtype(), OP)?;
+    let g = Pool::from(&p.window);
+    let [h, w] = p.spatial.map(|v| v as usize);
     fn run<C: Compute>(
         x: &Tensor,
         g: &Pool,
@@ -416,67 +282,20 @@ pub fn avg_pool2d(
             })
         })
     }
+    let (cip, div) = (a.count_include_pad, a.divisor_override);
     match cd {
-        DType::F64 => run::<f64>(
-            self_,
-            &g,
-            h,
-            w,
-            count_include_pad,
-            divisor_override,
-            &oshape,
-        ),
-        _ => run::<f32>(
-            self_,
-            &g,
-            h,
-            w,
-            count_include_pad,
-            divisor_override,
-            &oshape,
-        ),
+        DType::F64 => run::<f64>(p.input, &g, h, w, cip, div, &p.sizes),
+        _ => run::<f32>(p.input, &g, h, w, cip, div, &p.sizes),
     }
-}
-
-/// `avg_pool2d` into `out`.
-#[allow(clippy::too_many_arguments)]
-pub fn avg_pool2d_out(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    ceil_mode: bool,
-    count_include_pad: bool,
-    divisor_override: Option<i64>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    let r = avg_pool2d(
-        self_,
-        kernel_size,
-        stride,
-        padding,
-        ceil_mode,
-        count_include_pad,
-        divisor_override,
-    )?;
-    write_out(&r, out, "avg_pool2d.out")
 }
 
 /// Adaptive average pooling to `output_size`: output cell `o` averages input rows
 /// `floor(o*H/OH) .. ceil((o+1)*H/OH)` (and likewise for columns).
-pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
+pub fn _adaptive_avg_pool2d(r: Resize2d) -> Result<Tensor> {
     const OP: &str = "_adaptive_avg_pool2d";
-    let cd = compute_dtype(self_.dtype(), OP)?;
-    let (_, h, w) = planes(self_, OP)?;
-    let o = opal::rules::pool::pool_param::<2>(OP, "output_size", output_size, None)?;
-    if o.iter().any(|&v| v < 0) {
-        return Err(err(
-            OP,
-            format!("output_size must be non-negative, got {output_size:?}"),
-        ));
-    }
-    let (oh, ow) = (o[0] as usize, o[1] as usize);
-    let oshape = out_shape(self_, oh, ow);
+    let cd = compute_dtype(r.input.dtype(), OP)?;
+    let [h, w] = r.spatial.map(|v| v as usize);
+    let [oh, ow] = r.out.map(|v| v as usize);
     fn run<C: Compute>(
         x: &Tensor,
         h: usize,
@@ -513,8 +332,8 @@ pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tenso
         })
     }
     match cd {
-        DType::F64 => run::<f64>(self_, h, w, oh, ow, &oshape),
-        _ => run::<f32>(self_, h, w, oh, ow, &oshape),
+        DType::F64 => run::<f64>(r.input, h, w, oh, ow, &r.sizes),
+        _ => run::<f32>(r.input, h, w, oh, ow, &r.sizes),
     }
 }
 
@@ -531,58 +350,18 @@ fn nearest_src(o: usize, in_size: usize, out_size: usize, scale: Option<f64>) ->
 
 /// Nearest-neighbour upsampling of the last two dims to `output_size`. Works for
 /// every dtype (values are copied, not computed).
-pub fn upsample_nearest2d(
-    self_: &Tensor,
-    output_size: &[i64],
-    scales_h: Option<f64>,
-    scales_w: Option<f64>,
-) -> Result<Tensor> {
+pub fn upsample_nearest2d(r: Resize2d) -> Result<Tensor> {
     const OP: &str = "upsample_nearest2d";
-    if output_size.len() != 2 {
-        return Err(err(
-            OP,
-            format!(
-                "It is expected output_size equals to 2, but got size {}",
-                output_size.len()
-            ),
-        ));
-    }
-    if self_.dim() != 4 {
-        return Err(shape_err(
-            OP,
-            format!(
-                "It is expected input to be a 4-D tensor, but got {:?}",
-                self_.sizes()
-            ),
-        ));
-    }
-    let (_, h, w) = planes(self_, OP)?;
-    if output_size.iter().any(|&v| v <= 0) {
-        return Err(err(OP, format!("Input and output sizes should be greater than 0, but got output_size {output_size:?}")));
-    }
-    let (oh, ow) = (output_size[0] as usize, output_size[1] as usize);
-    let oshape = out_shape(self_, oh, ow);
+    let [h, w] = r.spatial.map(|v| v as usize);
+    let [oh, ow] = r.out.map(|v| v as usize);
+    let [scales_h, scales_w] = r.scales;
     let ys: Vec<usize> = (0..oh).map(|o| nearest_src(o, h, oh, scales_h)).collect();
     let xs: Vec<usize> = (0..ow).map(|o| nearest_src(o, w, ow, scales_w)).collect();
-    crate::shape::remap::remap(OP, self_, &oshape, None, |idx| {
-        let pl = idx[0] * self_.sizes()[1] as usize + idx[1];
+    let channels = r.input.sizes()[1] as usize;
+    crate::shape::remap::remap(OP, r.input, &r.sizes, None, |idx| {
+        let pl = idx[0] * channels + idx[1];
         Ok(Some(pl * h * w + ys[idx[2]] * w + xs[idx[3]]))
     })
-}
-
-/// `upsample_nearest2d` into `out`.
-pub fn upsample_nearest2d_out(
-    self_: &Tensor,
-    output_size: &[i64],
-    scales_h: Option<f64>,
-    scales_w: Option<f64>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    write_out(
-        &upsample_nearest2d(self_, output_size, scales_h, scales_w)?,
-        out,
-        "upsample_nearest2d.out",
-    )
 }
 
 #[cfg(test)]
@@ -639,14 +418,18 @@ mod tests {
 
     #[test]
     fn max_pool_values_indices_and_backward() {
-        let (v, i) =
-            max_pool2d_with_indices(&plane(), &[2, 2], &[], &[0, 0], &[1, 1], false).unwrap();
+        use opal::rules::pool as rule;
+        let x = plane();
+        let (v, i) = max_pool2d_with_indices(
+            rule::max_pool2d_with_indices(&x, &[2, 2], &[], &[0, 0], &[1, 1], false).unwrap(),
+        )
+        .unwrap();
         assert_eq!(v.to_vec::<f32>().unwrap(), vec![5., 7., 13., 15.]);
         assert_eq!(i.to_vec::<i64>().unwrap(), vec![5, 7, 13, 15]);
         let go = Tensor::from_slice(&[1.0f32; 4], &[1, 1, 2, 2]).unwrap();
-        let gi = max_pool2d_with_indices_backward(
+        let b = rule::max_pool2d_with_indices_backward(
             &go,
-            &plane(),
+            &x,
             &[2, 2],
             &[2, 2],
             &[0, 0],
@@ -655,23 +438,41 @@ mod tests {
             &i,
         )
         .unwrap();
+        let gi = max_pool2d_with_indices_backward(b).unwrap();
         assert_eq!(gi.to_vec::<f32>().unwrap().iter().sum::<f32>(), 4.0);
-        assert!(max_pool2d_with_indices(&plane(), &[2, 2], &[], &[2, 2], &[1, 1], false).is_err());
+        let ints = Tensor::from_vec((0..16).collect::<Vec<i64>>(), &[1, 1, 4, 4]).unwrap();
+        let p = rule::max_pool2d_with_indices(&ints, &[2], &[], &[0], &[1], false).unwrap();
+        assert!(max_pool2d_with_indices(p).is_err());
     }
 
     #[test]
     fn avg_adaptive_upsample() {
-        let a = avg_pool2d(&plane(), &[2, 2], &[], &[], false, true, None).unwrap();
-        assert_eq!(a.to_vec::<f32>().unwrap(), vec![2.5, 4.5, 10.5, 12.5]);
-        let p = avg_pool2d(&plane(), &[3, 3], &[2, 2], &[1, 1], false, false, None).unwrap();
-        assert_eq!(p.to_vec::<f32>().unwrap()[0], (0. + 1. + 4. + 5.) / 4.);
-        let pi = avg_pool2d(&plane(), &[3, 3], &[2, 2], &[1, 1], false, true, None).unwrap();
-        assert_eq!(pi.to_vec::<f32>().unwrap()[0], (0. + 1. + 4. + 5.) / 9.);
-        let ad = _adaptive_avg_pool2d(&plane(), &[1, 1]).unwrap();
-        assert_eq!(ad.to_vec::<f32>().unwrap(), vec![7.5]);
-        let ad3 = _adaptive_avg_pool2d(&plane(), &[3, 3]).unwrap();
-        assert_eq!(ad3.to_vec::<f32>().unwrap()[0], 2.5);
-        let u = upsample_nearest2d(&plane(), &[8, 8], None, None).unwrap();
+        use opal::rules::pool as rule;
+        let x = plane();
+        let avg = |k: &[i64], s: &[i64], p: &[i64], cip: bool| {
+            let a = rule::avg_pool2d(&x, k, s, p, false, cip, None).unwrap();
+            avg_pool2d(a).unwrap().to_vec::<f32>().unwrap()
+        };
+        assert_eq!(avg(&[2, 2], &[], &[], true), vec![2.5, 4.5, 10.5, 12.5]);
+        assert_eq!(
+            avg(&[3, 3], &[2, 2], &[1, 1], false)[0],
+            (0. + 1. + 4. + 5.) / 4.
+        );
+        assert_eq!(
+            avg(&[3, 3], &[2, 2], &[1, 1], true)[0],
+            (0. + 1. + 4. + 5.) / 9.
+        );
+        let adaptive = |o: &[i64]| {
+            _adaptive_avg_pool2d(rule::_adaptive_avg_pool2d(&x, o).unwrap())
+                .unwrap()
+                .to_vec::<f32>()
+                .unwrap()
+        };
+        assert_eq!(adaptive(&[1, 1]), vec![7.5]);
+        assert_eq!(adaptive(&[3, 3])[0], 2.5);
+        assert!(adaptive(&[0, 2]).is_empty());
+        let u =
+            upsample_nearest2d(rule::upsample_nearest2d(&x, &[8, 8], None, None).unwrap()).unwrap();
         assert_eq!(u.to_vec::<f32>().unwrap()[..4], [0., 0., 1., 1.]);
     }
 }

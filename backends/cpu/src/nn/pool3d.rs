@@ -3,28 +3,13 @@
 //! Its backward is a composite (`scatter_add` of the gradients at the indices).
 //!
 //! Owns: the 3-d window loop and its NaN / first-maximum rule. Must not: restate
-//! the window geometry (`opal::rules::pool`).
+//! the input or window checks (`opal::rules::pool`, named as the rule in
+//! `backend.yaml`).
 
-use super::io::{compute_dtype, shape_err, Compute};
+use super::io::{compute_dtype, Compute};
 use super::pool::max_pool_planes;
-use opal::rules::pool::{pool_window, PoolWindow};
+use opal::rules::pool::{PoolWindow, Pooling};
 use opal::{DType, Result, Tensor};
-
-/// `(volumes, [d, h, w])` of a 4-d or 5-d input with non-empty non-batch dims.
-fn volumes(x: &Tensor, op: &str) -> Result<(usize, [i64; 3])> {
-    let s = x.sizes();
-    let n = s.len();
-    if !(n == 4 || n == 5) || s[n - 4..].contains(&0) {
-        return Err(shape_err(
-            op,
-            format!("non-empty 4D or 5D (batch mode) tensor expected for input, but got input of size {s:?}"),
-        ));
-    }
-    Ok((
-        s[..n - 3].iter().product::<i64>() as usize,
-        [s[n - 3], s[n - 2], s[n - 1]],
-    ))
-}
 
 /// Max pooling of one `d x h x w` volume into `yv` (values) and `iv` (flat
 /// positions `(z * h + y) * w + x`). Taps are visited in row-major order; a tap
@@ -82,21 +67,9 @@ fn max_volume<C: Compute>(
 
 /// Max pooling returning values and, per output, the flat position of the maximum
 /// inside its input volume. NaN counts as a maximum.
-pub fn max_pool3d_with_indices(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-    ceil_mode: bool,
-) -> Result<(Tensor, Tensor)> {
+pub fn max_pool3d_with_indices(p: Pooling<3>) -> Result<(Tensor, Tensor)> {
     const OP: &str = "max_pool3d_with_indices";
-    let cd = compute_dtype(self_.dtype(), OP)?;
-    let (_, dims) = volumes(self_, OP)?;
-    let g = pool_window::<3>(OP, dims, kernel_size, stride, padding, dilation, ceil_mode)?;
-    let s = self_.sizes();
-    let mut oshape = s[..s.len() - 3].to_vec();
-    oshape.extend(g.out);
+    let cd = compute_dtype(p.input.dtype(), OP)?;
     fn run<C: Compute>(
         x: &Tensor,
         g: &PoolWindow<3>,
@@ -110,8 +83,8 @@ pub fn max_pool3d_with_indices(
         })
     }
     match cd {
-        DType::F64 => run::<f64>(self_, &g, dims, &oshape),
-        _ => run::<f32>(self_, &g, dims, &oshape),
+        DType::F64 => run::<f64>(p.input, &p.window, p.spatial, &p.sizes),
+        _ => run::<f32>(p.input, &p.window, p.spatial, &p.sizes),
     }
 }
 
@@ -123,15 +96,20 @@ mod tests {
     fn values_indices_and_errors() {
         let x =
             Tensor::from_vec((0..64).map(|v| v as f32).collect::<Vec<_>>(), &[1, 4, 4, 4]).unwrap();
-        let (v, i) = max_pool3d_with_indices(&x, &[2], &[], &[0], &[1], false).unwrap();
+        let pool = |x: &Tensor| {
+            opal::rules::pool::max_pool3d_with_indices(x, &[2], &[], &[0], &[1], false)
+                .and_then(max_pool3d_with_indices)
+        };
+        let (v, i) = pool(&x).unwrap();
         assert_eq!(v.sizes(), &[1, 2, 2, 2]);
         assert_eq!(
             i.to_vec::<i64>().unwrap(),
             vec![21, 23, 29, 31, 53, 55, 61, 63]
         );
         assert_eq!(v.to_vec::<f32>().unwrap()[0], 21.0);
-        assert!(max_pool3d_with_indices(&x, &[2], &[], &[2], &[1], false).is_err());
         let flat = Tensor::from_vec(vec![1.0f32; 4], &[2, 2]).unwrap();
-        assert!(max_pool3d_with_indices(&flat, &[1], &[], &[0], &[1], false).is_err());
+        assert!(pool(&flat).is_err());
+        let ints = Tensor::from_vec(vec![1i64; 64], &[1, 4, 4, 4]).unwrap();
+        assert!(pool(&ints).is_err());
     }
 }

@@ -14,12 +14,9 @@
 //! output rows along the height (vectorized), then scatters that row along the
 //! width.
 
-use super::io::{compute_dtype, make_output, with_slice, write_out, Compute};
+use super::io::{compute_dtype, make_output, with_slice, Compute};
 use crate::nn::vecmath::{has_avx2, has_avx512, multiversion};
-use opal::rules::upsample::{
-    check_upsample_dtype, linear_upsample_taps, upsample_bilinear2d_backward_sizes,
-    upsample_bilinear2d_sizes, LinearTap,
-};
+use opal::rules::upsample::{linear_upsample_taps, Bilinear2d, LinearTap};
 use opal::{DType, Result, Tensor};
 
 /// About this many output elements per parallel task.
@@ -65,18 +62,12 @@ struct Plan {
     tx: Vec<LinearTap>,
 }
 
-/// The [`Plan`] of a resize of `[.., h, w]` planes to `[.., oh, ow]` in `dtype`,
-/// after checking the dtype.
-fn plan(
-    op: &str,
-    dtype: DType,
-    (h, w, oh, ow): (i64, i64, i64, i64),
-    align_corners: bool,
-    (scales_h, scales_w): (Option<f64>, Option<f64>),
-) -> Result<Plan> {
-    check_upsample_dtype(op, dtype)?;
-    let f64_math = compute_dtype(dtype, op)? == DType::F64;
-    let (h, w, oh, ow) = (h as usize, w as usize, oh as usize, ow as usize);
+/// The [`Plan`] of a resize of `[.., h, w]` planes to `[.., oh, ow]`.
+fn plan(op: &str, b: &Bilinear2d) -> Result<Plan> {
+    let f64_math = compute_dtype(b.input.dtype(), op)? == DType::F64;
+    let [h, w] = [b.input_sizes[2], b.input_sizes[3]].map(|v| v as usize);
+    let [oh, ow] = [b.output_sizes[2], b.output_sizes[3]].map(|v| v as usize);
+    let ([scales_h, scales_w], align_corners) = (b.scales, b.align_corners);
     Ok(Plan {
         f64_math,
         hw: (h, w),
@@ -212,39 +203,13 @@ fn forward<C: Bands>(x: &Tensor, oshape: [i64; 4], p: &Plan) -> Result<Tensor> {
 
 /// Bilinear upsampling of the last two dims to `output_size` (see
 /// [`linear_upsample_taps`] for `align_corners` and the scales).
-pub fn upsample_bilinear2d(
-    self_: &Tensor,
-    output_size: &[i64],
-    align_corners: bool,
-    scales_h: Option<f64>,
-    scales_w: Option<f64>,
-) -> Result<Tensor> {
-    const OP: &str = "upsample_bilinear2d";
-    let oshape = upsample_bilinear2d_sizes(OP, self_.sizes(), output_size)?;
-    let s = self_.sizes();
-    let dims = (s[2], s[3], oshape[2], oshape[3]);
-    let p = plan(OP, self_.dtype(), dims, align_corners, (scales_h, scales_w))?;
+pub fn upsample_bilinear2d(b: Bilinear2d) -> Result<Tensor> {
+    let p = plan("upsample_bilinear2d", &b)?;
     if p.f64_math {
-        forward::<f64>(self_, oshape, &p)
+        forward::<f64>(b.input, b.output_sizes, &p)
     } else {
-        forward::<f32>(self_, oshape, &p)
+        forward::<f32>(b.input, b.output_sizes, &p)
     }
-}
-
-/// `upsample_bilinear2d` into `out`.
-pub fn upsample_bilinear2d_out(
-    self_: &Tensor,
-    output_size: &[i64],
-    align_corners: bool,
-    scales_h: Option<f64>,
-    scales_w: Option<f64>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    write_out(
-        &upsample_bilinear2d(self_, output_size, align_corners, scales_h, scales_w)?,
-        out,
-        "upsample_bilinear2d.out",
-    )
 }
 
 /// Input rows `first..first + band.len() / w` of one plane's gradient: each row
@@ -311,79 +276,46 @@ fn backward<C: Compute>(grad: &Tensor, ishape: [i64; 4], p: &Plan) -> Result<Ten
 /// The gradient of [`upsample_bilinear2d`] with respect to its input: each output
 /// gradient spread back over the (up to) four input positions it was read from,
 /// with the same weights.
-pub fn upsample_bilinear2d_backward(
-    grad_output: &Tensor,
-    output_size: &[i64],
-    input_size: &[i64],
-    align_corners: bool,
-    scales_h: Option<f64>,
-    scales_w: Option<f64>,
-) -> Result<Tensor> {
-    const OP: &str = "upsample_bilinear2d_backward";
-    let ishape =
-        upsample_bilinear2d_backward_sizes(OP, grad_output.sizes(), output_size, input_size)?;
-    let dims = (ishape[2], ishape[3], output_size[0], output_size[1]);
-    let p = plan(
-        OP,
-        grad_output.dtype(),
-        dims,
-        align_corners,
-        (scales_h, scales_w),
-    )?;
+pub fn upsample_bilinear2d_backward(b: Bilinear2d) -> Result<Tensor> {
+    let p = plan("upsample_bilinear2d_backward", &b)?;
     if p.f64_math {
-        backward::<f64>(grad_output, ishape, &p)
+        backward::<f64>(b.input, b.input_sizes, &p)
     } else {
-        backward::<f32>(grad_output, ishape, &p)
+        backward::<f32>(b.input, b.input_sizes, &p)
     }
-}
-
-/// `upsample_bilinear2d_backward` into `grad_input`.
-pub fn upsample_bilinear2d_backward_grad_input(
-    grad_output: &Tensor,
-    output_size: &[i64],
-    input_size: &[i64],
-    align_corners: bool,
-    scales_h: Option<f64>,
-    scales_w: Option<f64>,
-    grad_input: &Tensor,
-) -> Result<Tensor> {
-    write_out(
-        &upsample_bilinear2d_backward(
-            grad_output,
-            output_size,
-            input_size,
-            align_corners,
-            scales_h,
-            scales_w,
-        )?,
-        grad_input,
-        "upsample_bilinear2d_backward.grad_input",
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opal::rules::upsample as rule;
+
+    fn up(x: &Tensor, o: &[i64], ac: bool) -> Result<Tensor> {
+        rule::upsample_bilinear2d(x, o, ac, None, None).and_then(upsample_bilinear2d)
+    }
+
+    fn up_back(g: &Tensor, o: &[i64], i: &[i64], ac: bool) -> Result<Tensor> {
+        rule::upsample_bilinear2d_backward(g, o, i, ac, None, None)
+            .and_then(upsample_bilinear2d_backward)
+    }
 
     #[test]
     fn bilinear_corners_and_errors() {
         let x = Tensor::from_slice(&[0.0f64, 1.0, 2.0, 3.0], &[1, 1, 2, 2]).unwrap();
-        let y = upsample_bilinear2d(&x, &[3, 3], true, None, None).unwrap();
+        let y = up(&x, &[3, 3], true).unwrap();
         assert_eq!(
             y.to_vec::<f64>().unwrap(),
             vec![0.0, 0.5, 1.0, 1.0, 1.5, 2.0, 2.0, 2.5, 3.0]
         );
-        let y = upsample_bilinear2d(&x, &[4, 4], false, None, None).unwrap();
+        let y = up(&x, &[4, 4], false).unwrap();
         assert_eq!(y.to_vec::<f64>().unwrap()[..4], [0.0, 0.25, 0.75, 1.0]);
-        let e = upsample_bilinear2d(&x, &[0, 3], false, None, None)
-            .unwrap_err()
-            .to_string();
+        let e = up(&x, &[0, 3], false).unwrap_err().to_string();
         assert!(
             e.contains("upsample_bilinear2d") && e.contains("output"),
             "{e}"
         );
         let i = Tensor::from_slice(&[1i64, 2], &[1, 1, 1, 2]).unwrap();
-        assert!(upsample_bilinear2d(&i, &[2, 2], false, None, None).is_err());
+        assert!(up(&i, &[2, 2], false).is_err());
     }
 
     /// Each element of the forward result against a direct evaluation of the four
@@ -398,7 +330,7 @@ mod tests {
             let ty = linear_upsample_taps(h, oh, ac, None, true);
             let tx = linear_upsample_taps(w, ow, ac, None, true);
             let x = Tensor::from_vec(v.clone(), &[n as i64, c as i64, h as i64, w as i64]).unwrap();
-            let y = upsample_bilinear2d(&x, &[oh as i64, ow as i64], ac, None, None)
+            let y = up(&x, &[oh as i64, ow as i64], ac)
                 .unwrap()
                 .to_vec::<f64>()
                 .unwrap();
@@ -414,7 +346,7 @@ mod tests {
                 }
             }
             let x32 = crate::elementwise::unary::cast(&x, DType::F32).unwrap();
-            let y32 = upsample_bilinear2d(&x32, &[oh as i64, ow as i64], ac, None, None)
+            let y32 = up(&x32, &[oh as i64, ow as i64], ac)
                 .unwrap()
                 .to_vec::<f32>()
                 .unwrap();
@@ -437,17 +369,15 @@ mod tests {
         for ac in [false, true] {
             let xt = Tensor::from_vec(x.clone(), &[1, 2, h as i64, w as i64]).unwrap();
             let gt = Tensor::from_vec(g.clone(), &[1, 2, oh as i64, ow as i64]).unwrap();
-            let y = upsample_bilinear2d(&xt, &[oh as i64, ow as i64], ac, None, None)
+            let y = up(&xt, &[oh as i64, ow as i64], ac)
                 .unwrap()
                 .to_vec::<f64>()
                 .unwrap();
-            let gx = upsample_bilinear2d_backward(
+            let gx = up_back(
                 &gt,
                 &[oh as i64, ow as i64],
                 &[1, 2, h as i64, w as i64],
                 ac,
-                None,
-                None,
             )
             .unwrap()
             .to_vec::<f64>()
@@ -460,8 +390,7 @@ mod tests {
             );
         }
         let gt = Tensor::from_vec(g.clone(), &[1, 2, oh as i64, ow as i64]).unwrap();
-        let bad =
-            upsample_bilinear2d_backward(&gt, &[oh as i64, 5], &[1, 2, 5, 6], false, None, None);
+        let bad = up_back(&gt, &[oh as i64, 5], &[1, 2, 5, 6], false);
         assert!(bad.unwrap_err().to_string().contains("grad_output"));
     }
 }

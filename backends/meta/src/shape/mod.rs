@@ -11,7 +11,6 @@ pub mod elementwise;
 pub mod geometry;
 pub mod index;
 pub mod linalg;
-pub mod nn;
 pub mod promote;
 pub mod reduce;
 pub mod view;
