@@ -9,11 +9,13 @@
 //! one. Each formula is translated by `formula`; one that does not translate is an
 //! error located in the derivatives file, so the build stops naming it.
 //!
-//! Owns: the layout of the generated `autograd.rs` and each kernel's body. Must
-//! not: parse formulas (see `crate::derivatives`) or decide Rust names and types of
-//! arguments (see `crate::ident`).
+//! Owns: the layout of the generated `autograd.rs` and what a kernel saves (the
+//! order of its body is `kernel`'s). Must not: parse formulas (see
+//! `crate::derivatives`) or decide Rust names and types of arguments (see
+//! `crate::ident`).
 
 mod formula;
+mod kernel;
 mod types;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,9 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
-use crate::derivatives::model::{
-    Body, DerivativeEntry, Derivatives, Formula, Mode, OutputDifferentiable,
-};
+use crate::derivatives::model::{Body, DerivativeEntry, Derivatives, Formula};
 use crate::diagnostics::Diagnostic;
 use crate::emit::plan::{self, OpPlan};
 use crate::emit::{format_file, Ctx, RuntimePath};
@@ -460,257 +460,6 @@ impl KernelCtx<'_, '_> {
             loads,
             vars,
         })
-    }
-
-    fn kernel(&self) -> Result<TokenStream, Vec<Diagnostic>> {
-        let op = self.op;
-        let entry = self.entry;
-        let section = entry
-            .section(None)
-            .or_else(|| entry.section(Some("Default")));
-        let formulas: Vec<_> = section
-            .map(|s| {
-                s.formulas
-                    .iter()
-                    .filter(|f| f.mode == Mode::Backward)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut used: BTreeSet<String> = BTreeSet::new();
-        for f in &formulas {
-            if let Some(e) = f.expr() {
-                e.walk(&mut |x| {
-                    if let Some(n) = x.as_ident() {
-                        used.insert(n.to_string());
-                    }
-                });
-            }
-        }
-
-        // The op's arguments and outputs.
-        let id = op.ident();
-        let params: Vec<TokenStream> = op
-            .args
-            .iter()
-            .map(|a| {
-                let (n, t) = (a.ident(), self.cx.types.arg(a.ty()));
-                quote!(#n: #t)
-            })
-            .collect();
-        let names: Vec<_> = op.args.iter().map(|a| a.ident()).collect();
-        let ret = self
-            .cx
-            .types
-            .result_type(self.cx.types.returns_type(op.return_types()));
-        let returns = &op.f.func.returns;
-        let single = returns.len() == 1;
-        let out_vars: Vec<proc_macro2::Ident> = if single {
-            vec![format_ident!("result")]
-        } else {
-            (0..returns.len())
-                .map(|i| format_ident!("result{i}"))
-                .collect()
-        };
-
-        let tensor_args: Vec<(usize, TensorArg)> = op
-            .args
-            .iter()
-            .enumerate()
-            .filter_map(|(i, a)| tensor_arg(a.ty()).map(|k| (i, k)))
-            .collect();
-        let diff_out: Vec<bool> = (0..returns.len())
-            .map(|i| {
-                let declared = entry
-                    .output_differentiability
-                    .as_ref()
-                    .and_then(|o| o.values.get(i))
-                    .is_none_or(|v| !matches!(v, OutputDifferentiable::Always(false)));
-                declared && tensor_arg(&returns[i].ty).is_some()
-            })
-            .collect();
-
-        // Forward, and the early return when nothing is recorded.
-        let mut body = Vec::new();
-        let bind = if single {
-            quote!(let result = __out;)
-        } else {
-            quote!(let (#(#out_vars),*) = __out;)
-        };
-        let ret_expr = if single {
-            quote!(result)
-        } else {
-            quote!((#(#out_vars),*))
-        };
-        let forward = quote! {
-            let __out = ops::#id::redispatch(ks.below(DispatchKey::AutogradOther), #(#names),*)?;
-            #bind
-        };
-        if formulas.is_empty() || !diff_out.iter().any(|d| *d) {
-            // Nothing differentiable: the op only has to run below autograd.
-            body.push(forward);
-            return Ok(self.finish(&id, &params, &ret, body, ret_expr));
-        }
-        if !self.inplace {
-            body.push(forward.clone());
-        }
-        let undef_needed = tensor_args.iter().any(|(_, k)| *k == TensorArg::Optional)
-            || diff_out.iter().any(|d| !d);
-        if undef_needed {
-            body.push(quote!(let __undef = Tensor::undefined();));
-        }
-        let mut inputs = Vec::new();
-        let mut needs = Vec::new();
-        for (i, k) in &tensor_args {
-            let n = &names[*i];
-            match k {
-                TensorArg::One => {
-                    inputs.push(quote!(__inputs.push(#n);));
-                    needs.push(quote!(#n.requires_grad()));
-                }
-                TensorArg::Optional => {
-                    inputs.push(quote!(__inputs.push(#n.unwrap_or(&__undef));));
-                    needs.push(quote!(#n.is_some_and(|t| t.requires_grad())));
-                }
-                TensorArg::List => {
-                    inputs.push(quote!(__inputs.extend(#n.iter());));
-                    needs.push(quote!(#n.iter().any(|t| t.requires_grad())));
-                }
-            }
-        }
-        body.push(quote! {
-            let mut __inputs: Vec<&Tensor> = Vec::new();
-            #(#inputs)*
-        });
-        if self.inplace {
-            let name = &op.op_name;
-            let first = &names[0];
-            body.push(quote! {
-                if !h::should_record(&__inputs) {
-                    drop(__inputs);
-                    #forward
-                    return Ok(#ret_expr);
-                }
-                h::check_inplace(#first, #name)?;
-            });
-        } else {
-            body.push(quote! {
-                if !h::should_record(&__inputs) {
-                    return Ok(#ret_expr);
-                }
-            });
-        }
-        body.push(quote! {
-            let __needs = [#(#needs),*];
-        });
-
-        // What the formulas read: saved before recording, rebound inside the node.
-        let node = &self.node;
-        let InputSaves {
-            mut saves,
-            value_saves,
-            mut loads,
-            mut vars,
-        } = self.save_inputs(&used)?;
-        let out_saves = self.save_outputs(&out_vars, &used, &mut loads, &mut vars)?;
-        if used.contains("grad") {
-            loads.push(quote!(let grad = h::grad_at(__grads, 0);));
-            vars.insert("grad".into(), Val::place(quote!(grad), Ty::Tensor));
-        }
-        if used.contains("grads") {
-            loads.push(quote!(let grads: Vec<Tensor> = (0..__grads.len()).map(|i| h::grad_at(__grads, i)).collect();));
-            vars.insert(
-                "grads".into(),
-                Val::place(quote!(grads), Ty::List(Box::new(Ty::Tensor))),
-            );
-        }
-
-        // One gradient variable per tensor input, filled by the formulas.
-        let mut computes = Vec::new();
-        let mut errs = Vec::new();
-        let mut covered = vec![false; tensor_args.len()];
-        for f in &formulas {
-            if let Some((slots, block)) = self.formula_compute(f, &vars, &tensor_args, &mut errs) {
-                for s in slots {
-                    covered[s] = true;
-                }
-                computes.push(block);
-            }
-        }
-        if !errs.is_empty() {
-            return Err(errs);
-        }
-        let mut decls = Vec::new();
-        let mut pushes = Vec::new();
-        for (s, (i, k)) in tensor_args.iter().enumerate() {
-            let g = format_ident!("__g{}", s);
-            let n = &names[*i];
-            match k {
-                TensorArg::List => {
-                    let count = format_ident!("__count{}", s);
-                    saves.push(quote!(let #count = #n.len();));
-                    decls.push(quote!(let mut #g: Option<Vec<Tensor>> = None;));
-                    pushes.push(quote!(h::push_list(&mut __result, #g, #count);));
-                }
-                _ => {
-                    decls.push(quote!(let mut #g: Option<Tensor> = None;));
-                    pushes.push(quote!(__result.push(#g.filter(Tensor::is_defined));));
-                }
-            }
-            if !covered[s] {
-                // Not differentiable here: always no gradient.
-                decls.pop();
-                let ty = if *k == TensorArg::List {
-                    quote!(Option<Vec<Tensor>>)
-                } else {
-                    quote!(Option<Tensor>)
-                };
-                decls.push(quote!(let #g: #ty = None;));
-            }
-        }
-        let outs: Vec<TokenStream> = out_vars
-            .iter()
-            .zip(&diff_out)
-            .map(|(v, d)| if *d { quote!(&#v) } else { quote!(&__undef) })
-            .collect();
-        let outputs = if matches!(returns[0].ty, Type::List { .. }) {
-            quote!(let __outputs: Vec<&Tensor> = result.iter().collect();)
-        } else {
-            quote!(let __outputs: Vec<&Tensor> = vec![#(#outs),*];)
-        };
-        let forward_here = if self.inplace { forward } else { quote!() };
-        // A view op's result shares its input's storage: the input is marked so an
-        // in-place update of it (which the view's history would not see) is refused.
-        let is_view = returns.len() == 1
-            && returns[0].annotation.as_ref().is_some_and(|a| !a.is_write)
-            && returns[0].ty.is_tensor_like();
-        let mark = if is_view {
-            let first = &names[0];
-            quote!(h::mark_viewed(#first);)
-        } else {
-            quote!()
-        };
-        body.push(quote! {
-            #(#saves)*
-            #forward_here
-            #(#value_saves)*
-            #(#out_saves)*
-            #outputs
-            #mark
-            record(
-                #node,
-                &__inputs,
-                &__outputs,
-                Box::new(move |__grads: &[Option<Tensor>]| {
-                    #(#loads)*
-                    #(#decls)*
-                    #(#computes)*
-                    let mut __result: Vec<Option<Tensor>> = Vec::new();
-                    #(#pushes)*
-                    Ok(__result)
-                }),
-            )?;
-        });
-        Ok(self.finish(&id, &params, &ret, body, ret_expr))
     }
 
     fn finish(
