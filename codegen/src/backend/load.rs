@@ -626,72 +626,7 @@ fn supported_list(
                 }
             }
             Node::Map { entries, loc } => {
-                let mut func = None;
-                let mut kernel = None;
-                for e in entries {
-                    match e.key.as_str() {
-                        "func" => func = Some(e),
-                        "kernel" => {
-                            kernel = scalar("kernel", &e.value, errs)
-                                .and_then(|(v, l)| kernel_path(v, l, errs));
-                        }
-                        other if torchgen => warns.push(
-                            Diagnostic::new(
-                                "opal::backend::ignored_key",
-                                e.key_loc,
-                                format!("`{other}:` in a `supported:` entry is not a key Opal uses; ignored"),
-                            )
-                            .label("vendor key, ignored")
-                            .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema or name>` with an optional `kernel:`"),
-                        ),
-                        _ => errs.push(
-                            Diagnostic::new(
-                                "opal::backend::unknown_key",
-                                e.key_loc,
-                                format!("unknown key `{}` in a `supported:` entry", e.key),
-                            )
-                            .label("not a key of a supported op")
-                            .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema the kernel was written against>` with an optional `kernel: kernel_path`"),
-                        ),
-                    }
-                }
-                let Some(f) = func else {
-                    if entries.iter().any(|e| e.key != "func" && e.key != "kernel") {
-                        continue; // already reported as unknown (or ignored) keys
-                    }
-                    errs.push(
-                        Diagnostic::new(
-                            "opal::backend::missing_key",
-                            *loc,
-                            "this `supported:` entry has no `func:`",
-                        )
-                        .label("expected `func: <schema>`")
-                        .hint("pin a kernel with `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor`"),
-                    );
-                    continue;
-                };
-                let Some((src, sloc)) = scalar("func", &f.value, errs) else {
-                    continue;
-                };
-                // `func: abs` (torch_npu's form) names the op: its current schema.
-                if !src.contains('(') {
-                    if let Some(name) = op_name(src, sloc, errs) {
-                        out.push(SupportedOp::Current {
-                            name,
-                            loc: *loc,
-                            kernel,
-                        });
-                    }
-                    continue;
-                }
-                match parse_schema_at(src, sloc) {
-                    Ok(schema) => out.push(SupportedOp::Pinned {
-                        schema,
-                        loc: *loc,
-                        kernel,
-                    }),
-                    Err(d) => errs.push(d),
-                }
+                out.extend(func_entry(entries, *loc, torchgen, errs, warns));
             }
             other => errs.push(
                 Diagnostic::new(
@@ -707,6 +642,78 @@ fn supported_list(
         }
     }
     out
+}
+
+/// A `supported:` entry written as a map: `func:` (a schema the kernel was
+/// written against, or an op name) with an optional `kernel:`; other keys are
+/// vendor keys in torchgen's format (ignored) and typos in Opal's.
+fn func_entry(
+    entries: &[yaml::Entry],
+    loc: Loc,
+    torchgen: bool,
+    errs: &mut Vec<Diagnostic>,
+    warns: &mut Vec<Diagnostic>,
+) -> Option<SupportedOp> {
+    let mut func = None;
+    let mut kernel = None;
+    for e in entries {
+        match e.key.as_str() {
+                "func" => func = Some(e),
+                "kernel" => {
+                    kernel = scalar("kernel", &e.value, errs)
+                        .and_then(|(v, l)| kernel_path(v, l, errs));
+                }
+                other if torchgen => warns.push(
+                    Diagnostic::new(
+                        "opal::backend::ignored_key",
+                        e.key_loc,
+                        format!("`{other}:` in a `supported:` entry is not a key Opal uses; ignored"),
+                    )
+                    .label("vendor key, ignored")
+                    .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema or name>` with an optional `kernel:`"),
+                ),
+                _ => errs.push(
+                    Diagnostic::new(
+                        "opal::backend::unknown_key",
+                        e.key_loc,
+                        format!("unknown key `{}` in a `supported:` entry", e.key),
+                    )
+                    .label("not a key of a supported op")
+                    .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema the kernel was written against>` with an optional `kernel: kernel_path`"),
+                ),
+            }
+    }
+    let Some(f) = func else {
+        if entries.iter().any(|e| e.key != "func" && e.key != "kernel") {
+            return None; // already reported as unknown (or ignored) keys
+        }
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::missing_key",
+                loc,
+                "this `supported:` entry has no `func:`",
+            )
+            .label("expected `func: <schema>`")
+            .hint("pin a kernel with `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor`"),
+        );
+        return None;
+    };
+    let (src, sloc) = scalar("func", &f.value, errs)?;
+    // `func: abs` (torch_npu's form) names the op: its current schema.
+    if !src.contains('(') {
+        return op_name(src, sloc, errs).map(|name| SupportedOp::Current { name, loc, kernel });
+    }
+    match parse_schema_at(src, sloc) {
+        Ok(schema) => Some(SupportedOp::Pinned {
+            schema,
+            loc,
+            kernel,
+        }),
+        Err(d) => {
+            errs.push(d);
+            None
+        }
+    }
 }
 
 /// A kernel function's Rust path (`elementwise::add`, `crate::kernels::add`), or a
