@@ -23,9 +23,9 @@
 //! identifier are reported as a codegen error (this never happens for PyTorch 2.15:
 //! a test checks the whole file). Rust keywords become raw identifiers (`r#where`).
 //! Operator identifiers that would clash with the output's top level (its own items
-//! such as `prelude`, `support`, `init`, the runtime names of the `prelude`, the std
-//! prelude, primitive types, `std`/`core`/`alloc`) get `_op` appended (`prelude` ->
-//! `prelude_op`); argument names that would clash inside generated functions (`ks`,
+//! such as `prelude`, `support`, `init`, the file modules `ops_NNN` and `methods`,
+//! the runtime names of the `prelude`, the std prelude, primitive types,
+//! `std`/`core`/`alloc`) get `_op` appended (`prelude` -> `prelude_op`); argument names that would clash inside generated functions (`ks`,
 //! `opts`, `DEF`, `SLOT`, `None`, `Tensor`, `default`, ...) get `_` (`DEF` -> `DEF_`).
 //! A name that still collides after that is a located error (operators) or leaves
 //! the operator out with its reason (arguments).
@@ -129,6 +129,25 @@ const RESERVED_ARGS: &[&str] = &[
 
 /// Name of the extension trait carrying `Tensor` methods.
 pub(crate) const METHODS_TRAIT: &str = "TensorOps";
+/// The module `methods.rs` becomes in the generated output.
+pub(crate) const METHODS_MODULE: &str = "methods";
+
+/// The module a generated file of operators becomes (`ops_000.rs` -> `ops_000`,
+/// `methods.rs` -> `methods`): each file is a module of its own, so its lint
+/// allowances are written once, on the module, not on each item.
+pub(crate) fn file_module(file: &str) -> &str {
+    file.strip_suffix(".rs").unwrap_or(file)
+}
+
+/// Whether `ident` names one of the output's file modules (`ops_NNN`, `methods`),
+/// which an operator of that name would collide with.
+fn is_file_module(ident: &str) -> bool {
+    ident == METHODS_MODULE
+        || ident
+            .strip_prefix("ops_")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Per-op module item: the options struct (only for ops with defaulted arguments).
 pub(crate) const OPTIONS: &str = "Options";
 
@@ -166,7 +185,7 @@ pub fn op_ident(name: &OperatorName) -> Result<String, String> {
     if NOT_RAW.contains(&ident.as_str()) {
         return Ok(format!("{ident}_"));
     }
-    if RESERVED_OPS.contains(&ident.as_str()) || in_prelude(&ident) {
+    if RESERVED_OPS.contains(&ident.as_str()) || in_prelude(&ident) || is_file_module(&ident) {
         return Ok(format!("{ident}{RESERVED_OP_SUFFIX}"));
     }
     Ok(ident)
@@ -469,6 +488,9 @@ mod tests {
         for (op, want) in [
             ("prelude", "prelude_op"),
             ("support", "support_op"),
+            ("methods", "methods_op"),
+            ("ops_001", "ops_001_op"),
+            ("ops_x", "ops_x"),
             ("TensorOps", "TensorOps_op"),
             ("Tensor", "Tensor_op"),
             ("DispatchKey", "DispatchKey_op"),

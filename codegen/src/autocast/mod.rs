@@ -373,7 +373,7 @@ impl Builder {
 
 /// Loads and checks policy text `src` (named `path` in messages) against `model` and
 /// returns the generated, formatted kernels file.
-pub fn generate_str(
+pub(crate) fn generate_str(
     model: &NativeFunctions,
     src: &str,
     path: &str,

@@ -158,25 +158,58 @@ fn from_node(
         );
         return None;
     };
-    let mut backend = None;
-    let mut dispatch_key = None;
-    let mut device = None;
-    let mut namespace = None;
-    let mut fallback = None;
-    let mut supported = None;
-    let mut autograd = None;
-    let mut out_copy = None;
-    let mut full_codegen = Vec::new();
     // torchgen's format (no `dispatch_key:`, a `cpp_namespace:`): vendor keys are
     // reported and ignored rather than refused.
     let torchgen = !entries.iter().any(|e| e.key == "dispatch_key")
         && entries.iter().any(|e| e.key == "cpp_namespace");
-    let mut seen: Vec<(&str, Loc)> = Vec::new();
-    // Required keys an unknown key was taken for (no second "missing" error).
-    let mut suggested: Vec<String> = Vec::new();
+    let mut keys = Keys {
+        torchgen,
+        ..Keys::default()
+    };
     for e in entries {
+        keys.read(e, errs, warns);
+    }
+    if torchgen {
+        keys.torchgen_dispatch_key(warns);
+    }
+    keys.check_required(*loc, errs);
+    keys.into_spec(errs)
+}
+
+/// The keys of a backend YAML as read one at a time, before the checks that need
+/// several of them.
+#[derive(Default)]
+struct Keys<'n> {
+    torchgen: bool,
+    backend: Option<Located<String>>,
+    dispatch_key: Option<Located<BackendKey>>,
+    device: Option<Located<String>>,
+    namespace: Option<Located<String>>,
+    fallback: Option<Located<FallbackPolicy>>,
+    supported: Option<Vec<SupportedOp>>,
+    autograd: Option<Vec<SupportedOp>>,
+    out_copy: Option<Located<String>>,
+    full_codegen: Vec<SupportedOp>,
+    /// Every key read, with its place (a key given twice is reported).
+    seen: Vec<(&'n str, Loc)>,
+    /// Required keys an unknown key was taken for (no second "missing" error).
+    suggested: Vec<String>,
+}
+
+impl<'n> Keys<'n> {
+    fn was_given(&self, key: &str) -> bool {
+        self.seen.iter().any(|(k, _)| *k == key)
+    }
+
+    /// Reads one key: its value typed and checked, or the problem reported.
+    fn read(
+        &mut self,
+        e: &'n yaml::Entry,
+        errs: &mut Vec<Diagnostic>,
+        warns: &mut Vec<Diagnostic>,
+    ) {
         let key = e.key.as_str();
-        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+        if let Some((_, first)) = self.seen.iter().find(|(k, _)| *k == key) {
             errs.push(
                 Diagnostic::new(
                     "opal::backend::duplicate_key",
@@ -186,138 +219,38 @@ fn from_node(
                 .label("again here")
                 .hint(format!("keep one (the first is at line {})", first.line)),
             );
-            continue;
+            return;
         }
-        seen.push((key, e.key_loc));
+        self.seen.push((key, e.key_loc));
+        let torchgen = self.torchgen;
+        let value = |errs: &mut Vec<Diagnostic>| scalar(key, &e.value, errs);
         match key {
-            "backend" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    if is_ident(v) && v.starts_with(|c: char| c.is_ascii_uppercase()) {
-                        backend = Some(Located::new(v.to_string(), l));
-                    } else {
-                        errs.push(
-                            Diagnostic::new(
-                                "opal::backend::bad_backend_name",
-                                l,
-                                format!("backend name `{v}` is not a CamelCase Rust identifier"),
-                            )
-                            .label("names the generated trait `<backend>Kernels`")
-                            .hint("use letters, digits and `_`, starting with an uppercase letter, e.g. `Emu`"),
-                        );
-                    }
-                }
-            }
+            "backend" => self.backend = value(errs).and_then(|(v, l)| backend_name(v, l, errs)),
             "dispatch_key" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    match BackendKey::from_name(v) {
-                        Some(k) => dispatch_key = Some(Located::new(k, l)),
-                        None => {
-                            let names: Vec<&str> =
-                                BackendKey::ALL.iter().map(|k| k.as_str()).collect();
-                            let hint = match suggest(v, &names) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => format!(
-                                    "an external backend registers under one of: {}",
-                                    names.join(", ")
-                                ),
-                            };
-                            errs.push(
-                                Diagnostic::new(
-                                    "opal::backend::bad_dispatch_key",
-                                    l,
-                                    format!("`{v}` is not a dispatch key a backend can use"),
-                                )
-                                .label("unknown dispatch key")
-                                .hint(hint),
-                            );
-                        }
-                    }
-                }
+                self.dispatch_key = value(errs).and_then(|(v, l)| dispatch_key(v, l, errs));
             }
-            "device" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    let ok = v.starts_with(|c: char| c.is_ascii_lowercase())
-                        && v.chars()
-                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-                    if ok {
-                        device = Some(Located::new(v.to_string(), l));
-                    } else {
-                        errs.push(
-                            Diagnostic::new(
-                                "opal::backend::bad_device",
-                                l,
-                                format!("device name `{v}` is not a lowercase identifier"),
-                            )
-                            .label("users write this in device strings (`emu`, `emu:1`)")
-                            .hint("use lowercase letters, digits and `_`, starting with a letter; the index (`:1`) is not part of the name"),
-                        );
-                    }
-                }
-            }
+            "device" => self.device = value(errs).and_then(|(v, l)| device_name(v, l, errs)),
             "namespace" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    if is_ident(v) {
-                        namespace = Some(Located::new(v.to_string(), l));
-                    } else {
-                        errs.push(
-                            Diagnostic::new(
-                                "opal::backend::bad_namespace",
-                                l,
-                                format!("namespace `{v}` is not an identifier"),
-                            )
-                            .label("operators are named `<namespace>::<op>`")
-                            .hint("the default is `aten`"),
-                        );
-                    }
-                }
+                self.namespace = value(errs).and_then(|(v, l)| namespace_name(v, l, errs));
             }
-            "fallback" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    match v {
-                        "cpu" => fallback = Some(Located::new(FallbackPolicy::Cpu, l)),
-                        "none" => fallback = Some(Located::new(FallbackPolicy::None, l)),
-                        _ => errs.push(
-                            Diagnostic::new(
-                                "opal::backend::bad_fallback",
-                                l,
-                                format!("`{v}` is not a fallback"),
-                            )
-                            .label("expected `cpu` or `none`")
-                            .hint("`cpu` runs unsupported ops (and argument values a pinned kernel predates) on the CPU with copies; `none` makes them errors"),
-                        ),
-                    }
-                }
-            }
-            "out_copy" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    out_copy = kernel_path(v, l, errs);
-                }
-            }
-            "supported" => supported = Some(supported_list(&e.value, torchgen, errs, warns)),
-            "autograd" => autograd = Some(supported_list(&e.value, torchgen, errs, warns)),
+            "fallback" => self.fallback = value(errs).and_then(|(v, l)| fallback(v, l, errs)),
+            "out_copy" => self.out_copy = value(errs).and_then(|(v, l)| kernel_path(v, l, errs)),
+            "supported" => self.supported = Some(supported_list(&e.value, torchgen, errs, warns)),
+            "autograd" => self.autograd = Some(supported_list(&e.value, torchgen, errs, warns)),
             // Ops whose kernels torchgen's lazy-tensor codegen writes: for Opal they
             // are kernels the backend has, like `supported:`.
-            "full_codegen" => full_codegen = supported_list(&e.value, torchgen, errs, warns),
+            "full_codegen" => self.full_codegen = supported_list(&e.value, torchgen, errs, warns),
+            // C++ names of the generated code: nothing to name in Rust.
             "cpp_namespace" | "class_name" => {
-                // C++ names of the generated code: nothing to name in Rust.
-                let _ = scalar(key, &e.value, errs);
+                let _ = value(errs);
             }
             "use_out_as_primary" | "device_guard" => {
-                if let Some((v, l)) = scalar(key, &e.value, errs) {
-                    if !matches!(v, "true" | "false" | "True" | "False") {
-                        errs.push(
-                            Diagnostic::new(
-                                "opal::backend::bad_value",
-                                l,
-                                format!("`{key}:` is `true` or `false`, not `{v}`"),
-                            )
-                            .label("expected a boolean"),
-                        );
-                    }
+                if let Some((v, l)) = value(errs) {
+                    boolean(key, v, l, errs);
                 }
             }
+            // Kernels taking SymInt: Opal passes SymInt as i64 either way.
             "symint" => {
-                // Kernels taking SymInt: Opal passes SymInt as i64 either way.
                 let _ = supported_list(&e.value, torchgen, errs, warns);
             }
             "ir_gen" => {
@@ -346,112 +279,161 @@ fn from_node(
                     .hint(format!("a backend YAML has the keys {}", KEYS.join(", "))),
                 );
             }
-            other => {
-                let hint = match suggest(other, &KEYS) {
-                    Some(s) => {
-                        let h = format!("did you mean `{s}`?");
-                        suggested.push(s);
-                        h
-                    }
-                    None => format!("a backend YAML has the keys {}", KEYS.join(", ")),
-                };
-                errs.push(
-                    Diagnostic::new(
-                        "opal::backend::unknown_key",
-                        e.key_loc,
-                        format!("unknown key `{other}`"),
-                    )
-                    .label("not a backend YAML key")
-                    .hint(hint),
-                );
-            }
+            other => errs.push(self.unknown_key(other, e.key_loc)),
         }
     }
-    let missing = |what: &str, hint: &str, errs: &mut Vec<Diagnostic>| {
-        if suggested.iter().any(|s| s == what) {
+
+    /// An unknown key, with the key it most likely meant.
+    fn unknown_key(&mut self, key: &str, loc: Loc) -> Diagnostic {
+        let hint = match suggest(key, &KEYS) {
+            Some(s) => {
+                let h = format!("did you mean `{s}`?");
+                self.suggested.push(s);
+                h
+            }
+            None => format!("a backend YAML has the keys {}", KEYS.join(", ")),
+        };
+        Diagnostic::new(
+            "opal::backend::unknown_key",
+            loc,
+            format!("unknown key `{key}`"),
+        )
+        .label("not a backend YAML key")
+        .hint(hint)
+    }
+
+    /// torchgen's format names the key by `backend:`; a key Opal lacks (XLA, NPU,
+    /// ...) becomes PrivateUse1 with the backend's name, lower-cased, as its device.
+    fn torchgen_dispatch_key(&mut self, warns: &mut Vec<Diagnostic>) {
+        let (None, Some(b)) = (&self.dispatch_key, &self.backend) else {
             return;
+        };
+        let known = BackendKey::from_name(&b.value);
+        let key = known.unwrap_or(BackendKey::PrivateUse1);
+        if known.is_none() {
+            let dev = self
+                .device
+                .as_ref()
+                .map_or_else(|| b.value.to_lowercase(), |d| d.value.clone());
+            warns.push(
+                Diagnostic::new(
+                    "opal::backend::privateuse",
+                    b.loc,
+                    format!(
+                        "Opal has no dispatch key `{}`: the backend registers under PrivateUse1 as device `{dev}`",
+                        b.value
+                    ),
+                )
+                .label("not an Opal dispatch key")
+                .hint("write `dispatch_key:` (CPU, Meta, PrivateUse1..3) and `device:` to choose"),
+            );
+            self.device.get_or_insert(Located::new(dev, b.loc));
+        } else if key.is_private_use() && self.device.is_none() {
+            self.device = Some(Located::new("privateuseone".to_string(), b.loc));
         }
-        errs.push(
-            Diagnostic::new(
-                "opal::backend::missing_key",
-                Loc { len: 0, ..*loc },
-                format!("the backend YAML has no `{what}:`"),
-            )
-            .label(format!("`{what}:` is required"))
-            .hint(hint.to_string()),
-        );
-    };
-    if backend.is_none() && !seen.iter().any(|(k, _)| *k == "backend") {
-        missing(
-            "backend",
-            "add `backend: MyBackend` (names the generated trait)",
-            errs,
-        );
+        self.dispatch_key = Some(Located::new(key, b.loc));
     }
-    // torchgen's format names the key by `backend:`; a key Opal lacks (XLA, NPU,
-    // ...) becomes PrivateUse1 with the backend's name, lower-cased, as its device.
-    if dispatch_key.is_none() && torchgen {
-        if let Some(b) = &backend {
-            let key = BackendKey::from_name(&b.value).unwrap_or(BackendKey::PrivateUse1);
-            if BackendKey::from_name(&b.value).is_none() {
-                let dev = device
-                    .as_ref()
-                    .map_or_else(|| b.value.to_lowercase(), |d| d.value.clone());
-                warns.push(
-                    Diagnostic::new(
-                        "opal::backend::privateuse",
-                        b.loc,
-                        format!(
-                            "Opal has no dispatch key `{}`: the backend registers under PrivateUse1 as device `{dev}`",
-                            b.value
-                        ),
-                    )
-                    .label("not an Opal dispatch key")
-                    .hint("write `dispatch_key:` (CPU, Meta, PrivateUse1..3) and `device:` to choose"),
-                );
-                if device.is_none() {
-                    device = Some(Located::new(dev, b.loc));
-                }
-            } else if key.is_private_use() && device.is_none() {
-                device = Some(Located::new("privateuseone".to_string(), b.loc));
+
+    /// Reports the required keys that are missing (not those given with a bad value,
+    /// nor those an unknown key was taken for).
+    fn check_required(&self, map: Loc, errs: &mut Vec<Diagnostic>) {
+        let required = [
+            (
+                "backend",
+                self.backend.is_none(),
+                "add `backend: MyBackend` (names the generated trait)",
+            ),
+            (
+                "dispatch_key",
+                self.dispatch_key.is_none(),
+                "add `dispatch_key: PrivateUse1` (or CPU, Meta, PrivateUse2, PrivateUse3)",
+            ),
+            (
+                "supported",
+                self.supported.is_none(),
+                "add `supported:` listing the ops with native kernels (it may be empty: `supported: []`)",
+            ),
+        ];
+        for (what, absent, hint) in required {
+            if !absent || self.was_given(what) || self.suggested.iter().any(|s| s == what) {
+                continue;
             }
-            dispatch_key = Some(Located::new(key, b.loc));
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::missing_key",
+                    Loc { len: 0, ..map },
+                    format!("the backend YAML has no `{what}:`"),
+                )
+                .label(format!("`{what}:` is required"))
+                .hint(hint.to_string()),
+            );
         }
     }
-    if dispatch_key.is_none() && !seen.iter().any(|(k, _)| *k == "dispatch_key") {
-        missing(
-            "dispatch_key",
-            "add `dispatch_key: PrivateUse1` (or CPU, Meta, PrivateUse2, PrivateUse3)",
-            errs,
-        );
+
+    /// The spec, once the keys that depend on each other agree.
+    fn into_spec(self, errs: &mut Vec<Diagnostic>) -> Option<BackendSpec> {
+        let device_given = self.was_given("device");
+        let dispatch_key = self.dispatch_key?;
+        let device = device_of_key(&dispatch_key, self.device, device_given, errs)?;
+        let fallback = self
+            .fallback
+            .unwrap_or(Located::new(FallbackPolicy::None, Loc::SYNTHETIC));
+        if fallback.value == FallbackPolicy::Cpu && dispatch_key.value == BackendKey::Cpu {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_fallback",
+                    fallback.loc,
+                    "the CPU backend cannot fall back to itself",
+                )
+                .label("`fallback: cpu` on dispatch key CPU")
+                .hint("use `fallback: none` for the CPU backend"),
+            );
+            return None;
+        }
+        let mut supported = self.supported?;
+        supported.extend(self.full_codegen);
+        Some(BackendSpec {
+            backend: self.backend?,
+            dispatch_key,
+            device,
+            namespace: self
+                .namespace
+                .unwrap_or(Located::new("aten".to_string(), Loc::SYNTHETIC)),
+            fallback,
+            supported,
+            autograd: self.autograd.unwrap_or_default(),
+            out_copy: self.out_copy,
+            warnings: Vec::new(),
+        })
     }
-    if supported.is_none() && !seen.iter().any(|(k, _)| *k == "supported") {
-        missing(
-            "supported",
-            "add `supported:` listing the ops with native kernels (it may be empty: `supported: []`)",
-            errs,
-        );
-    }
-    let dispatch_key = dispatch_key?;
-    // The device name: required for PrivateUse keys, fixed for CPU and Meta.
-    let device = match (dispatch_key.value.builtin_device(), device) {
-        (None, Some(d)) => d,
+}
+
+/// The device name: required for PrivateUse keys (`given`: a `device:` was written,
+/// its bad value already reported), fixed for CPU and Meta.
+fn device_of_key(
+    key: &Located<BackendKey>,
+    device: Option<Located<String>>,
+    given: bool,
+    errs: &mut Vec<Diagnostic>,
+) -> Option<Located<String>> {
+    match (key.value.builtin_device(), device) {
+        (None, Some(d)) => Some(d),
         (None, None) => {
-            if !seen.iter().any(|(k, _)| *k == "device") {
+            if !given {
                 errs.push(
                     Diagnostic::new(
                         "opal::backend::missing_key",
-                        dispatch_key.loc,
+                        key.loc,
                         format!(
                             "`dispatch_key: {}` needs a `device:` name",
-                            dispatch_key.value.as_str()
+                            key.value.as_str()
                         ),
                     )
                     .label("PrivateUse keys are renamed to their device")
                     .hint("add `device: <name>`: the name users write, as in \"emu\" or \"emu:1\""),
                 );
             }
-            return None;
+            None
         }
         (Some(fixed), Some(d)) if d.value != fixed => {
             errs.push(
@@ -460,46 +442,131 @@ fn from_node(
                     d.loc,
                     format!(
                         "the device of dispatch key {} is `{fixed}`, not `{}`",
-                        dispatch_key.value.as_str(),
+                        key.value.as_str(),
                         d.value
                     ),
                 )
                 .label("fixed by the dispatch key")
                 .hint(format!("write `device: {fixed}` or leave `device:` out")),
             );
-            return None;
+            None
         }
-        (Some(_), Some(d)) => d,
-        (Some(fixed), None) => Located::new(fixed.to_string(), Loc::SYNTHETIC),
+        (Some(_), Some(d)) => Some(d),
+        (Some(fixed), None) => Some(Located::new(fixed.to_string(), Loc::SYNTHETIC)),
+    }
+}
+
+/// `backend:`: a CamelCase Rust identifier (it names the trait `<backend>Kernels`).
+fn backend_name(v: &str, l: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<String>> {
+    if is_ident(v) && v.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return Some(Located::new(v.to_string(), l));
+    }
+    errs.push(
+        Diagnostic::new(
+            "opal::backend::bad_backend_name",
+            l,
+            format!("backend name `{v}` is not a CamelCase Rust identifier"),
+        )
+        .label("names the generated trait `<backend>Kernels`")
+        .hint("use letters, digits and `_`, starting with an uppercase letter, e.g. `Emu`"),
+    );
+    None
+}
+
+/// `dispatch_key:`: one of the keys a backend can register under.
+fn dispatch_key(v: &str, l: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<BackendKey>> {
+    if let Some(k) = BackendKey::from_name(v) {
+        return Some(Located::new(k, l));
+    }
+    let names: Vec<&str> = BackendKey::ALL.iter().map(|k| k.as_str()).collect();
+    let hint = match suggest(v, &names) {
+        Some(s) => format!("did you mean `{s}`?"),
+        None => format!(
+            "an external backend registers under one of: {}",
+            names.join(", ")
+        ),
     };
-    let fallback = fallback.unwrap_or(Located::new(FallbackPolicy::None, Loc::SYNTHETIC));
-    if fallback.value == FallbackPolicy::Cpu && dispatch_key.value == BackendKey::Cpu {
+    errs.push(
+        Diagnostic::new(
+            "opal::backend::bad_dispatch_key",
+            l,
+            format!("`{v}` is not a dispatch key a backend can use"),
+        )
+        .label("unknown dispatch key")
+        .hint(hint),
+    );
+    None
+}
+
+/// `device:`: a lowercase identifier, the name users write in device strings.
+fn device_name(v: &str, l: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<String>> {
+    let ok = v.starts_with(|c: char| c.is_ascii_lowercase())
+        && v.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        return Some(Located::new(v.to_string(), l));
+    }
+    errs.push(
+        Diagnostic::new(
+            "opal::backend::bad_device",
+            l,
+            format!("device name `{v}` is not a lowercase identifier"),
+        )
+        .label("users write this in device strings (`emu`, `emu:1`)")
+        .hint("use lowercase letters, digits and `_`, starting with a letter; the index (`:1`) is not part of the name"),
+    );
+    None
+}
+
+/// `namespace:`: an identifier (operators are `<namespace>::<op>`).
+fn namespace_name(v: &str, l: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<String>> {
+    if is_ident(v) {
+        return Some(Located::new(v.to_string(), l));
+    }
+    errs.push(
+        Diagnostic::new(
+            "opal::backend::bad_namespace",
+            l,
+            format!("namespace `{v}` is not an identifier"),
+        )
+        .label("operators are named `<namespace>::<op>`")
+        .hint("the default is `aten`"),
+    );
+    None
+}
+
+/// `fallback:`: `cpu` or `none`.
+fn fallback(v: &str, l: Loc, errs: &mut Vec<Diagnostic>) -> Option<Located<FallbackPolicy>> {
+    match v {
+        "cpu" => Some(Located::new(FallbackPolicy::Cpu, l)),
+        "none" => Some(Located::new(FallbackPolicy::None, l)),
+        _ => {
+            errs.push(
+                Diagnostic::new(
+                    "opal::backend::bad_fallback",
+                    l,
+                    format!("`{v}` is not a fallback"),
+                )
+                .label("expected `cpu` or `none`")
+                .hint("`cpu` runs unsupported ops (and argument values a pinned kernel predates) on the CPU with copies; `none` makes them errors"),
+            );
+            None
+        }
+    }
+}
+
+/// torchgen's boolean keys (`use_out_as_primary:`, `device_guard:`): checked, unused.
+fn boolean(key: &str, v: &str, l: Loc, errs: &mut Vec<Diagnostic>) {
+    if !matches!(v, "true" | "false" | "True" | "False") {
         errs.push(
             Diagnostic::new(
-                "opal::backend::bad_fallback",
-                fallback.loc,
-                "the CPU backend cannot fall back to itself",
+                "opal::backend::bad_value",
+                l,
+                format!("`{key}:` is `true` or `false`, not `{v}`"),
             )
-            .label("`fallback: cpu` on dispatch key CPU")
-            .hint("use `fallback: none` for the CPU backend"),
+            .label("expected a boolean"),
         );
-        return None;
     }
-    Some(BackendSpec {
-        backend: backend?,
-        dispatch_key,
-        device,
-        namespace: namespace.unwrap_or(Located::new("aten".to_string(), Loc::SYNTHETIC)),
-        fallback,
-        supported: {
-            let mut s = supported?;
-            s.extend(full_codegen);
-            s
-        },
-        autograd: autograd.unwrap_or_default(),
-        out_copy,
-        warnings: Vec::new(),
-    })
 }
 
 /// A list of ops (`supported:`, `autograd:`, `full_codegen:`, `symint:`). In
@@ -559,72 +626,7 @@ fn supported_list(
                 }
             }
             Node::Map { entries, loc } => {
-                let mut func = None;
-                let mut kernel = None;
-                for e in entries {
-                    match e.key.as_str() {
-                        "func" => func = Some(e),
-                        "kernel" => {
-                            kernel = scalar("kernel", &e.value, errs)
-                                .and_then(|(v, l)| kernel_path(v, l, errs));
-                        }
-                        other if torchgen => warns.push(
-                            Diagnostic::new(
-                                "opal::backend::ignored_key",
-                                e.key_loc,
-                                format!("`{other}:` in a `supported:` entry is not a key Opal uses; ignored"),
-                            )
-                            .label("vendor key, ignored")
-                            .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema or name>` with an optional `kernel:`"),
-                        ),
-                        _ => errs.push(
-                            Diagnostic::new(
-                                "opal::backend::unknown_key",
-                                e.key_loc,
-                                format!("unknown key `{}` in a `supported:` entry", e.key),
-                            )
-                            .label("not a key of a supported op")
-                            .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema the kernel was written against>` with an optional `kernel: kernel_path`"),
-                        ),
-                    }
-                }
-                let Some(f) = func else {
-                    if entries.iter().any(|e| e.key != "func" && e.key != "kernel") {
-                        continue; // already reported as unknown (or ignored) keys
-                    }
-                    errs.push(
-                        Diagnostic::new(
-                            "opal::backend::missing_key",
-                            *loc,
-                            "this `supported:` entry has no `func:`",
-                        )
-                        .label("expected `func: <schema>`")
-                        .hint("pin a kernel with `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor`"),
-                    );
-                    continue;
-                };
-                let Some((src, sloc)) = scalar("func", &f.value, errs) else {
-                    continue;
-                };
-                // `func: abs` (torch_npu's form) names the op: its current schema.
-                if !src.contains('(') {
-                    if let Some(name) = op_name(src, sloc, errs) {
-                        out.push(SupportedOp::Current {
-                            name,
-                            loc: *loc,
-                            kernel,
-                        });
-                    }
-                    continue;
-                }
-                match parse_schema_at(src, sloc) {
-                    Ok(schema) => out.push(SupportedOp::Pinned {
-                        schema,
-                        loc: *loc,
-                        kernel,
-                    }),
-                    Err(d) => errs.push(d),
-                }
+                out.extend(func_entry(entries, *loc, torchgen, errs, warns));
             }
             other => errs.push(
                 Diagnostic::new(
@@ -640,6 +642,78 @@ fn supported_list(
         }
     }
     out
+}
+
+/// A `supported:` entry written as a map: `func:` (a schema the kernel was
+/// written against, or an op name) with an optional `kernel:`; other keys are
+/// vendor keys in torchgen's format (ignored) and typos in Opal's.
+fn func_entry(
+    entries: &[yaml::Entry],
+    loc: Loc,
+    torchgen: bool,
+    errs: &mut Vec<Diagnostic>,
+    warns: &mut Vec<Diagnostic>,
+) -> Option<SupportedOp> {
+    let mut func = None;
+    let mut kernel = None;
+    for e in entries {
+        match e.key.as_str() {
+                "func" => func = Some(e),
+                "kernel" => {
+                    kernel = scalar("kernel", &e.value, errs)
+                        .and_then(|(v, l)| kernel_path(v, l, errs));
+                }
+                other if torchgen => warns.push(
+                    Diagnostic::new(
+                        "opal::backend::ignored_key",
+                        e.key_loc,
+                        format!("`{other}:` in a `supported:` entry is not a key Opal uses; ignored"),
+                    )
+                    .label("vendor key, ignored")
+                    .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema or name>` with an optional `kernel:`"),
+                ),
+                _ => errs.push(
+                    Diagnostic::new(
+                        "opal::backend::unknown_key",
+                        e.key_loc,
+                        format!("unknown key `{}` in a `supported:` entry", e.key),
+                    )
+                    .label("not a key of a supported op")
+                    .hint("an entry is `- name.overload`, `- name.overload: kernel_path` or `- func: <schema the kernel was written against>` with an optional `kernel: kernel_path`"),
+                ),
+            }
+    }
+    let Some(f) = func else {
+        if entries.iter().any(|e| e.key != "func" && e.key != "kernel") {
+            return None; // already reported as unknown (or ignored) keys
+        }
+        errs.push(
+            Diagnostic::new(
+                "opal::backend::missing_key",
+                loc,
+                "this `supported:` entry has no `func:`",
+            )
+            .label("expected `func: <schema>`")
+            .hint("pin a kernel with `- func: mul.Tensor(Tensor self, Tensor other) -> Tensor`"),
+        );
+        return None;
+    };
+    let (src, sloc) = scalar("func", &f.value, errs)?;
+    // `func: abs` (torch_npu's form) names the op: its current schema.
+    if !src.contains('(') {
+        return op_name(src, sloc, errs).map(|name| SupportedOp::Current { name, loc, kernel });
+    }
+    match parse_schema_at(src, sloc) {
+        Ok(schema) => Some(SupportedOp::Pinned {
+            schema,
+            loc,
+            kernel,
+        }),
+        Err(d) => {
+            errs.push(d);
+            None
+        }
+    }
 }
 
 /// A kernel function's Rust path (`elementwise::add`, `crate::kernels::add`), or a

@@ -21,7 +21,7 @@ use crate::model::{
 };
 
 use super::bodies;
-use super::compat::{classify, Compat};
+use super::compat::{classify, Compat, Incompatibility};
 use super::report::{BackendDiagnostic, Note};
 use super::spec::{BackendSpec, Located, SupportedOp};
 
@@ -105,153 +105,219 @@ pub(crate) fn resolve_with<'n>(
     natives: &'n NativeFunctions,
     skip_unknown_ops: bool,
 ) -> (Plan<'n>, Vec<BackendDiagnostic>) {
-    let by_name: HashMap<&OperatorName, &NativeFunction> = natives
-        .functions
-        .iter()
-        .map(|f| (&f.func.name, f))
-        .collect();
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
-    let mut ops: Vec<PlannedOp<'n>> = Vec::new();
-    let mut failed = Vec::new();
-    let mut seen: HashMap<&OperatorName, &SupportedOp> = HashMap::new();
-    for entry in &spec.supported {
-        let name = entry.name().to_string();
-        if let Some(first) = seen.get(entry.name()) {
-            // The same entry twice is harmless (a warning); two different pins or
-            // kernels for one op cannot both be right.
-            let same = first.pinned().map(ToString::to_string)
-                == entry.pinned().map(ToString::to_string)
-                && first.kernel().map(|k| &k.value) == entry.kernel().map(|k| &k.value);
-            let d = Diagnostic::new(
-                "opal::backend::duplicate_op",
-                entry.loc(),
-                format!("'{name}' is listed twice in `supported:`"),
-            )
-            .label("listed again here");
-            if same {
-                warnings.push(
-                    d.hint(format!(
-                        "the second listing is ignored; remove it (the first is at line {})",
-                        first.loc().line
-                    ))
-                    .into(),
-                );
-            } else {
-                errors.push(
-                    d.hint(format!(
-                        "the entries differ (schema or kernel): keep one (the first is at line {})",
-                        first.loc().line
-                    ))
-                    .into(),
-                );
+    let mut r = Resolver {
+        natives,
+        by_name: natives
+            .functions
+            .iter()
+            .map(|f| (&f.func.name, f))
+            .collect(),
+        skip_unknown_ops,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        failed: Vec::new(),
+    };
+    let ops = r.supported(&spec.supported);
+    let autograd = r.autograd(&spec.autograd);
+    let derived = derived(natives, &ops);
+    (
+        Plan {
+            ops,
+            derived,
+            autograd,
+            failed: r.failed,
+            warnings: r.warnings,
+        },
+        r.errors,
+    )
+}
+
+/// One resolution: the native ops by name and what it reports.
+struct Resolver<'n> {
+    natives: &'n NativeFunctions,
+    by_name: HashMap<&'n OperatorName, &'n NativeFunction>,
+    skip_unknown_ops: bool,
+    errors: Vec<BackendDiagnostic>,
+    warnings: Vec<BackendDiagnostic>,
+    /// Entries that failed, with a one-line reason (see [`Plan::failed`]).
+    failed: Vec<(String, String)>,
+}
+
+impl<'n> Resolver<'n> {
+    /// The `supported:` entries that resolve, in order (an entry listed again is
+    /// dropped: a warning when it is the same, an error when it differs).
+    fn supported(&mut self, entries: &'n [SupportedOp]) -> Vec<PlannedOp<'n>> {
+        let mut ops = Vec::new();
+        let mut seen: HashMap<&OperatorName, &SupportedOp> = HashMap::new();
+        for entry in entries {
+            if let Some(first) = seen.get(entry.name()) {
+                self.listed_again(first, entry);
+                continue;
             }
-            continue;
+            seen.insert(entry.name(), entry);
+            ops.extend(self.planned(entry));
         }
-        seen.insert(entry.name(), entry);
-        let Some(func) = by_name.get(entry.name()).copied() else {
+        ops
+    }
+
+    /// The same entry twice is harmless (a warning); two different pins or kernels
+    /// for one op cannot both be right.
+    fn listed_again(&mut self, first: &SupportedOp, entry: &SupportedOp) {
+        let same = first.pinned().map(ToString::to_string)
+            == entry.pinned().map(ToString::to_string)
+            && first.kernel().map(|k| &k.value) == entry.kernel().map(|k| &k.value);
+        let d = Diagnostic::new(
+            "opal::backend::duplicate_op",
+            entry.loc(),
+            format!("'{}' is listed twice in `supported:`", entry.name()),
+        )
+        .label("listed again here");
+        let line = first.loc().line;
+        if same {
+            self.warnings.push(
+                d.hint(format!(
+                    "the second listing is ignored; remove it (the first is at line {line})"
+                ))
+                .into(),
+            );
+        } else {
+            self.errors.push(
+                d.hint(format!(
+                    "the entries differ (schema or kernel): keep one (the first is at line {line})"
+                ))
+                .into(),
+            );
+        }
+    }
+
+    /// One `supported:` entry against its native op: unknown, incompatibly pinned,
+    /// or planned.
+    fn planned(&mut self, entry: &'n SupportedOp) -> Option<PlannedOp<'n>> {
+        let name = entry.name().to_string();
+        let Some(func) = self.by_name.get(entry.name()).copied() else {
             let loc = match entry {
                 SupportedOp::Pinned { schema, .. } => schema.loc,
                 SupportedOp::Current { loc, .. } => *loc,
             };
-            if skip_unknown_ops {
-                let mut d = unknown_op(&name, loc, natives);
+            let mut d = unknown_op(&name, loc, self.natives);
+            if self.skip_unknown_ops {
                 d.diag.message.push_str(" (skipped: --skip-unknown-ops)");
-                warnings.push(d);
-                failed.push((name, "not in the native YAML (skipped)".to_string()));
-                continue;
+                self.warnings.push(d);
+                self.failed
+                    .push((name, "not in the native YAML (skipped)".to_string()));
+            } else {
+                self.errors.push(d);
+                self.failed
+                    .push((name, "not in the native YAML".to_string()));
             }
-            errors.push(unknown_op(&name, loc, natives));
-            failed.push((name, "not in the native YAML".to_string()));
-            continue;
+            return None;
         };
         let (pinned, compat) = match entry {
             SupportedOp::Current { .. } => (None, Compat::Identical),
             SupportedOp::Pinned { schema, .. } => match classify(schema, &func.func) {
                 Ok(c) => (Some(schema), c),
                 Err(inc) => {
-                    errors.push(BackendDiagnostic {
-                        diag: Diagnostic::new(
-                            "opal::backend::incompatible_pin",
-                            inc.pinned_loc,
-                            inc.message.clone(),
-                        )
-                        .label("the kernel was written against this")
-                        .hint(inc.hint),
-                        note: Some(Note {
-                            loc: if inc.current_loc.is_synthetic() {
-                                func.func.loc
-                            } else {
-                                inc.current_loc
-                            },
-                            label: format!("current schema of '{name}'"),
-                        }),
-                    });
-                    failed.push((name, format!("incompatible pin: {}", inc.message)));
-                    continue;
+                    self.failed
+                        .push((name.clone(), format!("incompatible pin: {}", inc.message)));
+                    self.errors.push(incompatible_pin(inc, &name, func));
+                    return None;
                 }
             },
         };
-        ops.push(PlannedOp {
+        Some(PlannedOp {
             func,
             pinned,
             compat,
             loc: entry.loc(),
             kernel: entry.kernel(),
-        });
+        })
     }
-    let mut autograd = Vec::new();
-    let mut seen_ag: HashMap<&OperatorName, Loc> = HashMap::new();
-    for entry in &spec.autograd {
-        let name = entry.name().to_string();
-        if seen_ag.insert(entry.name(), entry.loc()).is_some() {
-            errors.push(
-                Diagnostic::new(
-                    "opal::backend::duplicate_op",
-                    entry.loc(),
-                    format!("'{name}' is listed twice in `autograd:`"),
-                )
-                .label("listed again here")
-                .hint("remove one of the entries")
-                .into(),
-            );
-            continue;
-        }
-        if let SupportedOp::Pinned { schema, .. } = entry {
-            errors.push(
-                Diagnostic::new(
-                    "opal::backend::autograd_pin",
-                    schema.loc,
-                    format!("`autograd:` lists operator names; '{name}' is given a schema"),
-                )
-                .label("a pinned schema")
-                .hint(format!(
-                    "write `- {name}`: autograd kernels implement the current schema"
-                ))
-                .into(),
-            );
-            continue;
-        }
-        match by_name.get(entry.name()).copied() {
-            Some(func) => autograd.push(PlannedOp {
-                func,
-                pinned: None,
-                compat: Compat::Identical,
-                loc: entry.loc(),
-                kernel: entry.kernel(),
-            }),
-            None => {
-                errors.push(unknown_op(&name, entry.loc(), natives));
-                failed.push((name, "not in the native YAML".to_string()));
+
+    /// The `autograd:` entries that resolve: operator names (no pins), each once.
+    fn autograd(&mut self, entries: &'n [SupportedOp]) -> Vec<PlannedOp<'n>> {
+        let mut autograd = Vec::new();
+        let mut seen: HashMap<&OperatorName, Loc> = HashMap::new();
+        for entry in entries {
+            let name = entry.name().to_string();
+            if seen.insert(entry.name(), entry.loc()).is_some() {
+                self.errors.push(
+                    Diagnostic::new(
+                        "opal::backend::duplicate_op",
+                        entry.loc(),
+                        format!("'{name}' is listed twice in `autograd:`"),
+                    )
+                    .label("listed again here")
+                    .hint("remove one of the entries")
+                    .into(),
+                );
+                continue;
+            }
+            if let SupportedOp::Pinned { schema, .. } = entry {
+                self.errors.push(
+                    Diagnostic::new(
+                        "opal::backend::autograd_pin",
+                        schema.loc,
+                        format!("`autograd:` lists operator names; '{name}' is given a schema"),
+                    )
+                    .label("a pinned schema")
+                    .hint(format!(
+                        "write `- {name}`: autograd kernels implement the current schema"
+                    ))
+                    .into(),
+                );
+                continue;
+            }
+            match self.by_name.get(entry.name()).copied() {
+                Some(func) => autograd.push(PlannedOp {
+                    func,
+                    pinned: None,
+                    compat: Compat::Identical,
+                    loc: entry.loc(),
+                    kernel: entry.kernel(),
+                }),
+                None => {
+                    self.errors
+                        .push(unknown_op(&name, entry.loc(), self.natives));
+                    self.failed
+                        .push((name, "not in the native YAML".to_string()));
+                }
             }
         }
+        autograd
     }
+}
+
+/// A pinned schema the current one cannot serve, shown at the pin with the
+/// current schema as a note.
+fn incompatible_pin(inc: Incompatibility, name: &str, func: &NativeFunction) -> BackendDiagnostic {
+    BackendDiagnostic {
+        diag: Diagnostic::new(
+            "opal::backend::incompatible_pin",
+            inc.pinned_loc,
+            inc.message,
+        )
+        .label("the kernel was written against this")
+        .hint(inc.hint),
+        note: Some(Note {
+            loc: if inc.current_loc.is_synthetic() {
+                func.func.loc
+            } else {
+                inc.current_loc
+            },
+            label: format!("current schema of '{name}'"),
+        }),
+    }
+}
+
+/// The structured-delegate ops of `natives` whose out= kernel the backend has
+/// (and that it does not list itself), in native YAML order.
+fn derived<'n>(natives: &'n NativeFunctions, ops: &[PlannedOp<'n>]) -> Vec<DerivedOp<'n>> {
     let supported_idx: HashMap<&OperatorName, usize> = ops
         .iter()
         .enumerate()
         .map(|(i, o)| (&o.func.func.name, i))
         .collect();
-    let derived = natives
+    natives
         .functions
         .iter()
         .filter(|f| !supported_idx.contains_key(&f.func.name))
@@ -260,17 +326,7 @@ pub(crate) fn resolve_with<'n>(
             let from = *supported_idx.get(d)?;
             Some(DerivedOp { func: f, from })
         })
-        .collect();
-    (
-        Plan {
-            ops,
-            derived,
-            autograd,
-            failed,
-            warnings,
-        },
-        errors,
-    )
+        .collect()
 }
 
 /// "'name' is not an operator of the native YAML", with the closest name.

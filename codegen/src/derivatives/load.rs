@@ -30,7 +30,7 @@ const START: Loc = Loc {
 /// Reads `src`: the entries that loaded, and every problem found. A formula or
 /// value with a problem is left out of its entry, and an entry without a usable
 /// `name:` is left out, so the rest can still be validated.
-pub fn parse_derivatives(src: &str) -> (Derivatives, Vec<Diagnostic>) {
+pub(crate) fn parse_derivatives(src: &str) -> (Derivatives, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Derivatives::default();
     let doc: Node<'_> = match read_document(src) {

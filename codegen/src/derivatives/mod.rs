@@ -20,9 +20,9 @@ use std::path::Path;
 
 use crate::diagnostics::Diagnostics;
 use crate::model::NativeFunctions;
-pub use load::parse_derivatives;
+pub(crate) use load::parse_derivatives;
 pub use model::*;
-pub use validate::NativeVocabulary;
+pub(crate) use validate::NativeVocabulary;
 
 /// Loads and validates the `derivatives.yaml` at `path` against `native`.
 pub fn load_derivatives(

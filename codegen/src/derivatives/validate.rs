@@ -19,7 +19,7 @@ use crate::suggest::did_you_mean;
 
 /// What the native model offers to formulas: operators by full name, and the
 /// names callable as functions and as methods.
-pub struct NativeVocabulary<'n> {
+pub(crate) struct NativeVocabulary<'n> {
     ops: HashMap<String, &'n FunctionSchema>,
     functions: HashSet<String>,
     methods: HashSet<String>,

@@ -85,11 +85,7 @@ pub(crate) fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
             closure,
         ],
     );
-    out.push(ast::pub_fn(
-        inline_attrs(bdoc, []),
-        sig,
-        vec![ast::tail(boxed)],
-    ));
+    out.push(ast::pub_fn(inline_attrs(bdoc), sig, vec![ast::tail(boxed)]));
 
     let kdoc = member_doc(
         "The `KernelFunction` of a typed kernel: its typed fast path plus its boxed adapter.",
@@ -99,9 +95,5 @@ pub(crate) fn adapters(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         &["KernelFunction", "typed"],
         [p(&["f"]), call_path(&["self", "boxed"], [p(&["f"])])],
     );
-    out.push(ast::pub_fn(
-        inline_attrs(kdoc, []),
-        sig,
-        vec![ast::tail(typed)],
-    ));
+    out.push(ast::pub_fn(inline_attrs(kdoc), sig, vec![ast::tail(typed)]));
 }

@@ -1,8 +1,9 @@
 //! Rust code from the model: small functions model -> `syn` items, one module per
 //! output concern, assembled here into formatted files.
 //!
-//! Owns: the layout of the output (`mod.rs` with the shared items and one
-//! `include!` per chunk of operators, `ops_NNN.rs` chunks, `methods.rs`), per-file
+//! Owns: the layout of the output (`mod.rs` with the shared items and one module
+//! per chunk of operators, `ops_NNN.rs` chunks, `methods.rs`, each module
+//! `include!`ing its file and carrying the file's lint allowances), per-file
 //! formatting with prettyplease (files in parallel) and byte-determinism. Per-op
 //! items are built as syntax trees (see `ast`); the one-off shared items are quoted.
 //! Must not: read or write files (see `crate::builder`, `crate::cli::generate`),
@@ -204,10 +205,8 @@ fn op_module(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> syn::Item {
     } else {
         "The operator's typed signature (`Sig`), definition (`DEF`) and kernel adapters (`boxed`, `kernel`)."
     };
-    let mut attrs = vec![op_doc(op, what)];
-    attrs.extend(cx.non_snake_attr(op));
     syn::Item::Mod(syn::ItemMod {
-        attrs,
+        attrs: vec![op_doc(op, what)],
         vis: ast::public(),
         unsafety: None,
         mod_token: Default::default(),
@@ -232,6 +231,26 @@ pub(crate) fn op_items(cx: &Ctx, op: &plan::OpPlan, which: OpItems) -> TokenStre
     }
 }
 
+/// The module a generated file of `mod.rs` becomes, re-exported: it sees every name
+/// of `mod.rs` as the file's items did when they were included straight into it, and
+/// it carries the lint allowances of generated code once for the whole file (long
+/// parameter lists, one per schema argument; PyTorch's names such as `mT`).
+fn file_module(file: &str) -> TokenStream {
+    let m = ident::ident(ident::file_module(file));
+    quote! {
+        #[allow(
+            clippy::too_many_arguments,
+            non_snake_case,
+            reason = "one parameter per schema argument; operator and argument names from the schema"
+        )]
+        mod #m {
+            use super::*;
+            include!(#file);
+        }
+        pub use self::#m::*;
+    }
+}
+
 /// Generates the whole output from a loaded model.
 pub fn generate(nf: &NativeFunctions, opts: &EmitOptions) -> Result<Generated, Vec<EmitError>> {
     let plan = plan::plan(nf, &opts.namespace)?;
@@ -251,7 +270,7 @@ pub fn generate(nf: &NativeFunctions, opts: &EmitOptions) -> Result<Generated, V
     let bodies = format::parallel_map(n, |i| {
         let cx = Ctx::new(runtime);
         if i == 0 {
-            let includes = names_ref[1..].iter().map(|n| quote!(include!(#n);));
+            let includes = names_ref[1..].iter().map(|n| file_module(n));
             let prelude = support::prelude(&cx);
             let support = support::support(&cx);
             let all = registry::def_all(&cx, planned);

@@ -12,7 +12,7 @@ use syn::{Item, Member};
 use super::ast::{self, p};
 use super::defaults::Value;
 use super::plan::{ArgPlan, OpPlan};
-use super::signature::{inline_attrs, inputs, many_args_attr, ret};
+use super::signature::{inline_attrs, inputs, ret};
 use super::stubs::full_args;
 use super::{defaults, doc_attr, member_doc, Ctx};
 use crate::ident::{self, owned_to_arg};
@@ -111,7 +111,7 @@ pub(crate) fn options(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     let wdoc = member_doc(
         "Calls the operator with the required arguments and `opts` for the defaulted ones.",
     );
-    let attrs = inline_attrs(wdoc, [many_args_attr(ps.len())]);
+    let attrs = inline_attrs(wdoc);
     let body = ast::call(p(&["self", "call"]), args);
     let sig = ast::signature(ast::id("with"), ps, ret(cx, op));
     out.push(ast::pub_fn(attrs, sig, vec![ast::tail(body)]));

@@ -92,15 +92,11 @@ pub(crate) fn many_args_allow(n: usize) -> TokenStream {
         .unwrap_or_default()
 }
 
-/// The attributes of an inline function: `doc`, the allowances, `#[inline]`.
-pub(crate) fn inline_attrs(
-    doc: syn::Attribute,
-    allows: impl IntoIterator<Item = Option<syn::Attribute>>,
-) -> Vec<syn::Attribute> {
-    let mut attrs = vec![doc];
-    attrs.extend(allows.into_iter().flatten());
-    attrs.push(ast::attr_word("inline"));
-    attrs
+/// The attributes of an inline function: `doc` and `#[inline]` (the lint
+/// allowances of generated code sit on the module of each file, see
+/// `emit::file_module`).
+pub(crate) fn inline_attrs(doc: syn::Attribute) -> Vec<syn::Attribute> {
+    vec![doc, ast::attr_word("inline")]
 }
 
 /// `#[inline] pub fn name(ks: DispatchKeySet, args..) -> Result<R> { body }`: a
@@ -113,7 +109,7 @@ pub(crate) fn kernel_fn(
     doc: syn::Attribute,
     body: Vec<syn::Stmt>,
 ) -> Item {
-    let attrs = inline_attrs(doc, [many_args_attr(op.args.len() + 1)]);
+    let attrs = inline_attrs(doc);
     let sig = ast::signature(ast::id(name), ks_inputs(cx, op), ret(cx, op));
     ast::pub_fn(attrs, sig, body)
 }

@@ -11,9 +11,7 @@ use syn::{Expr, Item, Stmt};
 
 use super::ast::{self, call, call_path, method, p, reference, try_, var};
 use super::plan::{ArgPlan, OpPlan};
-use super::signature::{
-    arg_exprs, inline_attrs, inputs, kernel_fn, many_args_attr, ret, ret_outside,
-};
+use super::signature::{arg_exprs, inline_attrs, inputs, kernel_fn, ret, ret_outside};
 use super::{checks, defaults, free_doc, member_doc, Ctx};
 use crate::model::{BaseTy, Type};
 
@@ -48,10 +46,7 @@ pub(crate) fn free_fn(cx: &Ctx, op: &OpPlan) -> Item {
     } else {
         format!("`{}`.", op.qualified)
     };
-    let attrs = inline_attrs(
-        free_doc(op, &what),
-        [many_args_attr(ps.len()), cx.non_snake_attr(op)],
-    );
+    let attrs = inline_attrs(free_doc(op, &what));
     let callee = ast::path_of([ast::id("self"), id.clone(), ast::id("call")]);
     let body = call(ast::path_expr(callee), args);
     ast::pub_fn(
@@ -114,7 +109,6 @@ pub(crate) fn entry(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
     let re_doc = member_doc(
         "Calls the operator with the key set `ks` (a kernel passes its own key set minus its key and those above it).",
     );
-    let n = op.args.len();
 
     let mut body: Vec<Stmt> = Vec::with_capacity(3);
     if op.factory_device.is_some() {
@@ -129,11 +123,7 @@ pub(crate) fn entry(cx: &Ctx, op: &OpPlan, out: &mut Vec<Item>) {
         ks_and("__ks"),
     )));
     let sig = ast::signature(ast::id("call"), inputs(cx, op.args.iter()), ret(cx, op));
-    out.push(ast::pub_fn(
-        inline_attrs(call_doc, [many_args_attr(n)]),
-        sig,
-        body,
-    ));
+    out.push(ast::pub_fn(inline_attrs(call_doc), sig, body));
 
     let slot = ast::static_item(
         Vec::new(),

@@ -17,7 +17,6 @@ mod types;
 
 pub use function::*;
 pub use loc::*;
-pub use query::*;
 pub use schema::*;
 pub use small_map::SmallMap;
 pub use types::*;

@@ -7,7 +7,7 @@
 use super::{Argument, BaseTy, FunctionSchema, SchemaKind, Type};
 
 /// The four keyword-only arguments that torchgen folds into `TensorOptions`, in order.
-pub const TENSOR_OPTIONS: [(&str, BaseTy); 4] = [
+const TENSOR_OPTIONS: [(&str, BaseTy); 4] = [
     ("dtype", BaseTy::ScalarType),
     ("layout", BaseTy::Layout),
     ("device", BaseTy::Device),

@@ -64,10 +64,10 @@ pub const COMPOSITES: [&str; 4] = [
 ];
 
 /// Keys a structured kernel serves itself; a `structured_delegate` must not name them.
-pub const STRUCTURED: [&str; 5] = ["CPU", "CUDA", "MPS", "XPU", "MTIA"];
+pub(crate) const STRUCTURED: [&str; 5] = ["CPU", "CUDA", "MPS", "XPU", "MTIA"];
 
 /// Keys that `ufunc_inner_loop:` fills in.
-pub const UFUNC: [&str; 2] = ["CPU", "CUDA"];
+pub(crate) const UFUNC: [&str; 2] = ["CPU", "CUDA"];
 
 /// Every known dispatch key name.
 pub fn all() -> Vec<String> {

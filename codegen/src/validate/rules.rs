@@ -6,7 +6,7 @@
 //! (that is `validate::check_all`) or parse text.
 
 use crate::diagnostics::Diagnostic;
-use crate::model::{BackendKernel, DeviceCheck, Loc, NativeFunction, SchemaKind};
+use crate::model::{BackendKernel, DeviceCheck, FunctionSchema, Loc, NativeFunction, SchemaKind};
 
 use super::keys;
 
@@ -17,52 +17,69 @@ fn key_loc(f: &NativeFunction, key: &str) -> Loc {
 /// Checks that only concern the schema string.
 pub fn check_schema(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
     let s = &f.func;
-    let returns_loc = s.returns.first().map_or(s.loc, |r| r.loc);
     if s.name.name.inplace {
-        match s.self_arg() {
-            Some(a) if a.is_write() => {
-                let is_list = matches!(a.ty, crate::model::Type::List { .. });
-                let ok = if is_list {
-                    s.returns.is_empty()
-                } else {
-                    s.returns.len() == 1 && s.returns[0].annotation == a.annotation
-                };
-                if !ok {
-                    errs.push(
-                        Diagnostic::new(
-                            "opal::inplace_return",
-                            returns_loc,
-                            format!("in-place function `{}` must return `self`", s.name),
-                        )
-                        .label("returns something other than self")
-                        .hint(if is_list {
-                            "an in-place function on a tensor list returns `()`".to_string()
-                        } else {
-                            format!("return `{}`", a.to_string().split(' ').next().unwrap_or("Tensor(a!)"))
-                        }),
-                    );
-                }
-            }
-            other => errs.push(
-                Diagnostic::new(
-                    "opal::inplace_not_mutable",
-                    other.map_or(s.loc, |a| a.loc),
-                    format!(
-                        "in-place function `{}` has no mutable `self` argument",
-                        s.name
-                    ),
-                )
-                .label("expected `Tensor(a!) self`")
-                .hint("a trailing `_` makes a function in-place; mark self `Tensor(a!) self` or drop the `_`"),
-            ),
-        }
+        check_inplace_self(s, errs);
     }
+    check_out_arguments(s, errs);
+    check_mutable_returns(s, errs);
+}
+
+/// Where a problem with the returns as a whole is shown.
+fn returns_loc(s: &FunctionSchema) -> Loc {
+    s.returns.first().map_or(s.loc, |r| r.loc)
+}
+
+/// An in-place function (`name_`) mutates `self` and returns it (a list returns
+/// nothing).
+fn check_inplace_self(s: &FunctionSchema, errs: &mut Vec<Diagnostic>) {
+    match s.self_arg() {
+        Some(a) if a.is_write() => {
+            let is_list = matches!(a.ty, crate::model::Type::List { .. });
+            let ok = if is_list {
+                s.returns.is_empty()
+            } else {
+                s.returns.len() == 1 && s.returns[0].annotation == a.annotation
+            };
+            if !ok {
+                errs.push(
+                    Diagnostic::new(
+                        "opal::inplace_return",
+                        returns_loc(s),
+                        format!("in-place function `{}` must return `self`", s.name),
+                    )
+                    .label("returns something other than self")
+                    .hint(if is_list {
+                        "an in-place function on a tensor list returns `()`".to_string()
+                    } else {
+                        format!("return `{}`", a.to_string().split(' ').next().unwrap_or("Tensor(a!)"))
+                    }),
+                );
+            }
+        }
+        other => errs.push(
+            Diagnostic::new(
+                "opal::inplace_not_mutable",
+                other.map_or(s.loc, |a| a.loc),
+                format!(
+                    "in-place function `{}` has no mutable `self` argument",
+                    s.name
+                ),
+            )
+            .label("expected `Tensor(a!) self`")
+            .hint("a trailing `_` makes a function in-place; mark self `Tensor(a!) self` or drop the `_`"),
+        ),
+    }
+}
+
+/// An out= function returns its out arguments, in order, or nothing; every
+/// argument named like `out` is mutable.
+fn check_out_arguments(s: &FunctionSchema, errs: &mut Vec<Diagnostic>) {
     if !s.arguments.out.is_empty() {
         if !s.returns.is_empty() && s.returns.len() != s.arguments.out.len() {
             errs.push(
                 Diagnostic::new(
                     "opal::out_returns",
-                    returns_loc,
+                    returns_loc(s),
                     format!(
                         "`{}` has {} out arguments but {} returns",
                         s.name,
@@ -107,6 +124,11 @@ pub fn check_schema(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
             );
         }
     }
+}
+
+/// A mutable return aliases an argument; returns are all mutable or none; a
+/// mutable positional argument is not returned.
+fn check_mutable_returns(s: &FunctionSchema, errs: &mut Vec<Diagnostic>) {
     let mutable_rets = s
         .returns
         .iter()
@@ -130,7 +152,7 @@ pub fn check_schema(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
         errs.push(
             Diagnostic::new(
                 "opal::mixed_returns",
-                returns_loc,
+                returns_loc(s),
                 format!("`{}` mixes mutable and immutable returns", s.name),
             )
             .label("some returns are `(a!)`, some are not")
@@ -154,16 +176,18 @@ pub fn check_schema(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
 
 /// Checks on key combinations, dispatch keys and tags.
 pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut Vec<Diagnostic>) {
-    let kind = f.func.kind();
-    let mut err = |code, key: &str, msg: String, label: &str, hint: &str| {
-        errs.push(
-            Diagnostic::new(code, key_loc(f, key), msg)
-                .label(label)
-                .hint(hint),
-        );
-    };
+    check_combinations(f, errs);
+    check_dispatch(f, errs);
+    if let Some(known) = known_tags {
+        check_tags(f, known, errs);
+    }
+}
+
+/// Keys that need or exclude each other (`structured` on an out= function only,
+/// `precomputed` with `structured`, ...) and keys that do not fit the schema.
+fn check_combinations(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
     if f.func.is_out_fn() && f.variants.method {
-        err(
+        key_error(f, errs)(
             "opal::out_method",
             "variants",
             format!("out= function `{}` cannot be a method", f.func.name),
@@ -171,6 +195,82 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
             "write `variants: function` for out= functions",
         );
     }
+    check_structured(f, errs);
+    let mut err = key_error(f, errs);
+    for n in &f.cpp_no_default_args {
+        let defaulted: Vec<&str> = f
+            .func
+            .arguments
+            .all()
+            .filter(|a| a.default.is_some())
+            .map(|a| a.name.as_str())
+            .collect();
+        if !defaulted.contains(&n.as_str()) {
+            err(
+                "opal::cpp_no_default_args",
+                "cpp_no_default_args",
+                format!("`cpp_no_default_args` names `{n}`, which has no default"),
+                "not a defaulted argument",
+                &format!(
+                    "defaulted arguments: {}",
+                    if defaulted.is_empty() {
+                        "none".to_string()
+                    } else {
+                        defaulted.join(", ")
+                    }
+                ),
+            );
+        }
+    }
+    if f.python_module.is_some() && f.variants.method {
+        err(
+            "opal::module_method",
+            "python_module",
+            "functions in a python_module cannot be methods".into(),
+            "python_module with a method variant",
+            "remove `method` from `variants` or drop `python_module`",
+        );
+    }
+    if f.manual_kernel_registration && f.key_locs.contains_key("dispatch") {
+        err(
+            "opal::manual_and_dispatch",
+            "manual_kernel_registration",
+            "both `manual_kernel_registration` and `dispatch`".into(),
+            "manual registration would hide the dispatch table",
+            "remove one of them",
+        );
+    }
+    if f.func.name.name.base.starts_with("_foreach") && f.device_check != DeviceCheck::NoCheck {
+        err(
+            "opal::foreach_device_check",
+            "func",
+            format!("`{}` must have `device_check: NoCheck`", f.func.name),
+            "_foreach kernels take tensors on several devices",
+            "add `device_check: NoCheck`",
+        );
+    }
+}
+
+/// A reporter of errors located at one key of `f`: code, key, message, label, hint.
+fn key_error<'e>(
+    f: &'e NativeFunction,
+    errs: &'e mut Vec<Diagnostic>,
+) -> impl FnMut(&'static str, &str, String, &str, &str) + 'e {
+    |code, key, msg, label, hint| {
+        errs.push(
+            Diagnostic::new(code, key_loc(f, key), msg)
+                .label(label)
+                .hint(hint),
+        );
+    }
+}
+
+/// The structured-kernel keys: `structured` on an out= function only, never with
+/// `structured_delegate` or `device_guard: False`; the keys only structured
+/// kernels read.
+fn check_structured(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
+    let kind = f.func.kind();
+    let mut err = key_error(f, errs);
     if f.structured && kind != SchemaKind::Out {
         err(
             "opal::structured_not_out",
@@ -225,58 +325,12 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
             );
         }
     }
-    for n in &f.cpp_no_default_args {
-        let defaulted: Vec<&str> = f
-            .func
-            .arguments
-            .all()
-            .filter(|a| a.default.is_some())
-            .map(|a| a.name.as_str())
-            .collect();
-        if !defaulted.contains(&n.as_str()) {
-            err(
-                "opal::cpp_no_default_args",
-                "cpp_no_default_args",
-                format!("`cpp_no_default_args` names `{n}`, which has no default"),
-                "not a defaulted argument",
-                &format!(
-                    "defaulted arguments: {}",
-                    if defaulted.is_empty() {
-                        "none".to_string()
-                    } else {
-                        defaulted.join(", ")
-                    }
-                ),
-            );
-        }
-    }
-    if f.python_module.is_some() && f.variants.method {
-        err(
-            "opal::module_method",
-            "python_module",
-            "functions in a python_module cannot be methods".into(),
-            "python_module with a method variant",
-            "remove `method` from `variants` or drop `python_module`",
-        );
-    }
-    if f.manual_kernel_registration && f.key_locs.contains_key("dispatch") {
-        err(
-            "opal::manual_and_dispatch",
-            "manual_kernel_registration",
-            "both `manual_kernel_registration` and `dispatch`".into(),
-            "manual registration would hide the dispatch table",
-            "remove one of them",
-        );
-    }
-    if f.func.name.name.base.starts_with("_foreach") && f.device_check != DeviceCheck::NoCheck {
-        err(
-            "opal::foreach_device_check",
-            "func",
-            format!("`{}` must have `device_check: NoCheck`", f.func.name),
-            "_foreach kernels take tensors on several devices",
-            "add `device_check: NoCheck`",
-        );
-    }
+}
+
+/// The `dispatch:` table: known keys, at most one composite key (but the pairs
+/// torchgen allows), no backend kernel where a structured delegate or a ufunc
+/// provides it, no table that only spells out the default.
+fn check_dispatch(f: &NativeFunction, errs: &mut Vec<Diagnostic>) {
     for (name, k) in &f.dispatch {
         if !keys::is_known(name) {
             let all = keys::all();
@@ -347,23 +401,25 @@ pub fn check_keys(f: &NativeFunction, known_tags: Option<&[String]>, errs: &mut 
             );
         }
     }
-    if let Some(known) = known_tags {
-        for t in &f.tags {
-            if !known.contains(t) {
-                let best = crate::suggest::did_you_mean(t, known.iter().map(|k| &**k));
-                errs.push(
-                    Diagnostic::new(
-                        "opal::unknown_tag",
-                        key_loc(f, "tags"),
-                        format!("unknown tag `{t}`"),
-                    )
-                    .label("not in tags.yaml")
-                    .hint(match best {
-                        Some(hint) => hint,
-                        None => "add the tag to tags.yaml or remove it".into(),
-                    }),
-                );
-            }
+}
+
+/// Every tag is one of `known` (those of tags.yaml).
+fn check_tags(f: &NativeFunction, known: &[String], errs: &mut Vec<Diagnostic>) {
+    for t in &f.tags {
+        if !known.contains(t) {
+            let best = crate::suggest::did_you_mean(t, known.iter().map(|k| &**k));
+            errs.push(
+                Diagnostic::new(
+                    "opal::unknown_tag",
+                    key_loc(f, "tags"),
+                    format!("unknown tag `{t}`"),
+                )
+                .label("not in tags.yaml")
+                .hint(match best {
+                    Some(hint) => hint,
+                    None => "add the tag to tags.yaml or remove it".into(),
+                }),
+            );
         }
     }
 }

@@ -17,9 +17,6 @@ impl Parts<'_, '_> {
     pub(super) fn registration(&self) -> TokenStream {
         let cx = Ctx::new(&RuntimePath::Opal);
         let (spec, entries) = (self.spec, self.entries);
-        let b = &spec.backend.value;
-        let key_name = spec.dispatch_key.value.as_str();
-        let device = &spec.device.value;
         let trait_id = self.trait_id();
         let cpu_fallback = self.cpu_fallback();
         let fallback_mod = if cpu_fallback {
@@ -28,9 +25,52 @@ impl Parts<'_, '_> {
             quote!()
         };
         let adapters = super::adapters::adapters_module(&cx, entries, spec);
-        // Registration.
+        let impls = self.impls(&trait_id);
+        let rename = if spec.dispatch_key.value.is_private_use() {
+            quote!(::opal::register_privateuse_backend(DISPATCH_KEY, DEVICE)?;)
+        } else {
+            quote!()
+        };
+        let (fallback_reg, transfer_struct) = if cpu_fallback {
+            cpu_fallback_items(spec.dispatch_key.value, &trait_id)
+        } else {
+            (quote!(), quote!())
+        };
+        let reg_doc = self.register_doc(cpu_fallback);
+        let skeleton_mod = if self.opts.with_skeleton_mod {
+            quote! {
+                /// The backend's kernels (a starter written once by `--init-skeleton`; edit it).
+                pub mod kernels;
+            }
+        } else {
+            quote!()
+        };
+        quote! {
+            #fallback_mod
+            #adapters
+            #transfer_struct
+
+            #reg_doc
+            pub fn register<K: #trait_id>() -> ::opal::Result<::opal::dispatch::Library> {
+                #rename
+                ops::init()?;
+                let mut lib = ::opal::dispatch::Library::new(NAMESPACE, DISPATCH_KEY);
+                #(#impls)*
+                #fallback_reg
+                ::std::result::Result::Ok(lib)
+            }
+
+            #skeleton_mod
+        }
+    }
+
+    /// The `impl_` call of each kernel: the trait's (or its adapter), at the
+    /// backend's key or its autograd key, then the ops derived through
+    /// `structured_delegate`.
+    fn impls(&self, trait_id: &proc_macro2::Ident) -> Vec<TokenStream> {
+        let spec = self.spec;
         let autograd_key = format_ident!("{}", spec.dispatch_key.value.autograd_key());
-        let impls = entries.iter().map(|e| {
+        let impls = self.entries.iter().map(|e| {
             let id = e.cur.ident();
             let name = &e.cur.op_name;
             if e.autograd {
@@ -48,44 +88,18 @@ impl Parts<'_, '_> {
             let name = &d.op_name;
             quote!(lib.impl_(#name, ops::#id::kernel(ops::#id::structured))?;)
         });
-        let rename = if spec.dispatch_key.value.is_private_use() {
-            quote!(::opal::register_privateuse_backend(DISPATCH_KEY, DEVICE)?;)
-        } else {
-            quote!()
-        };
-        let fallback_reg = if cpu_fallback {
-            let ty = device_type(spec.dispatch_key.value);
-            quote! {
-                ::opal::fallback::register_transfer(
-                    ::opal::DeviceType::#ty,
-                    ::std::boxed::Box::leak(::std::boxed::Box::new(Transfer::<K>(::std::marker::PhantomData))),
-                );
-                lib.fallback(::opal::fallback::kernel())?;
-            }
-        } else {
-            quote!()
-        };
-        let transfer_struct = if cpu_fallback {
-            quote! {
-                /// The CPU fallback's data mover for this backend's device, forwarding to the
-                /// kernel trait.
-                struct Transfer<K>(::std::marker::PhantomData<fn() -> K>);
+        impls.chain(derived_impls).collect()
+    }
 
-                impl<K: #trait_id> ::opal::fallback::DeviceTransfer for Transfer<K> {
-                    fn to_cpu(&self, src: &Tensor) -> Result<Tensor> {
-                        K::transfer_to_cpu(src)
-                    }
-                    fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
-                        K::transfer_from_cpu(src, dst)
-                    }
-                }
-            }
-        } else {
-            quote!()
-        };
+    /// The doc of `register`: what it registers.
+    fn register_doc(&self, cpu_fallback: bool) -> TokenStream {
+        let (spec, entries) = (self.spec, self.entries);
+        let b = &spec.backend.value;
+        let key_name = spec.dispatch_key.value.as_str();
+        let device = &spec.device.value;
         let n_native = entries.len();
         let n_derived = self.derived.len();
-        let reg_doc = emit::doc(&format!(
+        emit::doc(&format!(
             "Registers backend `{b}` for dispatch key {key_name}{}: {n_native} kernel(s) of \
              `K`{}, {n_derived} op(s) derived from its out= kernels through `structured_delegate`{}.\n\n\
              Returns the `Library` holding the registrations: dropping it deregisters them, \
@@ -106,36 +120,41 @@ impl Parts<'_, '_> {
             } else {
                 ""
             }
-        ));
-        let skeleton_mod = if self.opts.with_skeleton_mod {
-            quote! {
-                /// The backend's kernels (a starter written once by `--init-skeleton`; edit it).
-                pub mod kernels;
-            }
-        } else {
-            quote!()
-        };
-        quote! {
-            #fallback_mod
-            #adapters
-            #transfer_struct
-
-            #reg_doc
-            pub fn register<K: #trait_id>() -> ::opal::Result<::opal::dispatch::Library> {
-                #rename
-                ops::init()?;
-                let mut lib = ::opal::dispatch::Library::new(NAMESPACE, DISPATCH_KEY);
-                #(#impls)*
-                #(#derived_impls)*
-                #fallback_reg
-                ::std::result::Result::Ok(lib)
-            }
-
-            #skeleton_mod
-        }
+        ))
     }
 }
 
 fn device_type(k: BackendKey) -> proc_macro2::Ident {
     format_ident!("{}", k.device_type())
+}
+
+/// `fallback: cpu`: the registration of the CPU fallback with this backend's data
+/// mover, and the mover (forwarding to the kernel trait).
+fn cpu_fallback_items(
+    key: BackendKey,
+    trait_id: &proc_macro2::Ident,
+) -> (TokenStream, TokenStream) {
+    let ty = device_type(key);
+    let reg = quote! {
+        ::opal::fallback::register_transfer(
+            ::opal::DeviceType::#ty,
+            ::std::boxed::Box::leak(::std::boxed::Box::new(Transfer::<K>(::std::marker::PhantomData))),
+        );
+        lib.fallback(::opal::fallback::kernel())?;
+    };
+    let transfer = quote! {
+        /// The CPU fallback's data mover for this backend's device, forwarding to the
+        /// kernel trait.
+        struct Transfer<K>(::std::marker::PhantomData<fn() -> K>);
+
+        impl<K: #trait_id> ::opal::fallback::DeviceTransfer for Transfer<K> {
+            fn to_cpu(&self, src: &Tensor) -> Result<Tensor> {
+                K::transfer_to_cpu(src)
+            }
+            fn from_cpu(&self, src: &Tensor, dst: &Tensor) -> Result<()> {
+                K::transfer_from_cpu(src, dst)
+            }
+        }
+    };
+    (reg, transfer)
 }
