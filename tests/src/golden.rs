@@ -78,6 +78,9 @@ pub fn st_dtype(d: safetensors::Dtype) -> Result<DType, String> {
 
 /// Key suffix of a complex tensor stored as its real view (see [`load`]).
 pub const COMPLEX_SUFFIX: &str = "#complex";
+/// Key suffix of a tensor stored as the transpose of its last two dims: loaded as
+/// the transposed (non-contiguous) view (see [`load`]).
+pub const TRANSPOSED_SUFFIX: &str = "#T";
 
 /// Loads `<dir>/<cases_file>` and `<dir>/tensors.safetensors`.
 pub fn load(dir: &Path, cases_file: &str) -> Golden {
@@ -113,8 +116,24 @@ pub fn load(dir: &Path, cases_file: &str) -> Golden {
             }
             None => name,
         };
-        let t = Tensor::from_bytes(view.data(), &shape, dtype)
+        let mut t = Tensor::from_bytes(view.data(), &shape, dtype)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // A non-contiguous input: stored as its transpose (contiguous), under its
+        // key plus TRANSPOSED_SUFFIX, and transposed back here into a strided view.
+        let name = match name.strip_suffix(TRANSPOSED_SUFFIX) {
+            Some(base) => {
+                let n = shape.len();
+                assert!(n >= 2, "{name}: a transposed tensor needs two dims");
+                let (mut sizes, mut strides) = (t.sizes().to_vec(), t.strides().to_vec());
+                sizes.swap(n - 2, n - 1);
+                strides.swap(n - 2, n - 1);
+                t = t
+                    .as_strided(&sizes, &strides, 0)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                base.to_string()
+            }
+            None => name,
+        };
         tensors.insert(name, t);
     }
     Golden { cases, tensors }
@@ -169,6 +188,14 @@ pub fn list_of<T>(v: &Value, f: impl Fn(&Value) -> Result<T, String>) -> Result<
         .collect()
 }
 
+/// A complex scalar encoded as `[re, im]`.
+pub fn complex_of(v: &Value) -> Result<Scalar, String> {
+    match list_of(v, float_of)?.as_slice() {
+        [re, im] => Ok(Scalar::Complex(*re, *im)),
+        _ => Err(format!("not a complex [re, im]: {v}")),
+    }
+}
+
 pub fn scalar_of(v: &Value) -> Result<Scalar, String> {
     let (kind, x) = v
         .as_object()
@@ -178,6 +205,7 @@ pub fn scalar_of(v: &Value) -> Result<Scalar, String> {
         "int" => Scalar::Int(int_of(x)?),
         "float" => Scalar::Float(float_of(x)?),
         "bool" => Scalar::Bool(x.as_bool().ok_or("bad bool")?),
+        "complex" => complex_of(x)?,
         k => return Err(format!("unknown scalar kind '{k}'")),
     })
 }
@@ -212,6 +240,7 @@ pub fn to_ivalue(g: &Golden, v: &Value, arg: &ArgDef, target: Target) -> Result<
         "int" if ty == "float" => IValue::Double(int_of(x)? as f64),
         "int" => IValue::Int(int_of(x)?),
         "float" if ty == "Scalar" => IValue::Scalar(Scalar::Float(float_of(x)?)),
+        "complex" if ty == "Scalar" => IValue::Scalar(complex_of(x)?),
         "float" => IValue::Double(float_of(x)?),
         "bool" if ty == "Scalar" => IValue::Scalar(Scalar::Bool(x.as_bool().ok_or("bad bool")?)),
         "bool" => IValue::Bool(x.as_bool().ok_or("bad bool")?),

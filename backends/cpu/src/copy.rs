@@ -1,13 +1,13 @@
-//! Strided copies between any layouts and dtypes: the one routine every
-//! "materialise this view" or "cast this tensor" need goes through.
+//! Strided copies between any layouts and dtypes, complex included: the one
+//! routine every "materialise this view" or "cast this tensor" need goes through.
 //!
 //! Owns: [`copy_into`] (broadcasting, casting copy), [`contiguous`], [`to_dtype`].
 //! Must not: decide output shapes for ops (callers do).
 
-use crate::dispatch_all;
-use crate::dtype_dispatch::Elem;
+use crate::dtype_dispatch::{Cplx, Elem};
 use crate::iter::{broadcast_byte_strides, collapse, map1, run_geometry_blocks, Block};
 use crate::out::empty_uninit as empty;
+use crate::{dispatch_all, dispatch_complex};
 use opal::tensor::KernelAccess;
 use opal::OpalError;
 use opal::{DType, Result, Tensor};
@@ -28,12 +28,37 @@ pub fn copy_into(dst: &Tensor, src: &Tensor, op: &str) -> Result<()> {
                 _ => {}
             }
         }
+        if dst.dtype().is_complex() {
+            return dispatch_complex!(dst.dtype(), op, |T, R| map1::<T, T>(dst, src, op, |x| x));
+        }
         return dispatch_all!(dst.dtype(), op, |T| map1::<T, T>(dst, src, op, |x| x));
     }
-    dispatch_all!(dst.dtype(), op, |D| {
-        dispatch_all!(src.dtype(), op, |S| map1::<D, S>(dst, src, op, |x| x
-            .cast::<D>()))
-    })
+    match (dst.dtype().is_complex(), src.dtype().is_complex()) {
+        (true, true) => dispatch_complex!(dst.dtype(), op, |D, DR| {
+            dispatch_complex!(src.dtype(), op, |S, SR| map1::<D, S>(dst, src, op, |x| {
+                D::new(x.re().cast(), x.im().cast())
+            }))
+        }),
+        (true, false) => dispatch_complex!(dst.dtype(), op, |D, DR| {
+            dispatch_all!(src.dtype(), op, |S| map1::<D, S>(dst, src, op, |x| {
+                D::from_re(x.cast())
+            }))
+        }),
+        // To a real dtype: the imaginary part is dropped (PyTorch warns, once, and
+        // does the same), except that a bool is true when either part is non-zero.
+        (false, true) => dispatch_complex!(src.dtype(), op, |S, SR| {
+            if dst.dtype() == DType::Bool {
+                return map1::<bool, S>(dst, src, op, |x| x.re() != 0.0 || x.im() != 0.0);
+            }
+            dispatch_all!(dst.dtype(), op, |D| map1::<D, S>(dst, src, op, |x| x
+                .re()
+                .cast::<D>()))
+        }),
+        (false, false) => dispatch_all!(dst.dtype(), op, |D| {
+            dispatch_all!(src.dtype(), op, |S| map1::<D, S>(dst, src, op, |x| x
+                .cast::<D>()))
+        }),
+    }
 }
 
 /// A same-dtype copy between any layouts (`src` broadcast to `dst`), moving
@@ -303,9 +328,6 @@ pub fn to_dtype(t: &Tensor, dtype: DType) -> Result<Tensor> {
     if t.dtype() == dtype {
         return Ok(t.clone());
     }
-    if dtype.is_complex() || t.dtype().is_complex() {
-        return Err(OpalError::not_implemented("to_dtype(complex)", "CPU"));
-    }
     let out = empty(t.sizes(), dtype)?;
     copy_into(&out, t, "to_dtype")?;
     Ok(out)
@@ -329,4 +351,29 @@ pub fn to_vec_as<T: Elem>(t: &Tensor) -> Result<Vec<T>> {
     // `acc` holds a shared borrow of its storage while we read.
     v.extend_from_slice(unsafe { std::slice::from_raw_parts(p, n) });
     Ok(v)
+}
+
+/// The real and imaginary parts of complex `t` as two contiguous real tensors of
+/// `t`'s shape (F32 for C64, F64 for C128): how reductions run complex inputs
+/// through their real kernels.
+pub fn complex_parts(t: &Tensor, op: &str) -> Result<(Tensor, Tensor)> {
+    let rt = t.dtype().to_real();
+    let (re, im) = (empty(t.sizes(), rt)?, empty(t.sizes(), rt)?);
+    dispatch_complex!(t.dtype(), op, |T, R| {
+        map1::<R, T>(&re, t, op, |z| z.re())?;
+        map1::<R, T>(&im, t, op, |z| z.im())
+    })?;
+    Ok((re, im))
+}
+
+/// Writes `re + im i` into complex `out` (`re`, `im` of `out`'s component dtype,
+/// broadcast to its shape).
+pub fn join_parts(out: &Tensor, re: &Tensor, im: &Tensor, op: &str) -> Result<()> {
+    dispatch_complex!(out.dtype(), op, |T, R| {
+        let (re, im) = (
+            to_dtype(re, out.dtype().to_real())?,
+            to_dtype(im, out.dtype().to_real())?,
+        );
+        crate::iter::map2::<T, R, R>(out, &re, &im, op, T::new)
+    })
 }

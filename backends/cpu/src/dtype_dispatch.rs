@@ -327,3 +327,143 @@ pub fn is_integral(d: DType) -> bool {
         DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64
     )
 }
+
+/// A complex element type (C64, C128) with the arithmetic CPU kernels need.
+/// Complex numbers have no order and no lossless real cast, so they are not
+/// [`Elem`]s: kernels reach them through [`dispatch_complex!`] and the maps of
+/// [`crate::iter`], which only need [`opal::Element`].
+pub trait Cplx: opal::Element + Default {
+    /// The component type: f32 for C64, f64 for C128.
+    type R: Float<Compute = Self::R> + num_traits::Float + Send + Sync + std::iter::Sum;
+    /// The number `re + im i`.
+    fn new(re: Self::R, im: Self::R) -> Self;
+    /// Real part.
+    fn re(self) -> Self::R;
+    /// Imaginary part.
+    fn im(self) -> Self::R;
+    /// A real number as complex.
+    #[inline(always)]
+    fn from_re(re: Self::R) -> Self {
+        Self::new(re, Self::R::zero())
+    }
+    /// `self + o`.
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        Self::new(self.re() + o.re(), self.im() + o.im())
+    }
+    /// `self - o`.
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        Self::new(self.re() - o.re(), self.im() - o.im())
+    }
+    /// `self * o`.
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        let (a, b, c, d) = (self.re(), self.im(), o.re(), o.im());
+        Self::new(a * c - b * d, a * d + b * c)
+    }
+    /// `self / o` by Smith's method: scaling by the larger of `o`'s parts keeps
+    /// `c^2 + d^2` from overflowing or underflowing when the parts are large or
+    /// small; a zero divisor gives the infinities and NaNs of real division.
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        let (a, b, c, d) = (self.re(), self.im(), o.re(), o.im());
+        let zero = Self::R::zero();
+        if c.abs() >= d.abs() {
+            if c == zero && d == zero {
+                return Self::new(a / c.abs(), b / d.abs());
+            }
+            let r = d / c;
+            let s = Self::R::one() / (c + d * r);
+            Self::new((a + b * r) * s, (b - a * r) * s)
+        } else {
+            let r = c / d;
+            let s = Self::R::one() / (d + c * r);
+            Self::new((a * r + b) * s, (b * r - a) * s)
+        }
+    }
+    /// `-self`.
+    #[inline(always)]
+    fn neg(self) -> Self {
+        Self::new(-self.re(), -self.im())
+    }
+    /// `self * k` for a real `k`.
+    #[inline(always)]
+    fn scale(self, k: Self::R) -> Self {
+        Self::new(self.re() * k, self.im() * k)
+    }
+    /// `|self|`, without overflow in the squares.
+    #[inline(always)]
+    fn abs(self) -> Self::R {
+        self.re().hypot(self.im())
+    }
+    /// True when either part is NaN.
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        self.re().is_nan() || self.im().is_nan()
+    }
+    /// `1 / self`.
+    #[inline(always)]
+    fn recip(self) -> Self {
+        Self::from_re(Self::R::one()).div(self)
+    }
+    /// The same number as `num_complex`'s type, whose elementary functions
+    /// (principal branches, C99's special values) the kernels use.
+    #[inline(always)]
+    fn nc(self) -> NumComplex<Self::R> {
+        NumComplex::new(self.re(), self.im())
+    }
+    /// Back from `num_complex`'s type.
+    #[inline(always)]
+    fn from_nc(c: NumComplex<Self::R>) -> Self {
+        Self::new(c.re, c.im)
+    }
+}
+
+use num_traits::{Float as NumFloat, One};
+use rustfft::num_complex::Complex as NumComplex;
+
+macro_rules! cplx_elem {
+    ($r:ty) => {
+        impl Cplx for opal::Complex<$r> {
+            type R = $r;
+            #[inline(always)]
+            fn new(re: $r, im: $r) -> Self {
+                opal::Complex { re, im }
+            }
+            #[inline(always)]
+            fn re(self) -> $r {
+                self.re
+            }
+            #[inline(always)]
+            fn im(self) -> $r {
+                self.im
+            }
+        }
+    };
+}
+cplx_elem!(f32);
+cplx_elem!(f64);
+
+/// Dispatch over the complex dtypes C64 and C128; binds the element type ([`Cplx`])
+/// and its component type.
+#[macro_export]
+macro_rules! dispatch_complex {
+    ($dt:expr, $op:expr, |$T:ident, $R:ident| $body:expr) => {
+        match $dt {
+            ::opal::DType::C64 => {
+                type $T = ::opal::Complex<f32>;
+                #[allow(dead_code)]
+                type $R = f32;
+                $body
+            }
+            ::opal::DType::C128 => {
+                type $T = ::opal::Complex<f64>;
+                #[allow(dead_code)]
+                type $R = f64;
+                $body
+            }
+            other => Err($crate::dtype_dispatch::unsupported($op, other)),
+        }
+    };
+}

@@ -76,6 +76,7 @@ pub fn record(
     if !is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
         return Ok(false);
     }
+    check_complex(name, inputs, outputs)?;
     let node: Arc<dyn Node> = Arc::new(FnNode {
         name,
         num_outputs: outputs.len(),
@@ -88,6 +89,56 @@ pub fn record(
         }
     }
     Ok(true)
+}
+
+/// Nodes whose formulas hold for complex tensors in PyTorch's convention even
+/// when real and complex tensors meet (the FFTs' formulas are written for it; a
+/// dtype conversion's gradient converts back, dropping an imaginary part).
+const COMPLEX_ANY: &[&str] = &["FftR2cBackward0", "FftC2rBackward0", "ToCopyBackward0"];
+
+/// Nodes whose formulas hold for complex tensors as long as real and complex
+/// tensors do not meet: linear, conjugation-free moves and sums of values.
+const COMPLEX_SAME: &[&str] = &[
+    "AliasBackward0",
+    "CatBackward0",
+    "CloneBackward0",
+    "ConstantPadNdBackward0",
+    "ExpandBackward0",
+    "MeanBackward0",
+    "MeanBackward1",
+    "NegBackward0",
+    "PermuteBackward0",
+    "SelectBackward0",
+    "SliceBackward0",
+    "SqueezeBackward0",
+    "SqueezeBackward1",
+    "SumBackward0",
+    "SumBackward1",
+    "TBackward0",
+    "TransposeBackward0",
+    "UnsqueezeBackward0",
+    "ViewBackward0",
+    "WhereBackward0",
+];
+
+/// The other formulas are written for real tensors (PyTorch's conjugations and
+/// its real-to-complex gradient projection left out), so recording a node over
+/// complex tensors there is an `Err` rather than a wrong gradient later.
+fn check_complex(name: &str, inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<()> {
+    let all = || inputs.iter().chain(outputs).filter(|t| t.is_defined());
+    if !all().any(|t| t.dtype().is_complex()) || COMPLEX_ANY.contains(&name) {
+        return Ok(());
+    }
+    let mixed = all().any(|t| t.dtype().is_floating_point());
+    if COMPLEX_SAME.contains(&name) && !mixed {
+        return Ok(());
+    }
+    Err(OpalError::msg(format!(
+        "{name}: autograd does not support complex tensors at this operator{} (only the \
+         real FFTs, dtype conversions, and sums, means, negations, concatenations and \
+         views of complex tensors alone)",
+        if mixed { " with real ones" } else { "" }
+    )))
 }
 
 /// The in-place rule: writing a leaf that requires grad, while grad mode is on, is

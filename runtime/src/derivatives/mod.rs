@@ -7,13 +7,14 @@
 //! Each public function's signature is listed, in schema-like form, in
 //! `opal_codegen::derivatives::helpers::IMPLEMENTED`: the generator calls them by
 //! that list, and the compiler checks the two agree when the generated kernels
-//! build. Formulas are for real dtypes (Opal has no complex tensors), so PyTorch's
-//! conjugations are identities here.
+//! build. Formulas are for real dtypes, so PyTorch's conjugations are identities
+//! here; the FFT formulas (`spectral`) are the ones written for complex tensors
+//! (the autograd recorder refuses complex tensors at other nodes).
 //!
 //! Each formula computes what its PyTorch namesake computes (the name says which
 //! derivative), so they carry no separate docs. Split by concept: `arith`,
-//! `reduce`, `linalg`, `shape`, `nn`, and `overloads` (the core opset's last
-//! group).
+//! `reduce`, `linalg`, `shape`, `nn`, `spectral` (the FFTs), and `overloads` (the
+//! core opset's last group).
 //!
 //! Owns: the formulas and the small pieces formulas share (`at`, `value`,
 //! `size_at`, `scalar_like`, [`TensorOptions`], and `host_constant`, which
@@ -39,6 +40,7 @@ mod nn;
 mod overloads;
 mod reduce;
 mod shape;
+mod spectral;
 
 pub use arith::*;
 pub use linalg::*;
@@ -46,6 +48,7 @@ pub use nn::*;
 pub use overloads::*;
 pub use reduce::*;
 pub use shape::*;
+pub use spectral::*;
 
 /// `wrap_dim` for formulas (messages name the backward pass).
 fn wd(dim: i64, ndim: usize) -> Result<usize> {

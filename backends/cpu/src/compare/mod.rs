@@ -7,15 +7,15 @@
 //! in `self`'s dtype. Must not: handle layout or out= rules itself.
 
 use crate::copy::to_dtype;
-use crate::dispatch_float;
 use crate::dtype_dispatch::Float;
 use crate::elementwise::{binary_driver, result_type2, result_type_scalar, scalar_tensor};
 use crate::iter::{map1, map2};
 use crate::out::{write_result, Dest};
+use crate::{dispatch_complex, dispatch_float};
 
 pub mod bitwise;
 pub use bitwise::{bitwise_and_tensor, bitwise_and_tensor_, bitwise_and_tensor_out};
-use opal::{DType, Result, Scalar, Tensor};
+use opal::{DType, OpalError, Result, Scalar, Tensor};
 
 /// Which relation a comparison computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +50,18 @@ fn compare_core(
     dest: Dest<'_>,
     op: &str,
 ) -> Result<Tensor> {
+    if rt.is_complex() && !matches!(rel, Rel::Eq | Rel::Ne) {
+        return Err(OpalError::msg(format!(
+            "{op}: complex numbers have no order; not supported for complex tensors (promoted dtype {rt})"
+        )));
+    }
     binary_driver(a, b, dest, rt, DType::Bool, op, |o, x, y| {
+        if rt.is_complex() {
+            let ne = rel == Rel::Ne;
+            return dispatch_complex!(rt, op, |T, R| map2::<bool, T, T>(o, x, y, op, |p, q| (p
+                != q)
+                == ne));
+        }
         // Monomorphise per relation so each inner loop is a single compare.
         macro_rules! run {
             ($r:expr) => {{

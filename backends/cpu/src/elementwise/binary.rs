@@ -6,12 +6,13 @@
 //! handle layout or out= rules itself (uses `super::binary_driver`).
 
 use super::{
-    binary_driver, float_result, result_type2, result_type_scalar, scalar_as, scalar_tensor,
+    binary_driver, float_or_complex_result, float_result, result_type2, result_type_scalar,
+    scalar_as, scalar_tensor,
 };
-use crate::dtype_dispatch::{Elem, Float};
+use crate::dtype_dispatch::{Cplx, Elem, Float};
 use crate::iter::map2;
 use crate::out::Dest;
-use crate::{dispatch_float, dispatch_int};
+use crate::{dispatch_complex, dispatch_float, dispatch_int};
 use opal::{DType, OpalError, Result, Scalar, Tensor};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -60,6 +61,18 @@ fn add_core(
 ) -> Result<Tensor> {
     check_alpha(rt, alpha, op)?;
     binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
+        if rt.is_complex() {
+            return dispatch_complex!(rt, op, |T, R| {
+                let mut al = <T as opal::Element>::from_scalar(alpha);
+                if negate {
+                    al = al.neg();
+                }
+                // Always the complex product `alpha * other`, the default alpha
+                // too, as PyTorch computes it: (1, 0) times an infinite part makes
+                // its partner NaN (inf * 0), and the results must agree.
+                map2::<T, T, T>(o, x, y, op, move |p, q| p.add(al.mul(q)))
+            });
+        }
         if rt == DType::Bool {
             let al = alpha.to_bool();
             return map2::<bool, bool, bool>(o, x, y, op, move |p, q| p || (al && q));
@@ -188,6 +201,9 @@ pub fn sub_(self_: &Tensor, other: &Tensor, alpha: &Scalar) -> Result<Tensor> {
 
 fn mul_core(a: &Tensor, b: &Tensor, rt: DType, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
+        if rt.is_complex() {
+            return dispatch_complex!(rt, op, |T, R| map2::<T, T, T>(o, x, y, op, |p, q| p.mul(q)));
+        }
         if rt == DType::Bool {
             return map2::<bool, bool, bool>(o, x, y, op, |p, q| p && q);
         }
@@ -283,8 +299,12 @@ pub(crate) fn div_impl(
     let rt = result_type2(a, b)?;
     match mode {
         None => {
-            let ft = float_result(rt, op)?;
+            let ft = float_or_complex_result(rt, op)?;
             binary_driver(a, b, dest, ft, ft, op, |o, x, y| {
+                if ft.is_complex() {
+                    return dispatch_complex!(ft, op, |T, R| map2::<T, T, T>(o, x, y, op, |p, q| p
+                        .div(q)));
+                }
                 dispatch_float!(ft, op, |T, C| map2::<T, T, T>(o, x, y, op, |p, q| T::down(
                     p.up() / q.up()
                 )))
@@ -294,6 +314,9 @@ pub(crate) fn div_impl(
             let floor = m == "floor";
             if rt == DType::Bool {
                 return Err(OpalError::msg(format!("{op}: rounding division is not supported for bool tensors")));
+            }
+            if rt.is_complex() {
+                return Err(OpalError::msg(format!("{op}: rounding_mode '{m}' is not supported for complex tensors (dtype {rt})")));
             }
             binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
                 if rt.is_floating_point() {

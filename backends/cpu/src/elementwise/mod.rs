@@ -42,6 +42,16 @@ pub(crate) fn float_result(d: DType, op: &str) -> Result<DType> {
     }
 }
 
+/// The dtype of an op defined on floats and complex numbers (true division,
+/// reciprocal): complex keeps its dtype, the rest as [`float_result`].
+pub(crate) fn float_or_complex_result(d: DType, op: &str) -> Result<DType> {
+    if d.is_complex() {
+        Ok(d)
+    } else {
+        float_result(d, op)
+    }
+}
+
 /// Result dtype of a binary op between two tensors.
 #[inline]
 pub(crate) fn result_type2(a: &Tensor, b: &Tensor) -> Result<DType> {
@@ -76,6 +86,15 @@ pub(crate) fn cast_cow(t: &Tensor, dtype: DType) -> Result<Cow<'_, Tensor>> {
 /// A zero-dim CPU tensor holding `s` converted to `dtype`.
 pub(crate) fn scalar_tensor(s: &Scalar, dtype: DType) -> Result<Tensor> {
     let t = crate::out::empty(&[], dtype)?;
+    if dtype.is_complex() {
+        crate::dispatch_complex!(dtype, "scalar_tensor", |T, R| {
+            let p = t.data_ptr::<T>()?;
+            // SAFETY: `t` is a fresh zero-dim tensor holding exactly one T at `p`.
+            unsafe { *p = <T as opal::Element>::from_scalar(s) };
+            Ok(())
+        })?;
+        return Ok(t);
+    }
     crate::dispatch_all!(dtype, "scalar_tensor", |T| {
         let p = t.data_ptr::<T>()?;
         // SAFETY: `t` is a fresh zero-dim tensor holding exactly one T at `p`.

@@ -6,7 +6,7 @@
 //! kernel of `binary`. Must not: compute anything itself.
 
 use super::binary::{div_impl, remainder_impl, sub_impl};
-use super::{float_result, result_type_scalar, scalar_as, scalar_tensor};
+use super::{float_or_complex_result, result_type_scalar, scalar_as, scalar_tensor};
 use crate::nn::io::{make_output, with_slice};
 use crate::nn::vecmath::{has_avx2, has_avx512, multiversion};
 use crate::out::Dest;
@@ -28,7 +28,7 @@ fn divisor(
 ) -> Result<Tensor> {
     let rt = result_type_scalar(self_, other)?;
     let dt = match rounding_mode {
-        None => float_result(rt, op)?,
+        None => float_or_complex_result(rt, op)?,
         Some(_) => rt,
     };
     scalar_tensor(other, dt)

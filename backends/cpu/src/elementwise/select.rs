@@ -32,6 +32,16 @@ fn where_impl(
     let c = to_dtype(condition, DType::Bool)?;
     let (a, b) = (to_dtype(self_, rt)?, to_dtype(other, rt)?);
     write_result(dest, &shape, rt, op, |o| {
+        if rt.is_complex() {
+            return crate::dispatch_complex!(rt, op, |T, R| map3::<T, bool, T, T>(
+                o,
+                &c,
+                &a,
+                &b,
+                op,
+                |c, x, y| if c { x } else { y }
+            ));
+        }
         dispatch_all!(rt, op, |T| map3::<T, bool, T, T>(
             o,
             &c,

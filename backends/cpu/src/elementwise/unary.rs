@@ -10,27 +10,42 @@ use super::transcendental::{
     cos_f32_slice, exp_f32_slice, log10_f32_slice, log2_f32_slice, log_f32_slice, sin_f32_slice,
 };
 use super::{float_result, three_forms, unary_driver, Special};
-use crate::dtype_dispatch::Float;
+use crate::dtype_dispatch::{Cplx, Float};
 use crate::iter::map1;
 use crate::nn::vecmath::{sigmoid_f32_slice, tanh_f32_slice};
 use crate::out::Dest;
-use crate::{dispatch_float, dispatch_int};
+use crate::{dispatch_complex, dispatch_float, dispatch_int};
 use opal::{DType, OpalError, Result, Tensor};
 
 /// Floating-only unary op: integers/bool promote to the default float dtype; f16
 /// and bf16 compute in f32.
 /// With `fast: f`, a new result from a contiguous f32 input comes from the
-/// vectorized slice kernel `f` instead.
+/// vectorized slice kernel `f` instead. With `complex |z| body`, complex tensors
+/// keep their dtype and map each element as `num_complex`'s type `z`; without it
+/// they are refused.
 macro_rules! float_unary {
-    ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal, |$x:ident| $body:expr) => {
-        float_unary!($impl_fn, $f, $f_out, $f_, $name, |$x| $body, fast: None);
+    ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal, |$x:ident| $body:expr
+     $(, complex |$z:ident| $cbody:expr)?) => {
+        float_unary!($impl_fn, $f, $f_out, $f_, $name, |$x| $body $(, complex |$z| $cbody)?, fast: None);
     };
-    ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal, |$x:ident| $body:expr, fast: $fast:expr) => {
+    ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal, |$x:ident| $body:expr
+     $(, complex |$z:ident| $cbody:expr)?, fast: $fast:expr) => {
         fn $impl_fn(self_: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
             let fast: Option<fn(&[f32], &mut [f32])> = $fast;
             if let Some(r) = fast.and_then(|f| super::activation::f32_new_result(self_, &dest, f)) {
                 return r;
             }
+            $(
+                let dt = self_.dtype();
+                if dt.is_complex() {
+                    return unary_driver(self_, dest, dt, dt, $name, |o, a| {
+                        dispatch_complex!(dt, $name, |T, R| map1::<T, T>(o, a, $name, |v: T| {
+                            let $z = v.nc();
+                            T::from_nc($cbody)
+                        }))
+                    });
+                }
+            )?
             let dt = float_result(self_.dtype(), $name)?;
             unary_driver(self_, dest, dt, dt, $name, |o, a| {
                 dispatch_float!(dt, $name, |T, C| map1::<T, T>(o, a, $name, |v: T| {
@@ -43,13 +58,21 @@ macro_rules! float_unary {
     };
 }
 
-float_unary!(sqrt_impl, sqrt, sqrt_out, sqrt_, "sqrt", |x| x.sqrt());
+float_unary!(
+    sqrt_impl,
+    sqrt,
+    sqrt_out,
+    sqrt_,
+    "sqrt",
+    |x| x.sqrt(),
+    complex | z | z.sqrt()
+);
 float_unary!(rsqrt_impl, rsqrt, rsqrt_out, rsqrt_, "rsqrt", |x| 1.0
     / x.sqrt());
-float_unary!(exp_impl, exp, exp_out, exp_, "exp", |x| x.exp(), fast: Some(exp_f32_slice));
+float_unary!(exp_impl, exp, exp_out, exp_, "exp", |x| x.exp(), complex |z| z.exp(), fast: Some(exp_f32_slice));
 float_unary!(expm1_impl, expm1, expm1_out, expm1_, "expm1", |x| x
     .exp_m1());
-float_unary!(log_impl, log, log_out, log_, "log", |x| x.ln(), fast: Some(log_f32_slice));
+float_unary!(log_impl, log, log_out, log_, "log", |x| x.ln(), complex |z| z.ln(), fast: Some(log_f32_slice));
 float_unary!(log1p_impl, log1p, log1p_out, log1p_, "log1p", |x| x.ln_1p());
 float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin(), fast: Some(sin_f32_slice));
 float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos(), fast: Some(cos_f32_slice));
@@ -81,20 +104,34 @@ float_unary!(
     reciprocal_out,
     reciprocal_,
     "reciprocal",
-    |x| 1.0 / x
+    |x| 1.0 / x,
+    complex | z | Cplx::recip(T::from_nc(z)).nc()
 );
 
 /// Same-dtype unary op over floats and integers with separate bodies; `bool`
 /// handled by `$bool` (an expression returning `Result<()>` given `o`, `a`).
 macro_rules! keep_dtype_unary {
     ($impl_fn:ident, $f:ident, $f_out:ident, $f_:ident, $name:literal,
-     float |$x:ident| $fbody:expr, int |$y:ident| $ibody:expr, bool |$o:ident, $a:ident| $bbody:expr) => {
+     float |$x:ident| $fbody:expr, int |$y:ident| $ibody:expr, bool |$o:ident, $a:ident| $bbody:expr
+     $(, complex |$w:ident| $cbody:expr)?) => {
+        keep_dtype_unary!(@impl $impl_fn, $name, float |$x| $fbody, int |$y| $ibody,
+            bool |$o, $a| $bbody $(, complex |$w| $cbody)?);
+        three_forms!($impl_fn, $f, $f_out, $f_, ());
+    };
+    (@impl $impl_fn:ident, $name:literal,
+     float |$x:ident| $fbody:expr, int |$y:ident| $ibody:expr, bool |$o:ident, $a:ident| $bbody:expr
+     $(, complex |$w:ident| $cbody:expr)?) => {
         fn $impl_fn(self_: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
             let dt = self_.dtype();
             unary_driver(self_, dest, dt, dt, $name, |$o, $a| {
                 if dt == DType::Bool {
                     return $bbody;
                 }
+                $(
+                    if dt.is_complex() {
+                        return dispatch_complex!(dt, $name, |T, R| map1::<T, T>($o, $a, $name, |$w: T| $cbody));
+                    }
+                )?
                 if dt.is_floating_point() {
                     return dispatch_float!(dt, $name, |T, C| map1::<T, T>(
                         $o,
@@ -109,7 +146,6 @@ macro_rules! keep_dtype_unary {
                 dispatch_int!(dt, $name, |T| map1::<T, T>($o, $a, $name, |$y: T| $ibody))
             })
         }
-        three_forms!($impl_fn, $f, $f_out, $f_, ());
     };
 }
 
@@ -118,20 +154,35 @@ fn bool_copy(o: &Tensor, a: &Tensor, name: &str) -> Result<()> {
 }
 
 keep_dtype_unary!(
-    abs_impl,
-    abs,
-    abs_out,
-    abs_,
+    @impl real_abs_impl,
     "abs",
     float | x | x.abs(),
     int | v | v.wrapping_abs_(),
     bool | o,
     a | bool_copy(o, a, "abs")
 );
+/// `abs`: a complex tensor's magnitudes are real (C64 -> F32, C128 -> F64), so
+/// it has no in-place form, as in PyTorch.
+fn abs_impl(self_: &Tensor, dest: Dest<'_>) -> Result<Tensor> {
+    let dt = self_.dtype();
+    if !dt.is_complex() {
+        return real_abs_impl(self_, dest);
+    }
+    if let Dest::InPlace(_) = dest {
+        return Err(OpalError::msg(format!(
+            "abs_: in-place abs is not supported for complex tensors (self has dtype {dt})"
+        )));
+    }
+    let rt = dt.to_real();
+    unary_driver(self_, dest, dt, rt, "abs", |o, a| {
+        dispatch_complex!(dt, "abs", |T, R| map1::<R, T>(o, a, "abs", |v| v.abs()))
+    })
+}
+three_forms!(abs_impl, abs, abs_out, abs_, ());
 keep_dtype_unary!(neg_impl, neg, neg_out, neg_, "neg",
     float |x| -x, int |v| v.wrapping_neg_(), bool |_o, _a| Err(OpalError::msg(
         "neg: negation, the `-` operator, on a bool tensor is not supported; use `~` or logical_not() instead"
-    )));
+    )), complex |z| z.neg());
 keep_dtype_unary!(
     sign_impl,
     sign,

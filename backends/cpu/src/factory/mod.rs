@@ -66,12 +66,6 @@ fn check_size(size: &[i64], op: &str) -> Result<()> {
 /// A tensor of `size` with every element `value` (cast to `dtype`).
 fn filled(size: &[i64], value: &Scalar, dtype: DType, op: &str) -> Result<Tensor> {
     check_size(size, op)?;
-    if dtype.is_complex() {
-        return Err(err(
-            op,
-            "complex dtypes are not supported by the CPU backend",
-        ));
-    }
     value.check_fits(dtype, op)?;
     check_nbytes(size, dtype, op)?;
     let t = crate::out::empty(size, dtype).map_err(in_op(op))?;

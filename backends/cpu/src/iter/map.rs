@@ -6,9 +6,11 @@
 //! [`crate::out`]).
 
 use super::{broadcast_byte_strides, for_each_block, for_each_raw, GRAIN};
-use crate::dtype_dispatch::Elem;
+// Plain element types suffice: the maps only move values and check dtypes, so
+// complex elements (which have no order and no real casts) map like any other.
 use crate::parallel::SharedPtr;
 use opal::tensor::KernelAccess;
+use opal::Element as Elem;
 use opal::{OpalError, Result, Tensor};
 use std::mem::size_of;
 

@@ -36,10 +36,10 @@ pub(super) fn reduce_acc(
     int_row: impl Fn(&[i64]) -> i64 + Sync,
 ) -> Result<Tensor> {
     if rd.is_complex() || self_.dtype().is_complex() {
-        return Err(OpalError::not_implemented(
-            &format!("{op} (complex)"),
-            "CPU",
-        ));
+        return Err(OpalError::msg(format!(
+            "{op}: not supported for complex tensors (self has dtype {}, result dtype {rd})",
+            self_.dtype()
+        )));
     }
     let mask = dim_mask(dims, self_.dim(), op)?;
     let shape = reduced_shape(self_.sizes(), &mask, keepdim);
@@ -308,6 +308,11 @@ fn sum_impl(
     op: &str,
 ) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
+    if rd.is_complex() || self_.dtype().is_complex() {
+        return by_parts(self_, rd, dest, op, |part, rt| {
+            sum_impl(part, dims, keepdim, Some(rt), Dest::New, op)
+        });
+    }
     let by_pairs = by_rows(pairwise_sum);
     let floats = |t: &Tensor, mask: &[bool]| {
         column_sums(t, mask)
@@ -318,6 +323,31 @@ fn sum_impl(
         r.iter().fold(0i64, |a, &x| a.wrapping_add(x))
     })
 }
+/// A linear reduction of a complex input (or of a real one into a complex
+/// `dtype=`): `reduce` runs on the real and the imaginary parts, in the real
+/// component dtype of `rd`, and the two results are joined. A complex input
+/// reduced into a real dtype is refused, as in PyTorch.
+fn by_parts(
+    self_: &Tensor,
+    rd: DType,
+    dest: Dest<'_>,
+    op: &str,
+    reduce: impl Fn(&Tensor, DType) -> Result<Tensor>,
+) -> Result<Tensor> {
+    if !rd.is_complex() {
+        return Err(OpalError::msg(format!(
+            "{op}: a complex input (dtype {}) cannot be reduced into the real dtype {rd}",
+            self_.dtype()
+        )));
+    }
+    let input = crate::copy::to_dtype(self_, rd)?;
+    let (re, im) = crate::copy::complex_parts(&input, op)?;
+    let (re, im) = (reduce(&re, rd.to_real())?, reduce(&im, rd.to_real())?);
+    write_result(dest, re.sizes(), rd, op, |o| {
+        crate::copy::join_parts(o, &re, &im, op)
+    })
+}
+
 /// `sum`: sum of all elements.
 pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     sum_impl(self_, None, false, dtype, Dest::New, "sum")
@@ -358,6 +388,11 @@ pub(super) fn mean_impl(
     op: &str,
 ) -> Result<Tensor> {
     let rd = dtype.unwrap_or(self_.dtype());
+    if rd.is_complex() || self_.dtype().is_complex() {
+        return by_parts(self_, rd, dest, op, |part, rt| {
+            mean_impl(part, dims, keepdim, Some(rt), Dest::New, op)
+        });
+    }
     if !rd.is_floating_point() {
         return Err(OpalError::msg(format!(
             "{op}: could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {rd}"

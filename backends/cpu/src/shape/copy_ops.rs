@@ -60,12 +60,6 @@ pub fn _to_copy(
     let host_device = if target.is_some() { None } else { device };
     check_cpu_strided(layout, host_device, memory_format, OP)?;
     let dt = dtype.unwrap_or(self_.dtype());
-    if dt.is_complex() || self_.dtype().is_complex() {
-        return Err(err(
-            OP,
-            "complex dtypes are not supported by the CPU backend",
-        ));
-    }
     // PyTorch's preserve format: a permuted dense tensor (`x.t()`, an NHWC view)
     // is copied with its own strides, which makes the copy one flat run instead of
     // a transpose. Meta's `_to_copy` gives the same strides.

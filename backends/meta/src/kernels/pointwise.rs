@@ -373,8 +373,18 @@ macro_rules! unary_float {
 }
 pub(crate) use unary_float;
 
+/// `abs`: the same dtype as the input, except that a complex input's magnitudes
+/// are real (C64 -> F32, C128 -> F64).
+pub fn abs(self_: &Tensor) -> Result<Tensor> {
+    let dt = self_.dtype();
+    elementwise(
+        "abs",
+        &[self_],
+        if dt.is_complex() { dt.to_real() } else { dt },
+    )
+}
+
 unary_same! {
-    abs = "abs";
     sign = "sign";
     floor = "floor";
     ceil = "ceil";

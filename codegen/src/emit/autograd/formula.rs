@@ -224,7 +224,7 @@ impl Scope<'_, '_> {
                     Ty::List(elem) => {
                         let elem = (**elem).clone();
                         let ts = if elem.is_copy() {
-                            quote!(d::at(&#bt, #it)?)
+                            quote!((*d::at(&#bt, #it)?))
                         } else {
                             quote!(d::at(&#bt, #it)?.clone())
                         };
