@@ -31,16 +31,12 @@ use std::collections::BTreeSet;
 /// per target, operator, case numbers and why. A listed case that passes fails the
 /// test (take it off the list), as does any unlisted failure.
 const OPINFO_GAPS: &[(Target, &str, std::ops::RangeInclusive<u32>, &str)] = &[
-    (Target::Cpu, "max_pool2d_with_indices", 16..=35, INT_POOL),
-    (Target::Cpu, "max_pool3d_with_indices", 16..=35, INT_POOL),
-    (Target::Meta, "max_pool3d_with_indices", 16..=35, INT_POOL),
-    (Target::Cpu, "avg_pool2d", 16..=19, INT_POOL),
     (Target::Cpu, "avg_pool3d", 8..=11, INT_POOL),
     (Target::Meta, "avg_pool3d", 8..=11, INT_POOL),
     (Target::Cpu, "convolution", 16..=19, "integer convolution (PyTorch's CPU has it) is not implemented"),
     (Target::Cpu, "grid_sampler_2d", 0..=7, "PyTorch's CPU grid sampler rounds each step to float16/bfloat16; Opal's computes in f32 and differs by up to 0.2"),
 ];
-const INT_POOL: &str = "integer pooling (PyTorch's CPU has it) is not implemented";
+const INT_POOL: &str = "int64 3-d average pooling (PyTorch's CPU has it) is not implemented";
 
 /// Why `id` of the OpInfo replay in `dir` is a known gap on `target`, if it is.
 fn opinfo_gap(dir: &std::path::Path, id: &str, target: Target) -> Option<&'static str> {

@@ -6,6 +6,7 @@
 //! Must not: touch other ops' numerics.
 
 use super::io::{compute_dtype, err, make_output, with_slice, Compute};
+use crate::dtype_dispatch::Elem;
 use opal::rules::pool::{AvgPool2d, MaxPoolBackward, PoolWindow, Pooling, Resize2d};
 use opal::{DType, Result, Tensor};
 
@@ -32,6 +33,48 @@ impl From<&PoolWindow<2>> for Pool {
     }
 }
 
+/// An element max pooling compares: floats, where NaN wins, and integers (which
+/// PyTorch's CPU pools too; bool it refuses).
+pub(super) trait MaxElem: Elem + opal::Element + Send + Sync {
+    fn is_nan_value(self) -> bool;
+}
+
+macro_rules! max_elem {
+    (float: $($t:ty),*; int: $($i:ty),*) => {
+        $(impl MaxElem for $t {
+            #[inline(always)]
+            fn is_nan_value(self) -> bool {
+                self.is_nan()
+            }
+        })*
+        $(impl MaxElem for $i {
+            #[inline(always)]
+            fn is_nan_value(self) -> bool {
+                false
+            }
+        })*
+    };
+}
+max_elem!(float: f32, f64; int: i64, i32, i16, i8, u8);
+
+/// `$f::<E>(args)` for the element type max pooling computes `$dt` in (f16 and
+/// bf16 in f32), or an error naming `$op` for bool.
+macro_rules! by_max_elem {
+    ($dt:expr, $op:expr, $f:ident ( $($a:expr),* )) => {
+        match $dt {
+            ::opal::DType::F64 => $f::<f64>($($a),*),
+            ::opal::DType::F32 | ::opal::DType::F16 | ::opal::DType::BF16 => $f::<f32>($($a),*),
+            ::opal::DType::I64 => $f::<i64>($($a),*),
+            ::opal::DType::I32 => $f::<i32>($($a),*),
+            ::opal::DType::I16 => $f::<i16>($($a),*),
+            ::opal::DType::I8 => $f::<i8>($($a),*),
+            ::opal::DType::U8 => $f::<u8>($($a),*),
+            other => Err($crate::nn::io::err($op, format!("not implemented for input dtype {other}"))),
+        }
+    };
+}
+pub(super) use by_max_elem;
+
 /// Max pooling of one `h x w` plane `xp` into `yp` (values) and `ip` (flat
 /// positions), both `oh x ow`. Each output visits its window's taps in row-major
 /// order and takes a tap when it is the first inside the input, larger than the
@@ -39,7 +82,7 @@ impl From<&PoolWindow<2>> for Pool {
 /// NaN follows, as PyTorch's loop does). The picks are branch-free
 /// (`select_unpredictable`): on real data they are coin flips, and mispredicted
 /// branches cost more than the comparisons.
-fn max_plane<C: Compute>(xp: &[C], g: &Pool, h: usize, w: usize, yp: &mut [C], ip: &mut [i64]) {
+fn max_plane<C: MaxElem>(xp: &[C], g: &Pool, h: usize, w: usize, yp: &mut [C], ip: &mut [i64]) {
     // The window rule may add a last, partial window (ceil_mode): those planes keep
     // the general path's bounds tests.
     let whole_windows = 2 * g.oh <= h && 2 * g.ow <= w;
@@ -50,7 +93,7 @@ fn max_plane<C: Compute>(xp: &[C], g: &Pool, h: usize, w: usize, yp: &mut [C], i
     }
 }
 
-fn max_plane_general<C: Compute>(
+fn max_plane_general<C: MaxElem>(
     xp: &[C],
     g: &Pool,
     h: usize,
@@ -64,7 +107,8 @@ fn max_plane_general<C: Compute>(
         let iy0 = oy as i64 * g.s[0] - g.p[0];
         for (ox, (y, idx)) in yr.iter_mut().zip(ir.iter_mut()).enumerate() {
             let ix0 = ox as i64 * g.s[1] - g.p[1];
-            let (mut best, mut bi) = (C::neg_infinity(), -1i64);
+            // A placeholder: the first tap inside the input always wins.
+            let (mut best, mut bi) = (C::default(), -1i64);
             for i in 0..g.k[0] {
                 let iy = iy0 + i * g.d[0];
                 if iy < 0 || iy >= h {
@@ -77,7 +121,7 @@ fn max_plane_general<C: Compute>(
                     }
                     let pos = iy * w + ix;
                     let v = xp[pos as usize];
-                    let take = (bi < 0) | (v > best) | v.is_nan();
+                    let take = (bi < 0) | (v > best) | v.is_nan_value();
                     best = pick(take, v, best);
                     bi = pick(take, pos, bi);
                 }
@@ -93,7 +137,7 @@ fn max_plane_general<C: Compute>(
 /// the bounds tests and loops of the general case, which cost about 16
 /// instructions per element. Same order and NaN rule: the window is scanned row by
 /// row, a later element wins when greater or NaN.
-fn max_plane_2x2<C: Compute>(xp: &[C], g: &Pool, w: usize, yp: &mut [C], ip: &mut [i64]) {
+fn max_plane_2x2<C: MaxElem>(xp: &[C], g: &Pool, w: usize, yp: &mut [C], ip: &mut [i64]) {
     use std::hint::select_unpredictable as pick;
     let rows = yp.chunks_mut(g.ow).zip(ip.chunks_mut(g.ow));
     for (oy, (yr, ir)) in rows.enumerate().take(g.oh) {
@@ -108,7 +152,7 @@ fn max_plane_2x2<C: Compute>(xp: &[C], g: &Pool, w: usize, yp: &mut [C], ip: &mu
                 (b[0], p0 + w as i64),
                 (b[1], p0 + w as i64 + 1),
             ] {
-                let take = (v > best) | v.is_nan();
+                let take = (v > best) | v.is_nan_value();
                 best = pick(take, v, best);
                 bi = pick(take, pos, bi);
             }
@@ -122,7 +166,7 @@ fn max_plane_2x2<C: Compute>(xp: &[C], g: &Pool, w: usize, yp: &mut [C], ip: &mu
 /// int64 indices of `oshape`, and runs `plane(p, xs, values, indices)` for each
 /// input plane / volume `p` (with `osz` outputs each), a few per task in
 /// parallel (one small plane is too little work to hand to another thread).
-pub(super) fn max_pool_planes<C: Compute>(
+pub(super) fn max_pool_planes<C: MaxElem>(
     op: &str,
     x: &Tensor,
     oshape: &[i64],
@@ -155,10 +199,9 @@ pub(super) fn max_pool_planes<C: Compute>(
 /// the maximum inside its input plane. NaN counts as a maximum.
 pub fn max_pool2d_with_indices(p: Pooling<2>) -> Result<(Tensor, Tensor)> {
     const OP: &str = "max_pool2d_with_indices";
-    let cd = compute_dtype(p.input.dtype(), OP)?;
     let g = Pool::from(&p.window);
     let [h, w] = p.spatial.map(|v| v as usize);
-    fn run<C: Compute>(
+    fn run<C: MaxElem>(
         x: &Tensor,
         g: &Pool,
         h: usize,
@@ -170,10 +213,7 @@ pub fn max_pool2d_with_indices(p: Pooling<2>) -> Result<(Tensor, Tensor)> {
             max_plane(&xs[pl * isz..(pl + 1) * isz], g, h, w, yp, ip)
         })
     }
-    match cd {
-        DType::F64 => run::<f64>(p.input, &g, h, w, &p.sizes),
-        _ => run::<f32>(p.input, &g, h, w, &p.sizes),
-    }
+    by_max_elem!(p.input.dtype(), OP, run(p.input, &g, h, w, &p.sizes))
 }
 
 /// Gradient of max pooling: each output gradient goes to its recorded argmax.
@@ -234,10 +274,10 @@ pub fn max_pool2d_with_indices_backward(b: MaxPoolBackward<2>) -> Result<Tensor>
 pub fn avg_pool2d(a: AvgPool2d) -> Result<Tensor> {
     const OP: &str = "avg_pool2d";
     let p = &a.pool;
-    let cd = compute_dtype(p.input.dtype(), OP)?;
     let g = Pool::from(&p.window);
     let [h, w] = p.spatial.map(|v| v as usize);
-    fn run<C: Compute>(
+    // int64 averages divide with truncation, as PyTorch's CPU kernel does.
+    fn run<C: Elem + opal::Element + num_traits::Num + num_traits::NumCast + Send + Sync>(
         x: &Tensor,
         g: &Pool,
         h: usize,
@@ -283,9 +323,12 @@ pub fn avg_pool2d(a: AvgPool2d) -> Result<Tensor> {
         })
     }
     let (cip, div) = (a.count_include_pad, a.divisor_override);
-    match cd {
-        DType::F64 => run::<f64>(p.input, &g, h, w, cip, div, &p.sizes),
-        _ => run::<f32>(p.input, &g, h, w, cip, div, &p.sizes),
+    match p.input.dtype() {
+        DType::I64 => run::<i64>(p.input, &g, h, w, cip, div, &p.sizes),
+        dt => match compute_dtype(dt, OP)? {
+            DType::F64 => run::<f64>(p.input, &g, h, w, cip, div, &p.sizes),
+            _ => run::<f32>(p.input, &g, h, w, cip, div, &p.sizes),
+        },
     }
 }
 
@@ -442,6 +485,11 @@ mod tests {
         assert_eq!(gi.to_vec::<f32>().unwrap().iter().sum::<f32>(), 4.0);
         let ints = Tensor::from_vec((0..16).collect::<Vec<i64>>(), &[1, 1, 4, 4]).unwrap();
         let p = rule::max_pool2d_with_indices(&ints, &[2], &[], &[0], &[1], false).unwrap();
+        let (v, i) = max_pool2d_with_indices(p).unwrap();
+        assert_eq!(v.to_vec::<i64>().unwrap(), vec![5, 7, 13, 15]);
+        assert_eq!(i.to_vec::<i64>().unwrap(), vec![5, 7, 13, 15]);
+        let flags = Tensor::from_vec(vec![true; 16], &[1, 1, 4, 4]).unwrap();
+        let p = rule::max_pool2d_with_indices(&flags, &[2], &[], &[0], &[1], false).unwrap();
         assert!(max_pool2d_with_indices(p).is_err());
     }
 

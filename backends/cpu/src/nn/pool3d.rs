@@ -6,15 +6,14 @@
 //! the input or window checks (`opal::rules::pool`, named as the rule in
 //! `backend.yaml`).
 
-use super::io::{compute_dtype, Compute};
-use super::pool::max_pool_planes;
+use super::pool::{by_max_elem, max_pool_planes, MaxElem};
 use opal::rules::pool::{PoolWindow, Pooling};
-use opal::{DType, Result, Tensor};
+use opal::{Result, Tensor};
 
 /// Max pooling of one `d x h x w` volume into `yv` (values) and `iv` (flat
 /// positions `(z * h + y) * w + x`). Taps are visited in row-major order; a tap
 /// wins when it is the first inside the input, greater than the best, or NaN.
-fn max_volume<C: Compute>(
+fn max_volume<C: MaxElem>(
     xv: &[C],
     g: &PoolWindow<3>,
     dims: [i64; 3],
@@ -32,7 +31,8 @@ fn max_volume<C: Compute>(
                     oy * g.stride[1] - g.padding[1],
                     ox * g.stride[2] - g.padding[2],
                 ];
-                let (mut best, mut bi) = (C::neg_infinity(), -1i64);
+                // A placeholder: the first tap inside the input always wins.
+                let (mut best, mut bi) = (C::default(), -1i64);
                 for a in 0..g.kernel[0] {
                     let iz = start[0] + a * g.dilation[0];
                     if iz < 0 || iz >= d {
@@ -50,7 +50,7 @@ fn max_volume<C: Compute>(
                             }
                             let pos = (iz * h + iy) * w + ix;
                             let v = xv[pos as usize];
-                            if bi < 0 || v > best || v.is_nan() {
+                            if bi < 0 || v > best || v.is_nan_value() {
                                 best = v;
                                 bi = pos;
                             }
@@ -69,8 +69,7 @@ fn max_volume<C: Compute>(
 /// inside its input volume. NaN counts as a maximum.
 pub fn max_pool3d_with_indices(p: Pooling<3>) -> Result<(Tensor, Tensor)> {
     const OP: &str = "max_pool3d_with_indices";
-    let cd = compute_dtype(p.input.dtype(), OP)?;
-    fn run<C: Compute>(
+    fn run<C: MaxElem>(
         x: &Tensor,
         g: &PoolWindow<3>,
         dims: [i64; 3],
@@ -82,10 +81,11 @@ pub fn max_pool3d_with_indices(p: Pooling<3>) -> Result<(Tensor, Tensor)> {
             max_volume(&xs[v * isz..(v + 1) * isz], g, dims, yv, iv)
         })
     }
-    match cd {
-        DType::F64 => run::<f64>(p.input, &p.window, p.spatial, &p.sizes),
-        _ => run::<f32>(p.input, &p.window, p.spatial, &p.sizes),
-    }
+    by_max_elem!(
+        p.input.dtype(),
+        OP,
+        run(p.input, &p.window, p.spatial, &p.sizes)
+    )
 }
 
 #[cfg(test)]
@@ -109,7 +109,12 @@ mod tests {
         assert_eq!(v.to_vec::<f32>().unwrap()[0], 21.0);
         let flat = Tensor::from_vec(vec![1.0f32; 4], &[2, 2]).unwrap();
         assert!(pool(&flat).is_err());
-        let ints = Tensor::from_vec(vec![1i64; 64], &[1, 4, 4, 4]).unwrap();
-        assert!(pool(&ints).is_err());
+        // Integers pool as PyTorch's CPU pools them; bool is refused.
+        let ints = Tensor::from_vec((0..64i64).rev().collect::<Vec<_>>(), &[1, 4, 4, 4]).unwrap();
+        let (v, i) = pool(&ints).unwrap();
+        assert_eq!(v.to_vec::<i64>().unwrap()[0], 63);
+        assert_eq!(i.to_vec::<i64>().unwrap()[0], 0);
+        let flags = Tensor::from_vec(vec![true; 64], &[1, 4, 4, 4]).unwrap();
+        assert!(pool(&flags).is_err());
     }
 }
