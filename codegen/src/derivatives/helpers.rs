@@ -390,6 +390,8 @@ pub(crate) const IMPLEMENTED: &[&str] = &[
     "pow_backward_exponent(Tensor grad, Scalar self, Tensor exponent, Tensor result) -> Tensor @pow_backward_exponent_scalar",
     "diagonal_backward_symint(Tensor grad, int[] input_sizes, int offset, int dim1, int dim2) -> Tensor",
     "masked_scatter_backward_symint(Tensor grad, Tensor mask, int[] sizes) -> Tensor",
+    "scatter_reduce_backward(Tensor grad, Tensor self, int dim, Tensor index, Tensor src, str reduce, bool include_self, Tensor result) -> Tensor*2",
+    "as_strided_backward(Tensor grad, Tensor self, int[] size, int[] stride, int? storage_offset) -> Tensor",
     // The real FFTs
     "fft_r2c_backward(Tensor grad, int[] dim, int normalization, bool onesided, int last_dim_size) -> Tensor",
     "fft_c2r_backward(Tensor grad, int[] dim, int normalization) -> Tensor",

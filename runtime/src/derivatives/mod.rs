@@ -39,6 +39,7 @@ mod linalg;
 mod nn;
 mod overloads;
 mod reduce;
+mod scatter;
 mod shape;
 mod spectral;
 
@@ -47,6 +48,7 @@ pub use linalg::*;
 pub use nn::*;
 pub use overloads::*;
 pub use reduce::*;
+pub use scatter::*;
 pub use shape::*;
 pub use spectral::*;
 
