@@ -2,7 +2,10 @@
 //! the golden-grad set whose op has a derivative formula is rerun in float64 (float
 //! inputs cast), and the gradient autograd computes for `sum_k <out_k, cot_k>` is
 //! compared with central finite differences (step 1e-6) element by element.
-//! Independent of PyTorch's numbers: it checks the formulas themselves.
+//! Independent of PyTorch's numbers: it checks the formulas themselves. Cases
+//! with complex tensors (the FFTs) check `Re sum_k <cot_k, out_k>` instead, the
+//! cotangents given to autograd, and differentiate real and imaginary parts
+//! separately (PyTorch's convention for complex gradients).
 //!
 //! `OPAL_GOLDEN_GRAD_DIR` selects another case set, as for `golden_grad.rs`.
 //!
@@ -54,9 +57,53 @@ const NOT_CHECKED_CASES: &[(&str, &str)] = &[
 fn f64_of(t: &Tensor) -> Result<Tensor, String> {
     if t.dtype().is_floating_point() {
         t.to_dtype(DType::F64).map_err(|e| e.to_string())
+    } else if t.dtype().is_complex() {
+        t.to_dtype(DType::C128).map_err(|e| e.to_string())
     } else {
         Ok(t.clone())
     }
+}
+
+/// A tensor of `like`'s sizes and dtype (f64 or complex128) holding `v` (for
+/// complex128: real and imaginary parts interleaved, as [`values_f64`] reads them).
+fn with_values(v: &[f64], like: &Tensor) -> Result<Tensor, String> {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    Tensor::from_bytes(&bytes, like.sizes(), like.dtype()).map_err(|e| e.to_string())
+}
+
+/// The outputs of `stack`'s op that have a cotangent, each with it.
+fn outputs_with_cots(
+    name: &str,
+    mut stack: Stack,
+    cots: &[Vec<Tensor>],
+) -> Result<Vec<(Tensor, Tensor)>, String> {
+    Dispatcher::global()
+        .call_boxed(name, &mut stack)
+        .map_err(|e| e.to_string())?;
+    let mut pairs = Vec::new();
+    for (v, cs) in stack.iter().zip(cots) {
+        let ts: Vec<Tensor> = match v {
+            IValue::Tensor(t) => vec![t.clone()],
+            IValue::TensorList(ts) => ts.clone(),
+            _ => Vec::new(),
+        };
+        pairs.extend(ts.into_iter().zip(cs.iter().cloned()));
+    }
+    Ok(pairs)
+}
+
+/// `Re sum_k <cot_k, out_k>` from the values: with real and imaginary parts
+/// interleaved, a plain dot product. Its gradient, in PyTorch's convention for
+/// complex tensors (d/d(re) + i d/d(im)), is what autograd returns for the
+/// cotangents `cot_k`; element by element in the interleaved layout, it is what
+/// central differences of the parts measure.
+fn real_objective(name: &str, stack: Stack, cots: &[Vec<Tensor>]) -> Result<f64, String> {
+    let mut total = 0.0;
+    for (o, c) in outputs_with_cots(name, stack, cots)? {
+        let (ov, cv) = (values_f64(&o)?, values_f64(&c)?);
+        total += ov.iter().zip(&cv).map(|(a, b)| a * b).sum::<f64>();
+    }
+    Ok(total)
 }
 
 /// The case's arguments in f64, and the indices of the tensors that require grad.
@@ -95,29 +142,19 @@ fn args(g: &Golden, case: &Value) -> Result<(String, Stack, Vec<usize>), String>
 /// `sum_k <out_k, cot_k>` and the output tensors, for `stack`.
 fn objective(
     name: &str,
-    mut stack: Stack,
+    stack: Stack,
     cots: &[Vec<Tensor>],
 ) -> Result<(Tensor, Vec<Tensor>), String> {
-    Dispatcher::global()
-        .call_boxed(name, &mut stack)
-        .map_err(|e| e.to_string())?;
     let mut total: Option<Tensor> = None;
     let mut outs = Vec::new();
-    for (v, cs) in stack.iter().zip(cots) {
-        let ts: Vec<Tensor> = match v {
-            IValue::Tensor(t) => vec![t.clone()],
-            IValue::TensorList(ts) => ts.clone(),
-            _ => Vec::new(),
-        };
-        for (t, c) in ts.iter().zip(cs) {
-            let term = opal::ops::sum(&opal::ops::mul_tensor(t, c).map_err(|e| e.to_string())?)
-                .map_err(|e| e.to_string())?;
-            total = Some(match total {
-                None => term,
-                Some(s) => opal::ops::add_tensor(&s, &term).map_err(|e| e.to_string())?,
-            });
-            outs.push(t.clone());
-        }
+    for (t, c) in outputs_with_cots(name, stack, cots)? {
+        let term = opal::ops::sum(&opal::ops::mul_tensor(&t, &c).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        total = Some(match total {
+            None => term,
+            Some(s) => opal::ops::add_tensor(&s, &term).map_err(|e| e.to_string())?,
+        });
+        outs.push(t);
     }
     Ok((total.ok_or("no differentiable output")?, outs))
 }
@@ -152,9 +189,20 @@ fn check(g: &Golden, case: &Value) -> Result<(), String> {
             leaves.push(l);
         }
     }
-    let (obj, _) = objective(&name, st, &cots)?;
-    let grads =
-        autograd::grad(&[obj], &leaves, &[], GradOptions::default()).map_err(|e| e.to_string())?;
+    // Complex tensors: the cotangents go to autograd as the outputs' gradients
+    // (their inner product would need complex arithmetic autograd refuses).
+    let complex = stack
+        .iter()
+        .any(|v| matches!(v, IValue::Tensor(t) if t.dtype().is_complex()))
+        || cots.iter().flatten().any(|c| c.dtype().is_complex());
+    let grads = if complex {
+        let (outs, cs): (Vec<Tensor>, Vec<Tensor>) =
+            outputs_with_cots(&name, st, &cots)?.into_iter().unzip();
+        autograd::grad(&outs, &leaves, &cs, GradOptions::default()).map_err(|e| e.to_string())?
+    } else {
+        let (obj, _) = objective(&name, st, &cots)?;
+        autograd::grad(&[obj], &leaves, &[], GradOptions::default()).map_err(|e| e.to_string())?
+    };
     // Numerical: central differences, one element at a time.
     let _ng = NoGradGuard::new();
     let eps = 1e-6;
@@ -172,8 +220,10 @@ fn check(g: &Golden, case: &Value) -> Result<(), String> {
                 let mut v = base.clone();
                 v[j] += delta;
                 let mut s = stack.clone();
-                s[i] =
-                    IValue::Tensor(Tensor::from_slice(&v, x.sizes()).map_err(|e| e.to_string())?);
+                s[i] = IValue::Tensor(with_values(&v, x)?);
+                if complex {
+                    return real_objective(&name, s, &cots);
+                }
                 Ok(values_f64(&objective(&name, s, &cots)?.0)?[0])
             };
             let numeric = (eval(eps)? - eval(-eps)?) / (2.0 * eps);

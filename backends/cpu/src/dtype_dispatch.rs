@@ -158,50 +158,26 @@ pub trait Float: Elem {
     fn down(v: Self::Compute) -> Self;
 }
 
-impl Float for f32 {
-    type Compute = f32;
-    #[inline(always)]
-    fn up(self) -> f32 {
-        self
-    }
-    #[inline(always)]
-    fn down(v: f32) -> Self {
-        v
-    }
+macro_rules! float_impl {
+    ($t:ty, $c:ty, |$x:ident| $up:expr, |$v:ident| $down:expr) => {
+        impl Float for $t {
+            type Compute = $c;
+            #[inline(always)]
+            fn up(self) -> $c {
+                let $x = self;
+                $up
+            }
+            #[inline(always)]
+            fn down($v: $c) -> Self {
+                $down
+            }
+        }
+    };
 }
-impl Float for f64 {
-    type Compute = f64;
-    #[inline(always)]
-    fn up(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn down(v: f64) -> Self {
-        v
-    }
-}
-impl Float for f16 {
-    type Compute = f32;
-    #[inline(always)]
-    fn up(self) -> f32 {
-        self.to_f32()
-    }
-    #[inline(always)]
-    fn down(v: f32) -> Self {
-        f16::from_f32(v)
-    }
-}
-impl Float for bf16 {
-    type Compute = f32;
-    #[inline(always)]
-    fn up(self) -> f32 {
-        self.to_f32()
-    }
-    #[inline(always)]
-    fn down(v: f32) -> Self {
-        bf16::from_f32(v)
-    }
-}
+float_impl!(f32, f32, |x| x, |v| v);
+float_impl!(f64, f64, |x| x, |v| v);
+float_impl!(f16, f32, |x| x.to_f32(), |v| f16::from_f32(v));
+float_impl!(bf16, f32, |x| x.to_f32(), |v| bf16::from_f32(v));
 
 /// Error for a dtype a kernel does not support, naming the op.
 #[cold]

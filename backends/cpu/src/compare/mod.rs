@@ -90,76 +90,43 @@ fn compare_core(
     })
 }
 
+/// `a (rel) b` for two tensors, compared in their promoted dtype.
+fn compare_tensors(a: &Tensor, b: &Tensor, rel: Rel, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+    compare_core(a, b, result_type2(a, b)?, rel, dest, op)
+}
+
+/// `a (rel) s` for a Python-style scalar `s`, which takes part in promotion as a
+/// wrapped number.
+fn compare_scalar(a: &Tensor, s: &Scalar, rel: Rel, dest: Dest<'_>, op: &str) -> Result<Tensor> {
+    let rt = result_type_scalar(a, s)?;
+    compare_core(a, &scalar_tensor(s, rt)?, rt, rel, dest, op)
+}
+
 macro_rules! comparison {
     ($rel:ident, $t:ident, $t_out:ident, $t_:ident, $s:ident, $s_out:ident, $s_:ident, $name:literal) => {
         #[doc = concat!("`", $name, ".Tensor`: element-wise comparison, bool result.")]
         pub fn $t(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-            compare_core(
-                self_,
-                other,
-                result_type2(self_, other)?,
-                Rel::$rel,
-                Dest::New,
-                $name,
-            )
+            compare_tensors(self_, other, Rel::$rel, Dest::New, $name)
         }
         #[doc = concat!("`", $name, ".Tensor_out`.")]
         pub fn $t_out(self_: &Tensor, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-            compare_core(
-                self_,
-                other,
-                result_type2(self_, other)?,
-                Rel::$rel,
-                Dest::Out(out),
-                $name,
-            )
+            compare_tensors(self_, other, Rel::$rel, Dest::Out(out), $name)
         }
         #[doc = concat!("`", $name, "_.Tensor`.")]
         pub fn $t_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-            compare_core(
-                self_,
-                other,
-                result_type2(self_, other)?,
-                Rel::$rel,
-                Dest::InPlace(self_),
-                $name,
-            )
+            compare_tensors(self_, other, Rel::$rel, Dest::InPlace(self_), $name)
         }
         #[doc = concat!("`", $name, ".Scalar`.")]
         pub fn $s(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
-            let rt = result_type_scalar(self_, other)?;
-            compare_core(
-                self_,
-                &scalar_tensor(other, rt)?,
-                rt,
-                Rel::$rel,
-                Dest::New,
-                $name,
-            )
+            compare_scalar(self_, other, Rel::$rel, Dest::New, $name)
         }
         #[doc = concat!("`", $name, ".Scalar_out`.")]
         pub fn $s_out(self_: &Tensor, other: &Scalar, out: &Tensor) -> Result<Tensor> {
-            let rt = result_type_scalar(self_, other)?;
-            compare_core(
-                self_,
-                &scalar_tensor(other, rt)?,
-                rt,
-                Rel::$rel,
-                Dest::Out(out),
-                $name,
-            )
+            compare_scalar(self_, other, Rel::$rel, Dest::Out(out), $name)
         }
         #[doc = concat!("`", $name, "_.Scalar`.")]
         pub fn $s_(self_: &Tensor, other: &Scalar) -> Result<Tensor> {
-            let rt = result_type_scalar(self_, other)?;
-            compare_core(
-                self_,
-                &scalar_tensor(other, rt)?,
-                rt,
-                Rel::$rel,
-                Dest::InPlace(self_),
-                $name,
-            )
+            compare_scalar(self_, other, Rel::$rel, Dest::InPlace(self_), $name)
         }
     };
 }

@@ -17,6 +17,22 @@
 //! * [`write_rows_back`] — place per-row results computed in "dim last" order into
 //!   an output tensor in the original dim order.
 
+/// Declares a reduction's functional and `out=` forms, which differ only in
+/// where the result goes: each calls `impl_fn(<args>, <extra>, dest, op_name)`.
+macro_rules! new_and_out {
+    ($(#[$m:meta])* $f:ident $name:literal, $f_out:ident $out_name:literal =
+     $impl_fn:ident($($a:ident: $t:ty),*; $($extra:expr)?)) => {
+        $(#[$m])*
+        pub fn $f($($a: $t),*) -> Result<Tensor> {
+            $impl_fn($($a,)* $($extra,)? Dest::New, $name)
+        }
+        $(#[$m])*
+        pub fn $f_out($($a: $t,)* out: &Tensor) -> Result<Tensor> {
+            $impl_fn($($a,)* $($extra,)? Dest::Out(out), $out_name)
+        }
+    };
+}
+
 pub mod minmax;
 pub mod overloads;
 pub mod scan;

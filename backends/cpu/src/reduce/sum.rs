@@ -352,30 +352,10 @@ fn by_parts(
 pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     sum_impl(self_, None, false, dtype, Dest::New, "sum")
 }
-/// `sum.dim_IntList`.
-pub fn sum_dim_intlist(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-) -> Result<Tensor> {
-    sum_impl(self_, dim, keepdim, dtype, Dest::New, "sum.dim_IntList")
-}
-/// `sum.IntList_out`.
-pub fn sum_intlist_out(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    sum_impl(
-        self_,
-        dim,
-        keepdim,
-        dtype,
-        Dest::Out(out),
-        "sum.IntList_out",
+new_and_out! {
+    /// `sum.dim_IntList`; `sum.IntList_out`.
+    sum_dim_intlist "sum.dim_IntList", sum_intlist_out "sum.IntList_out" = sum_impl(
+        self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>;
     )
 }
 
@@ -408,24 +388,11 @@ pub(super) fn mean_impl(
     };
     reduce_acc(self_, dims, keepdim, rd, dest, op, floats, |_| 0)
 }
-/// `mean.dim`.
-pub fn mean_dim(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-) -> Result<Tensor> {
-    mean_impl(self_, dim, keepdim, dtype, Dest::New, "mean.dim")
-}
-/// `mean.out`.
-pub fn mean_out(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    mean_impl(self_, dim, keepdim, dtype, Dest::Out(out), "mean.out")
+new_and_out! {
+    /// `mean.dim`; `mean.out`.
+    mean_dim "mean.dim", mean_out "mean.out" = mean_impl(
+        self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>;
+    )
 }
 
 /// `prod`: product of all elements (integers in int64).
@@ -557,74 +524,16 @@ fn var_impl(
         |_| 0,
     )
 }
-/// `var.correction`.
-pub fn var_correction(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    correction: Option<&Scalar>,
-    keepdim: bool,
-) -> Result<Tensor> {
-    var_impl(
-        self_,
-        dim,
-        correction,
-        keepdim,
-        false,
-        Dest::New,
-        "var.correction",
+new_and_out! {
+    /// `var.correction`; `var.correction_out`.
+    var_correction "var.correction", var_correction_out "var.correction_out" = var_impl(
+        self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool; false
     )
 }
-/// `var.correction_out`.
-pub fn var_correction_out(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    correction: Option<&Scalar>,
-    keepdim: bool,
-    out: &Tensor,
-) -> Result<Tensor> {
-    var_impl(
-        self_,
-        dim,
-        correction,
-        keepdim,
-        false,
-        Dest::Out(out),
-        "var.correction_out",
-    )
-}
-/// `std.correction`.
-pub fn std_correction(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    correction: Option<&Scalar>,
-    keepdim: bool,
-) -> Result<Tensor> {
-    var_impl(
-        self_,
-        dim,
-        correction,
-        keepdim,
-        true,
-        Dest::New,
-        "std.correction",
-    )
-}
-/// `std.correction_out`.
-pub fn std_correction_out(
-    self_: &Tensor,
-    dim: Option<&[i64]>,
-    correction: Option<&Scalar>,
-    keepdim: bool,
-    out: &Tensor,
-) -> Result<Tensor> {
-    var_impl(
-        self_,
-        dim,
-        correction,
-        keepdim,
-        true,
-        Dest::Out(out),
-        "std.correction_out",
+new_and_out! {
+    /// `std.correction`; `std.correction_out`.
+    std_correction "std.correction", std_correction_out "std.correction_out" = var_impl(
+        self_: &Tensor, dim: Option<&[i64]>, correction: Option<&Scalar>, keepdim: bool; true
     )
 }
 
@@ -731,41 +640,10 @@ fn norm_impl(
         |_| 0,
     )
 }
-/// `linalg_vector_norm`.
-pub fn linalg_vector_norm(
-    self_: &Tensor,
-    ord: &Scalar,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-) -> Result<Tensor> {
-    norm_impl(
-        self_,
-        ord,
-        dim,
-        keepdim,
-        dtype,
-        Dest::New,
-        "linalg_vector_norm",
-    )
-}
-/// `linalg_vector_norm.out`.
-pub fn linalg_vector_norm_out(
-    self_: &Tensor,
-    ord: &Scalar,
-    dim: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-    out: &Tensor,
-) -> Result<Tensor> {
-    norm_impl(
-        self_,
-        ord,
-        dim,
-        keepdim,
-        dtype,
-        Dest::Out(out),
-        "linalg_vector_norm.out",
+new_and_out! {
+    /// `linalg_vector_norm`; `linalg_vector_norm.out`.
+    linalg_vector_norm "linalg_vector_norm", linalg_vector_norm_out "linalg_vector_norm.out" = norm_impl(
+        self_: &Tensor, ord: &Scalar, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>;
     )
 }
 
