@@ -27,28 +27,69 @@ use opal_tests::golden::{compare_tensor, ivalue_kind, to_ivalue, Golden, Target}
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-/// Cases of the OpInfo replay (`golden-core/opinfo`) that Opal does not pass yet:
-/// per target, operator, case numbers and why. A listed case that passes fails the
-/// test (take it off the list), as does any unlisted failure.
-const OPINFO_GAPS: &[(Target, &str, std::ops::RangeInclusive<u32>, &str)] = &[
-    (Target::Cpu, "avg_pool3d", 8..=11, INT_POOL),
-    (Target::Meta, "avg_pool3d", 8..=11, INT_POOL),
-    (Target::Cpu, "convolution", 16..=19, "integer convolution (PyTorch's CPU has it) is not implemented"),
-    (Target::Cpu, "grid_sampler_2d", 0..=7, "PyTorch's CPU grid sampler rounds each step to float16/bfloat16; Opal's computes in f32 and differs by up to 0.2"),
+/// Cases of the OpInfo replay (`golden-core/opinfo`) that Opal does not pass yet,
+/// by target, operator and the dtype of the case's first tensor, with why. A
+/// listed case that passes fails the test (take it off the list), as does any
+/// unlisted failure.
+const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
+    (
+        Target::Cpu,
+        &[
+            "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "sin", "sinh",
+            "tan", "tanh", "sigmoid", "rsqrt", "expm1", "log1p", "log2", "log10",
+            "pow.Tensor_Tensor", "pow.Tensor_Scalar", "mm", "bmm", "addmm", "cumsum", "prod",
+            "prod.dim_int", "var.correction", "scatter_add", "index_put", "masked_scatter",
+            "nonzero",
+        ],
+        &[DType::C64, DType::C128],
+        "no complex kernel on the CPU yet (PyTorch's CPU has one)",
+    ),
+    (
+        Target::Cpu,
+        &["avg_pool3d"],
+        &[DType::I64],
+        "int64 3-d average pooling (PyTorch's CPU has it) is not implemented",
+    ),
+    (
+        Target::Meta,
+        &["avg_pool3d"],
+        &[DType::I64],
+        "int64 3-d average pooling (PyTorch's CPU has it) is not implemented",
+    ),
+    (
+        Target::Cpu,
+        &["convolution"],
+        &[DType::I64],
+        "integer convolution (PyTorch's CPU has it) is not implemented",
+    ),
+    (
+        Target::Cpu,
+        &["grid_sampler_2d"],
+        &[DType::F16, DType::BF16],
+        "PyTorch's CPU grid sampler rounds each step to float16/bfloat16; Opal's computes in f32 and differs by up to 0.2",
+    ),
 ];
-const INT_POOL: &str = "int64 3-d average pooling (PyTorch's CPU has it) is not implemented";
 
-/// Why `id` of the OpInfo replay in `dir` is a known gap on `target`, if it is.
-fn opinfo_gap(dir: &std::path::Path, id: &str, target: Target) -> Option<&'static str> {
+/// Why `case` of the OpInfo replay in `dir` is a known gap on `target`, if it is.
+fn opinfo_gap(
+    g: &Golden,
+    dir: &std::path::Path,
+    case: &Value,
+    target: Target,
+) -> Option<&'static str> {
     if !dir.ends_with("opinfo") {
         return None;
     }
-    let (op, n) = id.rsplit_once('/')?;
-    let n: u32 = n.parse().ok()?;
+    let op = case["op"].as_str()?;
+    let first = case["args"]
+        .as_array()?
+        .iter()
+        .find_map(|a| a.get("tensor"))?;
+    let dtype = g.tensor(first, Target::Cpu).ok()?.dtype();
     OPINFO_GAPS
         .iter()
-        .find(|(t, o, r, _)| *t == target && *o == op && r.contains(&n))
-        .map(|g| g.3)
+        .find(|(t, ops, dtypes, _)| *t == target && ops.contains(&op) && dtypes.contains(&dtype))
+        .map(|gap| gap.3)
 }
 
 /// Why the CPU run cannot check a case yet: no kernel serves the op on CPU (no CPU
@@ -248,7 +289,10 @@ fn run_all(
                 skipped.insert(id);
                 continue;
             }
-            match (run_case(&g, case, target), opinfo_gap(&dir, &id, target)) {
+            match (
+                run_case(&g, case, target),
+                opinfo_gap(&g, &dir, case, target),
+            ) {
                 (Ok(()), None) => passed += 1,
                 (Err(e), None) => failures.push((id, e)),
                 (Err(_), Some(why)) => println!("  known gap {id}: {why}"),
