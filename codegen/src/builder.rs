@@ -189,11 +189,9 @@ impl Builder {
             let beside = yaml.with_file_name("tags.yaml");
             beside.is_file().then_some(beside)
         });
-        if self.cargo_directives {
-            println!("cargo:rerun-if-changed={}", yaml.display());
-            if let Some(t) = &tags {
-                println!("cargo:rerun-if-changed={}", t.display());
-            }
+        self.rerun_if_changed(&yaml);
+        if let Some(t) = &tags {
+            self.rerun_if_changed(t);
         }
         let model = crate::load_with_tags(&yaml, tags.as_deref()).map_err(Error::Load)?;
         let opts = EmitOptions {
@@ -207,40 +205,11 @@ impl Builder {
         let mut generated = emit::generate(&model, &opts)
             .map_err(|errs| Error::Load(emit_diagnostics(&yaml, &errs)))?;
         if let Some(dpath) = &self.derivatives {
-            if self.cargo_directives {
-                println!("cargo:rerun-if-changed={}", dpath.display());
-            }
-            let derivs =
-                crate::derivatives::load_derivatives(dpath, &model).map_err(Error::Load)?;
-            let text = emit::autograd::generate(
-                &model,
-                &derivs,
-                &self.namespace,
-                &self.runtime,
-                &opts.source,
-            )
-            .map_err(|errs| {
-                let src = std::fs::read_to_string(dpath).unwrap_or_default();
-                let mut d = Diagnostics::new(dpath.display().to_string(), src);
-                errs.into_iter().for_each(|e| d.push(e));
-                d.sort();
-                Error::Load(d)
-            })?;
+            let text = self.autograd_file(dpath, &model, &opts.source)?;
             generated.files.push(("autograd.rs".to_string(), text));
         }
         if let Some(cpath) = &self.composites {
-            if self.cargo_directives {
-                println!("cargo:rerun-if-changed={}", cpath.display());
-            }
-            let kernels = crate::composite::load(cpath, &model).map_err(Error::Load)?;
-            let plan = emit::plan::plan(&model, &self.namespace)
-                .map_err(|errs| Error::Load(emit_diagnostics(&yaml, &errs)))?;
-            let source = cpath
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let text =
-                emit::composites::generate(&kernels, &plan.ops, &source).map_err(Error::Config)?;
+            let text = self.composites_file(cpath, &model, &yaml)?;
             generated.files.push(("composites.rs".to_string(), text));
         }
         if self.cargo_directives {
@@ -255,29 +224,83 @@ impl Builder {
                 );
             }
         }
-        let io = |path: &Path, error| Error::Io {
-            path: path.to_path_buf(),
-            error,
-        };
-        std::fs::create_dir_all(&out_dir).map_err(|e| io(&out_dir, e))?;
-        let mut files = Vec::new();
-        let mut written = Vec::new();
-        for (name, text) in &generated.files {
-            let path = out_dir.join(name);
-            let same = std::fs::read(&path).is_ok_and(|old| old == text.as_bytes());
-            if !same {
-                std::fs::write(&path, text).map_err(|e| io(&path, e))?;
-                written.push(PathBuf::from(name));
-            }
-            files.push(PathBuf::from(name));
-        }
-        remove_stale(&out_dir, &files).map_err(|e| io(&out_dir, e))?;
+        let (files, written) = write_files(&out_dir, &generated.files)?;
         Ok(Report {
             files,
             written,
             unsupported: generated.unsupported,
         })
     }
+    fn rerun_if_changed(&self, path: &Path) {
+        if self.cargo_directives {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    }
+
+    /// `autograd.rs` from the `derivatives.yaml` at `dpath`, checked against `model`.
+    fn autograd_file(
+        &self,
+        dpath: &Path,
+        model: &crate::model::NativeFunctions,
+        source: &str,
+    ) -> Result<String, Error> {
+        self.rerun_if_changed(dpath);
+        let derivs = crate::derivatives::load_derivatives(dpath, model).map_err(Error::Load)?;
+        emit::autograd::generate(model, &derivs, &self.namespace, &self.runtime, source).map_err(
+            |errs| {
+                let src = std::fs::read_to_string(dpath).unwrap_or_default();
+                let mut d = Diagnostics::new(dpath.display().to_string(), src);
+                errs.into_iter().for_each(|e| d.push(e));
+                d.sort();
+                Error::Load(d)
+            },
+        )
+    }
+
+    /// `composites.rs` from the `composites.yaml` at `cpath`, checked against
+    /// `model` (loaded from `yaml`).
+    fn composites_file(
+        &self,
+        cpath: &Path,
+        model: &crate::model::NativeFunctions,
+        yaml: &Path,
+    ) -> Result<String, Error> {
+        self.rerun_if_changed(cpath);
+        let kernels = crate::composite::load(cpath, model).map_err(Error::Load)?;
+        let plan = emit::plan::plan(model, &self.namespace)
+            .map_err(|errs| Error::Load(emit_diagnostics(yaml, &errs)))?;
+        let source = cpath
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        emit::composites::generate(&kernels, &plan.ops, &source).map_err(Error::Config)
+    }
+}
+
+/// Writes the files whose bytes changed into `out_dir` and removes stale
+/// `ops_NNN.rs` files: every file's name and the names of those written.
+fn write_files(
+    out_dir: &Path,
+    generated: &[(String, String)],
+) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Error> {
+    let io = |path: &Path, error| Error::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    std::fs::create_dir_all(out_dir).map_err(|e| io(out_dir, e))?;
+    let mut files = Vec::new();
+    let mut written = Vec::new();
+    for (name, text) in generated {
+        let path = out_dir.join(name);
+        let same = std::fs::read(&path).is_ok_and(|old| old == text.as_bytes());
+        if !same {
+            std::fs::write(&path, text).map_err(|e| io(&path, e))?;
+            written.push(PathBuf::from(name));
+        }
+        files.push(PathBuf::from(name));
+    }
+    remove_stale(out_dir, &files).map_err(|e| io(out_dir, e))?;
+    Ok((files, written))
 }
 
 /// Removes `ops_NNN.rs` files of an earlier run that the new output does not have.

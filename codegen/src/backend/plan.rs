@@ -501,52 +501,14 @@ pub(super) fn module_entries<'p>(
     let mut entries: Vec<Entry<'p>> = Vec::new();
     let tagged = plan.ops.iter().map(|o| (o, false));
     for (o, autograd) in tagged.chain(plan.autograd.iter().map(|o| (o, true))) {
-        let name = o.func.func.name.to_string();
-        let Some(&i) = by_name.get(name.as_str()) else {
-            let why = full
-                .unsupported
-                .iter()
-                .find(|u| u.op == name)
-                .map_or("unknown reason".to_string(), |u| u.reason.clone());
-            errors.push(err(
-                o.loc,
-                "opal::backend::unsupported_op",
-                format!("'{name}' cannot be expressed in Rust: {why}"),
-            ));
-            continue;
-        };
-        let cur = &full.ops[i];
-        if cur.ident_str == TRANSFER_TO_CPU || cur.ident_str == TRANSFER_FROM_CPU {
-            errors.push(err(
-                o.loc,
-                "opal::backend::reserved_name",
-                format!(
-                    "'{name}' maps to the Rust name `{}`, which the kernel trait reserves",
-                    cur.ident_str
-                ),
-            ));
-            continue;
-        }
-        let ker = match o.pinned {
-            Some(_) => match pinned_by_name.get(name.as_str()) {
-                Some(p) => *p,
-                None => continue, // reported as unsupported above
-            },
-            None => cur,
-        };
-        if let Some(k) = o.kernel {
-            if let Err(e) = bodies::kernel_call(&k.value) {
-                errors.push(err(k.loc, "opal::backend::bad_kernel_path", e));
-            }
-        }
-        entries.push(Entry {
-            cur,
-            ker,
-            compat: &o.compat,
+        entries.extend(entry(
+            o,
             autograd,
-            kernel: o.kernel.map(|k| k.value.as_str()),
-            autogen_from: None,
-        });
+            full,
+            &by_name,
+            &pinned_by_name,
+            &mut errors,
+        ));
     }
     if let Some(copy) = &spec.out_copy {
         if let Err(e) = bodies::kernel_path(&copy.value) {
@@ -560,16 +522,71 @@ pub(super) fn module_entries<'p>(
 
     // Derived structured ops whose derivation the emitter supports, and the ops
     // their derivation calls.
-    let mut derived: Vec<&'p OpPlan<'p>> = Vec::new();
-    for d in &plan.derived {
-        let name = d.func.func.name.to_string();
-        if let Some(&i) = by_name.get(name.as_str()) {
-            if full.ops[i].structured.is_some() {
-                derived.push(&full.ops[i]);
-            }
+    let derived = plan
+        .derived
+        .iter()
+        .filter_map(|d| by_name.get(d.func.func.name.to_string().as_str()))
+        .map(|&i| &full.ops[i])
+        .filter(|o| o.structured.is_some())
+        .collect();
+    Ok(ModuleEntries { entries, derived })
+}
+
+/// The entry of one resolved op `o` (an `autograd:` one when `autograd`): its
+/// current and kernel plans (the pinned one for a pin), its kernel path checked;
+/// `None` when it cannot be emitted (the reason goes to `errors`, except for a pin
+/// Rust cannot express, reported with the pinned plan's unsupported ops).
+fn entry<'p>(
+    o: &'p PlannedOp<'_>,
+    autograd: bool,
+    full: &'p eplan::Plan<'p>,
+    by_name: &HashMap<&str, usize>,
+    pinned_by_name: &HashMap<&str, &'p OpPlan<'p>>,
+    errors: &mut Vec<BackendDiagnostic>,
+) -> Option<Entry<'p>> {
+    let name = o.func.func.name.to_string();
+    let Some(&i) = by_name.get(name.as_str()) else {
+        let why = full
+            .unsupported
+            .iter()
+            .find(|u| u.op == name)
+            .map_or("unknown reason".to_string(), |u| u.reason.clone());
+        errors.push(err(
+            o.loc,
+            "opal::backend::unsupported_op",
+            format!("'{name}' cannot be expressed in Rust: {why}"),
+        ));
+        return None;
+    };
+    let cur = &full.ops[i];
+    if cur.ident_str == TRANSFER_TO_CPU || cur.ident_str == TRANSFER_FROM_CPU {
+        errors.push(err(
+            o.loc,
+            "opal::backend::reserved_name",
+            format!(
+                "'{name}' maps to the Rust name `{}`, which the kernel trait reserves",
+                cur.ident_str
+            ),
+        ));
+        return None;
+    }
+    let ker = match o.pinned {
+        Some(_) => *pinned_by_name.get(name.as_str())?,
+        None => cur,
+    };
+    if let Some(k) = o.kernel {
+        if let Err(e) = bodies::kernel_call(&k.value) {
+            errors.push(err(k.loc, "opal::backend::bad_kernel_path", e));
         }
     }
-    Ok(ModuleEntries { entries, derived })
+    Some(Entry {
+        cur,
+        ker,
+        compat: &o.compat,
+        autograd,
+        kernel: o.kernel.map(|k| k.value.as_str()),
+        autogen_from: None,
+    })
 }
 
 /// Points each `out=` entry without a kernel of its own at the entry of its

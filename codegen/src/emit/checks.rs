@@ -66,15 +66,16 @@ pub(crate) fn is_written(op: &OpPlan, a: &ArgPlan) -> bool {
             && !op.f.func.name.name.base.contains("backward"))
 }
 
-/// How a tensor-like argument is passed to the runtime's op holds.
-enum Shape {
+/// How a tensor-like argument is passed to the runtime's op holds (and which
+/// tensors an autograd kernel records, see `super::autograd`).
+pub(crate) enum Shape {
     One,
     Opt,
     List,
     OptList,
 }
 
-fn shape(ty: &Type) -> Option<Shape> {
+pub(crate) fn shape(ty: &Type) -> Option<Shape> {
     match ty {
         Type::Base(BaseTy::Tensor) => Some(Shape::One),
         Type::Optional(t) if **t == Type::Base(BaseTy::Tensor) => Some(Shape::Opt),

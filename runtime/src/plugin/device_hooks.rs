@@ -47,6 +47,89 @@ unsafe impl Sync for Hooks {}
 /// The most autocast dtypes a table may list (there are fewer dtypes than this).
 const MAX_AUTOCAST: usize = 64;
 
+/// Hooks that only work together: every event hook with `event_create`,
+/// `stream_exists` with `new_stream`.
+fn check_pairs(t: &OpalDeviceHooks) -> std::result::Result<(), String> {
+    if t.event_create.is_some() {
+        let missing: Vec<&str> = [
+            ("event_destroy", t.event_destroy.is_none()),
+            ("event_record", t.event_record.is_none()),
+            ("event_block", t.event_block.is_none()),
+            ("event_query", t.event_query.is_none()),
+            ("event_synchronize", t.event_synchronize.is_none()),
+            ("event_completed_at", t.event_completed_at.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(n, m)| m.then_some(n))
+        .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "event_create is set but {} not",
+                missing.join(", ")
+            ));
+        }
+    }
+    if t.new_stream.is_some() && t.stream_exists.is_none() {
+        return Err(
+            "new_stream is set but stream_exists is not (its streams could not be used)".into(),
+        );
+    }
+    Ok(())
+}
+
+/// The table's pinned-memory allocator, if any: a whole ABI 1.0 allocator table
+/// of host-accessible memory.
+///
+/// # Safety
+/// `t.host_allocator` is null or points to a readable allocator table.
+unsafe fn host_allocator(
+    t: &OpalDeviceHooks,
+) -> std::result::Result<Option<OpalAllocator>, String> {
+    // SAFETY: null or a readable allocator table (contract).
+    match unsafe { t.host_allocator.as_ref() } {
+        None => Ok(None),
+        Some(a) if a.size < std::mem::size_of::<OpalAllocator>() => Err(format!(
+            "host_allocator's table has {} bytes, ABI 1.0 needs {}",
+            a.size,
+            std::mem::size_of::<OpalAllocator>()
+        )),
+        Some(a) if a.host_accessible != 1 => {
+            Err("host_allocator is not host-accessible (pinned memory is host memory)".into())
+        }
+        Some(a) => Ok(Some(*a)),
+    }
+}
+
+/// The dtypes autocast lowers to on the device: the table's list (at most
+/// [`MAX_AUTOCAST`] known dtype codes), or f16 and bf16 when it gives none.
+///
+/// # Safety
+/// `t.autocast_dtypes` is null or points to `t.n_autocast_dtypes` readable codes.
+unsafe fn autocast_dtypes(t: &OpalDeviceHooks) -> std::result::Result<Vec<DType>, String> {
+    if t.autocast_dtypes.is_null() {
+        if t.n_autocast_dtypes != 0 {
+            return Err(format!(
+                "autocast_dtypes is null with n_autocast_dtypes {}",
+                t.n_autocast_dtypes
+            ));
+        }
+        return Ok(vec![DType::F16, DType::BF16]);
+    }
+    if t.n_autocast_dtypes > MAX_AUTOCAST {
+        return Err(format!(
+            "n_autocast_dtypes is {}, more than the {MAX_AUTOCAST} allowed",
+            t.n_autocast_dtypes
+        ));
+    }
+    // SAFETY: a non-null pointer to `n_autocast_dtypes` readable codes
+    // (contract), a bounded number.
+    let codes = unsafe { std::slice::from_raw_parts(t.autocast_dtypes, t.n_autocast_dtypes) };
+    codes
+        .iter()
+        .map(|&c| value::dtype_from(i64::from(c)).map_err(|e| format!("autocast_dtypes: {e}")))
+        .collect()
+}
+
 impl Hooks {
     /// Copies and checks the table at `raw` of `plugin`.
     ///
@@ -86,74 +169,11 @@ impl Hooks {
             1 => true,
             v => return Err(bad(format!("available is {v}, expected -1, 0 or 1"))),
         };
-        if t.event_create.is_some() {
-            let missing: Vec<&str> = [
-                ("event_destroy", t.event_destroy.is_none()),
-                ("event_record", t.event_record.is_none()),
-                ("event_block", t.event_block.is_none()),
-                ("event_query", t.event_query.is_none()),
-                ("event_synchronize", t.event_synchronize.is_none()),
-                ("event_completed_at", t.event_completed_at.is_none()),
-            ]
-            .into_iter()
-            .filter_map(|(n, m)| m.then_some(n))
-            .collect();
-            if !missing.is_empty() {
-                return Err(bad(format!(
-                    "event_create is set but {} not",
-                    missing.join(", ")
-                )));
-            }
-        }
-        if t.new_stream.is_some() && t.stream_exists.is_none() {
-            return Err(bad(
-                "new_stream is set but stream_exists is not (its streams could not be used)".into(),
-            ));
-        }
-        // SAFETY: null or a readable allocator table (contract).
-        let pinned = match unsafe { t.host_allocator.as_ref() } {
-            None => None,
-            Some(a) if a.size < std::mem::size_of::<OpalAllocator>() => {
-                return Err(bad(format!(
-                    "host_allocator's table has {} bytes, ABI 1.0 needs {}",
-                    a.size,
-                    std::mem::size_of::<OpalAllocator>()
-                )))
-            }
-            Some(a) if a.host_accessible != 1 => {
-                return Err(bad(
-                    "host_allocator is not host-accessible (pinned memory is host memory)".into(),
-                ))
-            }
-            Some(a) => Some(*a),
-        };
-        let autocast = if t.autocast_dtypes.is_null() {
-            if t.n_autocast_dtypes != 0 {
-                return Err(bad(format!(
-                    "autocast_dtypes is null with n_autocast_dtypes {}",
-                    t.n_autocast_dtypes
-                )));
-            }
-            vec![DType::F16, DType::BF16]
-        } else {
-            if t.n_autocast_dtypes > MAX_AUTOCAST {
-                return Err(bad(format!(
-                    "n_autocast_dtypes is {}, more than the {MAX_AUTOCAST} allowed",
-                    t.n_autocast_dtypes
-                )));
-            }
-            // SAFETY: a non-null pointer to `n_autocast_dtypes` readable codes
-            // (contract), a bounded number.
-            let codes =
-                unsafe { std::slice::from_raw_parts(t.autocast_dtypes, t.n_autocast_dtypes) };
-            codes
-                .iter()
-                .map(|&c| {
-                    value::dtype_from(i64::from(c))
-                        .map_err(|e| bad(format!("autocast_dtypes: {e}")))
-                })
-                .collect::<Result<Vec<_>>>()?
-        };
+        check_pairs(&t).map_err(bad)?;
+        // SAFETY: the table's pointers are null or readable as the ABI describes
+        // (this function's contract).
+        let (pinned, autocast) = unsafe { (host_allocator(&t), autocast_dtypes(&t)) };
+        let (pinned, autocast) = (pinned.map_err(&bad)?, autocast.map_err(&bad)?);
         Ok(Hooks {
             plugin: plugin.clone(),
             raw: t,

@@ -717,15 +717,15 @@ impl Registration {
         }
     }
 
-    /// Registers everything with the runtime; returns the ops that got a kernel,
-    /// each with whether it got a typed bridge (warnings say why a typed entry was
-    /// refused).
-    pub fn apply(self) -> Result<Vec<(String, bool)>> {
+    /// The device services the plugin offers, registered for its device type: its
+    /// allocator, device hooks (the default ones from ABI 1.4 on), communicator and
+    /// CPU-fallback transfer.
+    fn install_device_services(&mut self) -> Result<()> {
         let dev = crate::device::DeviceType::ALL
             .into_iter()
             .find(|d| d.backend_key() == self.key)
             .ok_or_else(|| OpalError::msg(format!("no device type for {}", self.key)))?;
-        if let Some(a) = self.allocator {
+        if let Some(a) = self.allocator.take() {
             let a: &'static PluginAllocator = Box::leak(Box::new(PluginAllocator::new(
                 self.plugin.to_string(),
                 a,
@@ -733,7 +733,7 @@ impl Registration {
             )));
             crate::tensor::register_allocator(dev, a);
         }
-        match self.device_hooks {
+        match self.device_hooks.take() {
             Some(h) => crate::device_runtime::register_hooks(dev, h.into_device_hooks(dev))?,
             None if self.abi_minor >= 4 => crate::device_runtime::register_hooks(
                 dev,
@@ -741,16 +741,72 @@ impl Registration {
             )?,
             None => {}
         }
-        if let Some(c) = self.communicator {
+        if let Some(c) = self.communicator.take() {
             super::comm::install(dev, c);
         }
-        if let Some(t) = self.transfer {
+        if let Some(t) = self.transfer.take() {
             let t: &'static PluginTransfer = Box::leak(Box::new(PluginTransfer {
                 plugin: self.plugin.to_string(),
                 raw: t,
             }));
             crate::fallback::register_transfer(dev, t);
         }
+        Ok(())
+    }
+
+    /// The typed kernel of op `name` from the plugin's typed entry (and its out
+    /// entry, when their codes agree), bridged to `boxed` for what the entry does
+    /// not serve; `None` (with a warning saying why) when no bridge fits. Only an
+    /// op whose plugin schema is the host's has the host's C signature, so the
+    /// caller asks only for those.
+    fn typed_kernel(
+        &self,
+        name: &str,
+        boxed: &Arc<crate::dispatch::BoxedKernelFn>,
+    ) -> Option<KernelFunction> {
+        let entry = self.typed.iter().rev().find(|t| t.0 == name);
+        let op = Dispatcher::global().find(name);
+        match (entry, op) {
+            (Some((_, code, f, user)), Some(op)) => {
+                let mut e =
+                    TypedEntry::new(*f, *user, self.plugin.clone(), op, self.fallback.clone());
+                if let Some((_, out_code, g, out_user)) =
+                    self.outs.iter().rev().find(|o| o.0 == name)
+                {
+                    match out_refusal(&op, code, out_code) {
+                        None => e = e.with_out(*g, *out_user),
+                        Some(why) => crate::warning::warn(
+                            "opal::plugin",
+                            &format!(
+                                "plugin '{}': op {name} keeps its typed entry only: {why}",
+                                self.plugin
+                            ),
+                        ),
+                    }
+                }
+                match typed::bind(self.key, code, e, boxed.clone()) {
+                    Ok(k) => k,
+                    Err(why) => {
+                        crate::warning::warn(
+                            "opal::plugin",
+                            &format!(
+                                "plugin '{}': op {name} keeps its boxed kernel: {why}",
+                                self.plugin
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Registers everything with the runtime; returns the ops that got a kernel,
+    /// each with whether it got a typed bridge (warnings say why a typed entry was
+    /// refused).
+    pub fn apply(mut self) -> Result<Vec<(String, bool)>> {
+        self.install_device_services()?;
         let mut lib = crate::dispatch::Library::new("aten", self.key);
         match &self.fallback {
             Fallback::None => {}
@@ -765,7 +821,7 @@ impl Registration {
             }
         }
         let mut done = Vec::new();
-        for (name, kernel) in self.kernels {
+        for (name, kernel) in std::mem::take(&mut self.kernels) {
             let Some(plan) = self.plans.get(&name).cloned() else {
                 continue;
             };
@@ -778,43 +834,10 @@ impl Registration {
             };
             let boxed: Arc<crate::dispatch::BoxedKernelFn> =
                 Arc::new(move |op, ks, st| b.call(op, ks, st));
-            let entry = self.typed.iter().rev().find(|t| t.0 == name);
-            let op = Dispatcher::global().find(&name);
-            let typed_kernel = match (entry, op) {
-                // The typed entry follows the plugin's schema: only an identical
-                // one has the host's C signature; adapted ops stay boxed.
-                (Some((_, code, f, user)), Some(op)) if identity => {
-                    let mut e =
-                        TypedEntry::new(*f, *user, self.plugin.clone(), op, self.fallback.clone());
-                    if let Some((_, out_code, g, out_user)) =
-                        self.outs.iter().rev().find(|o| o.0 == name)
-                    {
-                        match out_refusal(&op, code, out_code) {
-                            None => e = e.with_out(*g, *out_user),
-                            Some(why) => crate::warning::warn(
-                                "opal::plugin",
-                                &format!(
-                                    "plugin '{}': op {name} keeps its typed entry only: {why}",
-                                    self.plugin
-                                ),
-                            ),
-                        }
-                    }
-                    match typed::bind(self.key, code, e, boxed.clone()) {
-                        Ok(k) => k,
-                        Err(why) => {
-                            crate::warning::warn(
-                                "opal::plugin",
-                                &format!(
-                                    "plugin '{}': op {name} keeps its boxed kernel: {why}",
-                                    self.plugin
-                                ),
-                            );
-                            None
-                        }
-                    }
-                }
-                _ => None,
+            let typed_kernel = if identity {
+                self.typed_kernel(&name, &boxed)
+            } else {
+                None
             };
             let is_typed = typed_kernel.is_some();
             lib.impl_(

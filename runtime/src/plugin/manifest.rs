@@ -55,12 +55,9 @@ fn is_ident(s: &str) -> bool {
 }
 
 fn field<'a>(obj: &'a Map<String, Value>, key: &str, path: &Path) -> Result<&'a str> {
-    obj.get(key).and_then(Value::as_str).ok_or_else(|| {
-        OpalError::msg(format!(
-            "manifest {}: field \"{key}\" is missing or not a string",
-            path.display()
-        ))
-    })
+    obj.get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(path, format!("field \"{key}\" is missing or not a string")))
 }
 
 /// Parses `M.m`.
@@ -69,9 +66,41 @@ pub fn parse_abi(s: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
+/// A manifest error: the manifest's path and what is wrong.
+fn invalid(path: &Path, what: String) -> OpalError {
+    OpalError::msg(format!("manifest {}: {what}", path.display()))
+}
+
+/// The manifest's `ops`: each a namespaced name and its schema.
+fn ops_of(obj: &Map<String, Value>, path: &Path) -> Result<Vec<ManifestOp>> {
+    let bad = |what: String| invalid(path, what);
+    let ops_v = obj
+        .get("ops")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("field \"ops\" is missing or not an array".into()))?;
+    let mut ops = Vec::with_capacity(ops_v.len());
+    for (i, o) in ops_v.iter().enumerate() {
+        let o = o
+            .as_object()
+            .ok_or_else(|| bad(format!("ops[{i}] is not an object")))?;
+        let name = field(o, "name", path)?;
+        let schema = field(o, "schema", path)?;
+        if !name.contains("::") {
+            return Err(bad(format!(
+                "ops[{i}]: '{name}' needs a namespace (aten::{name})"
+            )));
+        }
+        ops.push(ManifestOp {
+            name: name.to_string(),
+            schema: schema.to_string(),
+        });
+    }
+    Ok(ops)
+}
+
 /// Parses and validates the text of the manifest at `path`.
 pub fn parse(path: &Path, text: &str) -> Result<Manifest> {
-    let bad = |what: String| OpalError::msg(format!("manifest {}: {what}", path.display()));
+    let bad = |what: String| invalid(path, what);
     let v: Value = serde_json::from_str(text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
     let obj = v
         .as_object()
@@ -137,27 +166,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Manifest> {
         None => String::new(),
         Some(_) => field(obj, "config", path)?.to_string(),
     };
-    let ops_v = obj
-        .get("ops")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("field \"ops\" is missing or not an array".into()))?;
-    let mut ops = Vec::with_capacity(ops_v.len());
-    for (i, o) in ops_v.iter().enumerate() {
-        let o = o
-            .as_object()
-            .ok_or_else(|| bad(format!("ops[{i}] is not an object")))?;
-        let name = field(o, "name", path)?;
-        let schema = field(o, "schema", path)?;
-        if !name.contains("::") {
-            return Err(bad(format!(
-                "ops[{i}]: '{name}' needs a namespace (aten::{name})"
-            )));
-        }
-        ops.push(ManifestOp {
-            name: name.to_string(),
-            schema: schema.to_string(),
-        });
-    }
+    let ops = ops_of(obj, path)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     Ok(Manifest {
         path: path.to_path_buf(),

@@ -26,10 +26,11 @@ use quote::{format_ident, quote};
 use crate::derivatives::expr::Expr;
 use crate::derivatives::model::{Body, DerivativeEntry, Derivatives, Formula};
 use crate::diagnostics::Diagnostic;
+use crate::emit::checks::Shape;
 use crate::emit::plan::{self, OpPlan};
 use crate::emit::{format_file, Ctx, RuntimePath};
 use crate::ident::{Passing, Types};
-use crate::model::{BaseTy, NativeFunctions, Type};
+use crate::model::{NativeFunctions, Type};
 use formula::{helper_table, NativeIndex, Scope};
 use types::{Ty, Val};
 
@@ -249,12 +250,14 @@ enum TensorArg {
     List,
 }
 
+/// The tensor inputs a node records: a tensor, an optional one, a list (a list of
+/// optional tensors is not differentiated).
 fn tensor_arg(t: &Type) -> Option<TensorArg> {
-    match t {
-        Type::Base(BaseTy::Tensor) => Some(TensorArg::One),
-        Type::Optional(inner) if **inner == Type::Base(BaseTy::Tensor) => Some(TensorArg::Optional),
-        Type::List { elem, .. } if **elem == Type::Base(BaseTy::Tensor) => Some(TensorArg::List),
-        _ => None,
+    match crate::emit::checks::shape(t)? {
+        Shape::One => Some(TensorArg::One),
+        Shape::Opt => Some(TensorArg::Optional),
+        Shape::List => Some(TensorArg::List),
+        Shape::OptList => None,
     }
 }
 
