@@ -51,6 +51,7 @@ pub mod io;
 mod layer_norm;
 mod limits;
 mod plan;
+mod plane_mean;
 mod pointwise;
 mod profile;
 mod program;

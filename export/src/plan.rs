@@ -74,6 +74,9 @@ pub(crate) enum Kind {
         inputs: Vec<usize>,
         outputs: Vec<usize>,
         sizes: Vec<i64>,
+        /// The input whose buffer the one output takes (see
+        /// `pointwise::donate`); None: the output is a new tensor.
+        donor: Option<usize>,
     },
     /// softmax over the last dimension with all-`-inf` rows as zeros (CPU
     /// only; see `safe_softmax`): seven nodes of the graph.
@@ -96,6 +99,13 @@ pub(crate) enum Kind {
         planes: usize,
         scales: usize,
         output: usize,
+    },
+    /// `mean.dim` over the planes of `[n, c, h, w]` (CPU only; see
+    /// `plane_mean`).
+    PlaneMean {
+        input: usize,
+        output: usize,
+        keepdim: bool,
     },
     /// `native_layer_norm` whose mean and deviation nothing reads (CPU only;
     /// see `layer_norm`).
@@ -548,7 +558,7 @@ impl Kind {
             Kind::Alias { src, .. } | Kind::Size { src, .. } | Kind::View { src, .. } => {
                 out.push(*src)
             }
-            Kind::SafeSoftmax { input, .. } => out.push(*input),
+            Kind::SafeSoftmax { input, .. } | Kind::PlaneMean { input, .. } => out.push(*input),
             Kind::RmsNorm { input, weight, .. } => {
                 out.push(*input);
                 out.extend(weight);
@@ -592,6 +602,7 @@ impl Kind {
             Kind::SafeSoftmax { output, .. }
             | Kind::RmsNorm { output, .. }
             | Kind::PlaneScale { output, .. }
+            | Kind::PlaneMean { output, .. }
             | Kind::LayerNorm { output, .. } => out.push(*output),
         }
     }
@@ -697,6 +708,7 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                             inputs,
                             outputs,
                             sizes: g.sizes,
+                            donor: None,
                         }
                     }
                     Fused::Softmax(g) => {
@@ -763,6 +775,17 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     planes: slots.get(&sc.planes)?,
                     scales: slots.get(&sc.scales)?,
                     output: single_out(node, &mut slots)?,
+                });
+            }
+            let mean = (device == Device::cpu())
+                .then(|| crate::plane_mean::lower(p, node))
+                .flatten();
+            if let Some(m) = mean {
+                resolve(node)?;
+                return Ok(Kind::PlaneMean {
+                    input: slots.get(&m.input)?,
+                    output: single_out(node, &mut slots)?,
+                    keepdim: m.keepdim,
                 });
             }
             if let Some(op) = resolve(node)? {

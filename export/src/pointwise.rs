@@ -4,13 +4,21 @@
 //! without materializing the values only the run itself reads (MobileNet's
 //! hardswish is five nodes, GPT-2's GELU eight).
 //!
-//! Owns: recognising those nodes from the traced metadata and lowering a run of
-//! them to a program. Must not: fuse across a shape change, a broadcast, another
+//! A run with one output writes it over an input that nothing else reads (a
+//! convolution's or a product's result right before its activation) instead of
+//! a new tensor: one allocation less per step, and a lower peak.
+//!
+//! Owns: recognising those nodes from the traced metadata, lowering a run of
+//! them to a program, choosing the input whose buffer the output takes, and
+//! running it. Must not: fuse across a shape change, a broadcast, another
 //! dtype, a non-contiguous value or a node it does not know (those keep the
 //! dispatcher's generic path), or drop a value something outside the run reads.
 
+use crate::error::{bail, Error, Result};
 use crate::graph::f32_contiguous;
+use crate::plan::{Kind, Plan, SymOut};
 use crate::schema::{Arg, Node, Out, Program};
+use opal::{DType, Device, Tensor};
 use opal_cpu::fused::{Instr, Op, Operand};
 use std::collections::HashMap;
 
@@ -261,4 +269,146 @@ fn build(
         sizes: run[0].2.clone(),
         program,
     })
+}
+
+/// Operators whose every result is a new tensor of its own (never an input,
+/// a view of one, or a value kept between runs): the only results, besides
+/// those of fused steps, whose buffer a fused step's output may take.
+const FRESH_RESULTS: [&str; 5] = [
+    "aten::convolution",
+    "aten::addmm",
+    "aten::mm",
+    "aten::bmm",
+    "aten::mean.dim",
+];
+
+fn makes_new_tensors(kind: &Kind) -> bool {
+    match kind {
+        Kind::Op { op, .. } => FRESH_RESULTS.contains(&op.name()),
+        Kind::Pointwise { .. }
+        | Kind::SafeSoftmax { .. }
+        | Kind::RmsNorm { .. }
+        | Kind::PlaneScale { .. }
+        | Kind::PlaneMean { .. }
+        | Kind::LayerNorm { .. } => true,
+        Kind::Alias { .. } | Kind::Size { .. } | Kind::View { .. } | Kind::Int { .. } => false,
+    }
+}
+
+/// Lets each fused step with one output write it over one of its inputs: an
+/// input made as a new tensor by an earlier step of the plan, read by no other
+/// step (so no view of it exists either), freed by this step, and neither a
+/// graph input, a stored or folded value (`kept`: the runner hands those to
+/// every run) nor a graph output.
+pub(crate) fn donate(plan: &mut Plan, kept: &[usize]) {
+    let mut reads = vec![0usize; plan.slots];
+    let mut fresh = vec![false; plan.slots];
+    let mut buf = Vec::new();
+    for s in &plan.steps {
+        buf.clear();
+        s.kind.reads(&mut buf);
+        for &r in &buf {
+            reads[r] += 1;
+        }
+        if makes_new_tensors(&s.kind) {
+            buf.clear();
+            s.kind.writes(&mut buf);
+            for &w in &buf {
+                fresh[w] = true;
+            }
+        }
+    }
+    for &k in kept {
+        fresh[k] = false;
+    }
+    for o in &plan.outputs {
+        if let SymOut::Slot(s) = o {
+            fresh[*s] = false;
+        }
+    }
+    for step in &mut plan.steps {
+        let Kind::Pointwise {
+            inputs,
+            outputs,
+            donor,
+            ..
+        } = &mut step.kind
+        else {
+            continue;
+        };
+        if outputs.len() == 1 {
+            *donor = inputs
+                .iter()
+                .position(|&s| fresh[s] && reads[s] == 1 && step.frees.contains(&s));
+        }
+    }
+}
+
+/// Runs a fused program: the inputs as contiguous f32 of `sizes` (a copy when
+/// one is not contiguous), each output a new CPU tensor, or with `donor` the
+/// one output written over that input (the caller holds its only handle: see
+/// [`donate`]).
+pub(crate) fn run(
+    program: &opal_cpu::fused::Program,
+    inputs: Vec<Tensor>,
+    donor: Option<usize>,
+    n_out: usize,
+    sizes: &[i64],
+) -> Result<Vec<Tensor>> {
+    let mut ins = Vec::with_capacity(inputs.len());
+    for (k, t) in inputs.into_iter().enumerate() {
+        if t.dtype() != DType::F32 || t.sizes() != sizes || !t.device().is_cpu() {
+            bail!(
+                "fused element-wise input {k} is {} {:?} on {}, the trace recorded f32 {sizes:?} on cpu",
+                t.dtype(),
+                t.sizes(),
+                t.device()
+            );
+        }
+        ins.push(if t.is_contiguous() {
+            t
+        } else {
+            opal::ops::TensorOps::contiguous(&t)?
+        });
+    }
+    let n = sizes.iter().product::<i64>().max(0) as usize;
+    let not_contiguous = || Error::new("a fused operand is not contiguous");
+    if let (Some(d), 1) = (donor.filter(|&d| d < ins.len()), n_out) {
+        let y = ins.remove(d);
+        let reads = ins
+            .iter()
+            .map(|t| t.read::<f32>())
+            .collect::<opal::Result<Vec<_>>>()?;
+        let others = reads
+            .iter()
+            .map(|r| r.as_slice().ok_or_else(not_contiguous))
+            .collect::<Result<Vec<_>>>()?;
+        let mut w = y.write::<f32>()?;
+        program.run_in_place(d, &others, w.as_mut_slice().ok_or_else(not_contiguous)?)?;
+        drop(w);
+        return Ok(vec![y]);
+    }
+    let outs = (0..n_out)
+        .map(|_| Tensor::empty(sizes, DType::F32, Device::cpu()))
+        .collect::<opal::Result<Vec<_>>>()?;
+    let reads = ins
+        .iter()
+        .map(|t| t.read::<f32>())
+        .collect::<opal::Result<Vec<_>>>()?;
+    let mut writes = outs
+        .iter()
+        .map(|t| t.write::<f32>())
+        .collect::<opal::Result<Vec<_>>>()?;
+    let in_slices = reads
+        .iter()
+        .map(|r| r.as_slice().ok_or_else(not_contiguous))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out_slices = writes
+        .iter_mut()
+        .map(|w| w.as_mut_slice().ok_or_else(not_contiguous))
+        .collect::<Result<Vec<_>>>()?;
+    program.run(n, &in_slices, &mut out_slices)?;
+    drop(out_slices);
+    drop(writes);
+    Ok(outs)
 }

@@ -77,6 +77,7 @@ fn foldable(kind: &Kind) -> bool {
         Kind::SafeSoftmax { .. }
         | Kind::RmsNorm { .. }
         | Kind::PlaneScale { .. }
+        | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => false,
     }
 }
@@ -158,6 +159,9 @@ impl Runner {
         runner.fold_constants();
         if device == Device::cpu() {
             runner.contiguous_weights();
+            let stored: Vec<usize> = runner.stored.iter().map(|(s, _)| *s).collect();
+            let kept = [stored, runner.plan.input_slots.clone()].concat();
+            crate::pointwise::donate(&mut runner.plan, &kept);
         }
         Ok(runner)
     }
@@ -309,10 +313,12 @@ impl Runner {
             .map(|s| {
                 let what = match &s.kind {
                     Kind::Op { op, .. } => op.name().to_string(),
-                    Kind::Pointwise { .. } => "fused element-wise".to_string(),
+                    Kind::Pointwise { donor: None, .. } => "fused element-wise".to_string(),
+                    Kind::Pointwise { .. } => "fused element-wise (in place)".to_string(),
                     Kind::SafeSoftmax { .. } => "fused safe softmax".to_string(),
                     Kind::RmsNorm { .. } => "fused RMS norm".to_string(),
                     Kind::PlaneScale { .. } => "aten::mul.Tensor (planes)".to_string(),
+                    Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
                     Kind::LayerNorm { .. } => "fused layer norm".to_string(),
                     Kind::View { op, .. } => format!("{} (direct)", op.name()),
                     Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => {
@@ -593,13 +599,18 @@ impl Runner {
                 inputs,
                 outputs,
                 sizes,
+                donor,
             } => {
                 let ts = inputs
                     .iter()
                     .map(|s| tensor(get(*s)?))
                     .collect::<Result<Vec<_>>>()
                     .map_err(|e| self.node_err(step.node, e))?;
-                let outs = run_pointwise(program, &ts, outputs.len(), sizes)
+                // The donor's slot lets go of it, so the step holds its only handle.
+                if let Some(k) = donor {
+                    f.env[inputs[*k]] = None;
+                }
+                let outs = crate::pointwise::run(program, ts, *donor, outputs.len(), sizes)
                     .map_err(|e| self.node_err(step.node, e))?;
                 for (s, t) in outputs.iter().zip(outs) {
                     put(&mut f.env, &mut f.bytes, &mut f.live, *s, IValue::Tensor(t));
@@ -632,6 +643,14 @@ impl Runner {
                 let y = (|| {
                     crate::channel_scale::run(&tensor(get(*planes)?)?, &tensor(get(*scales)?)?)
                 })();
+                single = Some((*output, y));
+            }
+            Kind::PlaneMean {
+                input,
+                output,
+                keepdim,
+            } => {
+                let y = (|| crate::plane_mean::run(&tensor(get(*input)?)?, *keepdim))();
                 single = Some((*output, y));
             }
             Kind::LayerNorm {
@@ -711,62 +730,6 @@ impl Runner {
         }
         Ok(())
     }
-}
-
-/// Runs a fused element-wise program: the inputs as contiguous f32 of `sizes`
-/// (a copy when one is not contiguous), each output a new CPU tensor.
-fn run_pointwise(
-    program: &opal_cpu::fused::Program,
-    inputs: &[Tensor],
-    n_out: usize,
-    sizes: &[i64],
-) -> Result<Vec<Tensor>> {
-    let mut ins = Vec::with_capacity(inputs.len());
-    for (k, t) in inputs.iter().enumerate() {
-        if t.dtype() != opal::DType::F32 || t.sizes() != sizes || !t.device().is_cpu() {
-            bail!(
-                "fused element-wise input {k} is {} {:?} on {}, the trace recorded f32 {sizes:?} on cpu",
-                t.dtype(),
-                t.sizes(),
-                t.device()
-            );
-        }
-        ins.push(if t.is_contiguous() {
-            t.clone()
-        } else {
-            opal::ops::TensorOps::contiguous(t)?
-        });
-    }
-    let outs = (0..n_out)
-        .map(|_| Tensor::empty(sizes, opal::DType::F32, Device::cpu()))
-        .collect::<opal::Result<Vec<_>>>()?;
-    let reads = ins
-        .iter()
-        .map(|t| t.read::<f32>())
-        .collect::<opal::Result<Vec<_>>>()?;
-    let mut writes = outs
-        .iter()
-        .map(|t| t.write::<f32>())
-        .collect::<opal::Result<Vec<_>>>()?;
-    let in_slices = reads
-        .iter()
-        .map(|r| {
-            r.as_slice()
-                .ok_or_else(|| Error::new("a fused input is not contiguous"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut out_slices = writes
-        .iter_mut()
-        .map(|w| {
-            w.as_mut_slice()
-                .ok_or_else(|| Error::new("a fused output is not contiguous"))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let n = sizes.iter().product::<i64>().max(0) as usize;
-    program.run(n, &in_slices, &mut out_slices)?;
-    drop(out_slices);
-    drop(writes);
-    Ok(outs)
 }
 
 /// Stores a step's result in slot `s`, counting its bytes as live.

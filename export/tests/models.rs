@@ -214,3 +214,36 @@ fn the_cpu_plan_fuses_norms_and_runs_views_directly() {
         "{prof}"
     );
 }
+
+#[test]
+fn fused_steps_that_write_over_their_input_match_the_unfused_graph() {
+    // MobileNetV3's activations follow convolutions whose results nothing else
+    // reads: on the CPU each writes over the convolution's buffer. Emu runs
+    // every node as an operator call into a new tensor.
+    let path = shared_dir().join("mobilenet_v3_tiny.pt2");
+    let io_path = shared_dir().join("mobilenet_v3_tiny.io.safetensors");
+    let program = ExportedProgram::load(&path).unwrap();
+    let inputs = io::read_indexed(&io_path, "input").unwrap();
+    let cpu = program.to_device(device("cpu").unwrap()).unwrap();
+    let prof = cpu.profile(&inputs, 1).unwrap();
+    let in_place = prof
+        .steps
+        .iter()
+        .filter(|s| s.what == "fused element-wise (in place)")
+        .count();
+    assert!(in_place >= 10, "{prof}");
+    let emu = program.to_device(device("emu").unwrap()).unwrap();
+    let want = emu.run(&inputs).unwrap();
+    // Several runs: a buffer given away must never be one the runner keeps.
+    let first = cpu.run(&inputs).unwrap();
+    for _ in 0..3 {
+        let again = cpu.run(&inputs).unwrap();
+        for (a, b) in again.iter().zip(&first) {
+            assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+        }
+    }
+    // The fixture's tolerance against PyTorch (models.json) is 1e-4.
+    for (o, e) in first.iter().zip(&want) {
+        compare(o, e, 1e-4, 1e-4).unwrap();
+    }
+}

@@ -167,6 +167,53 @@ impl Program {
         });
         Ok(())
     }
+    /// Runs a one-output program with its output written over input `donor`:
+    /// `data` holds that input on entry and the output on return (a value that
+    /// nothing reads after the program gives its buffer instead of a new one
+    /// being allocated). `others` are the other inputs in order, each of
+    /// `data.len()` elements. Each block of the donor is read before the same
+    /// block of the output is written, so the values are those of [`Program::run`].
+    pub fn run_in_place(&self, donor: usize, others: &[&[f32]], data: &mut [f32]) -> Result<()> {
+        let n = data.len();
+        if self.outputs.len() != 1
+            || donor >= self.inputs
+            || others.len() + 1 != self.inputs
+            || others.iter().any(|s| s.len() != n)
+        {
+            return Err(OpalError::msg(format!(
+                "fused element-wise program: in place needs one output and {} other inputs of {n} elements, got {} outputs, donor {donor}, {} other inputs",
+                self.inputs.saturating_sub(1),
+                self.outputs.len(),
+                others.len()
+            )));
+        }
+        let t = self.outputs[0] - self.inputs;
+        let run = |start: usize, chunk: &mut [f32]| {
+            let mut regs = vec![0.0f32; self.instrs.len() * BLOCK];
+            let mut held = [0.0f32; BLOCK];
+            for (b, blk) in chunk.chunks_mut(BLOCK).enumerate() {
+                let (at, len) = (start + b * BLOCK, blk.len());
+                held[..len].copy_from_slice(blk);
+                let ins: Vec<&[f32]> = (0..self.inputs)
+                    .map(|k| match k.cmp(&donor) {
+                        std::cmp::Ordering::Less => &others[k][at..at + len],
+                        std::cmp::Ordering::Equal => &held[..len],
+                        std::cmp::Ordering::Greater => &others[k - 1][at..at + len],
+                    })
+                    .collect();
+                run_block(self, &ins, &mut regs, 0, len);
+                blk.copy_from_slice(&regs[t * BLOCK..t * BLOCK + len]);
+            }
+        };
+        if n < PARALLEL_MIN || rayon::current_num_threads() < 2 {
+            run(0, data);
+            return Ok(());
+        }
+        let parts = rayon::current_num_threads().min(n / (PARALLEL_MIN / 2));
+        let per = n.div_ceil(parts).div_ceil(BLOCK) * BLOCK;
+        crate::parallel::fork_chunks_mut(data, per, |c, chunk| run(c * per, chunk));
+        Ok(())
+    }
 }
 
 fn run_range(p: &Program, inputs: &[&[f32]], outputs: &mut [&mut [f32]], s: usize, e: usize) {
@@ -377,6 +424,52 @@ mod tests {
         let mut y = vec![0.0; x.len()];
         p.run(x.len(), &[&x], &mut [&mut y]).unwrap();
         assert_eq!(y[0], x[0] * x[0] * x[0]);
+    }
+
+    #[test]
+    fn in_place_runs_match_runs_into_new_buffers() {
+        // y = (a - x) * relu(x) with the buffer of x or of a taken, over sizes
+        // around the block and the parallel split.
+        let prog = Program::new(
+            2,
+            vec![
+                Instr {
+                    op: Op::Sub,
+                    a: reg(1),
+                    b: reg(0),
+                    dst: 2,
+                },
+                Instr {
+                    op: Op::Relu,
+                    a: reg(0),
+                    b: Operand::Const(0.0),
+                    dst: 3,
+                },
+                Instr {
+                    op: Op::Mul,
+                    a: reg(2),
+                    b: reg(3),
+                    dst: 4,
+                },
+            ],
+            vec![4],
+        )
+        .unwrap();
+        for n in [0, 1, 255, 257, 1000, 70_001] {
+            let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 8.0).collect();
+            let a: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+            let mut want = vec![0.0; n];
+            prog.run(n, &[&x, &a], &mut [&mut want]).unwrap();
+            let mut y = x.clone();
+            prog.run_in_place(0, &[&a], &mut y).unwrap();
+            assert_eq!(y, want, "n={n}, the first input's buffer");
+            let mut y = a.clone();
+            prog.run_in_place(1, &[&x], &mut y).unwrap();
+            assert_eq!(y, want, "n={n}, the second input's buffer");
+        }
+        let mut y = vec![0.0; 4];
+        assert!(prog.run_in_place(2, &[&[0.0; 4]], &mut y).is_err());
+        assert!(prog.run_in_place(0, &[&[0.0; 3]], &mut y).is_err());
     }
 
     #[test]

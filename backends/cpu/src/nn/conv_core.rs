@@ -56,7 +56,7 @@ const BATCH_PARALLEL_MIN_MACS: usize = 1 << 18;
 /// Input row / column read by output position `o` and kernel tap `k`, or None when it
 /// falls in the zero padding.
 #[inline(always)]
-fn src_index(
+pub(crate) fn src_index(
     o: usize,
     k: usize,
     stride: usize,
@@ -95,8 +95,10 @@ fn im2col<C: GemmFloat>(x: &[C], g: &Geom, col: &mut [C]) {
                                         &src[first as usize..first as usize + (hi - lo)],
                                     );
                                 } else {
-                                    for (k, v) in dst[lo..hi].iter_mut().enumerate() {
-                                        *v = src[first as usize + k * g.stride[1]];
+                                    // `valid_range` keeps the last read inside the row.
+                                    let taps = src[first as usize..].iter().step_by(g.stride[1]);
+                                    for (v, &s) in dst[lo..hi].iter_mut().zip(taps) {
+                                        *v = s;
                                     }
                                 }
                             }

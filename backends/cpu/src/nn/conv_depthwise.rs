@@ -6,10 +6,15 @@
 //! the unpadded plane spent most of its time on bounds for rows of 2 to 16
 //! columns (MobileNet's and ConvNeXt's planes).
 //!
-//! Owns: that loop and its split over threads. Must not: know about tensors,
-//! dtypes or op names (`conv` dispatches here from `conv_core::forward`).
+//! Tiny planes of many channels (MobileNet's 2x2 to 8x8 planes of 24 to 144
+//! channels, ConvNeXt's) run channels-last instead ([`channels_last`]): per
+//! plane, the padded copy and the per-tap bounds cost more than its few dozen
+//! multiply-adds, where one run over all channels per tap is a vector loop.
+//!
+//! Owns: those loops and their split over threads. Must not: know about
+//! tensors, dtypes or op names (`conv` dispatches here from `conv_core::forward`).
 
-use super::conv_core::Geom;
+use super::conv_core::{src_index, Geom};
 use super::vecmath::{has_avx2, has_avx512, multiversion};
 use crate::linalg::gemm_core::GemmFloat;
 use std::any::TypeId;
@@ -37,6 +42,9 @@ pub(crate) fn forward<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
             out.fill(bias.map_or(C::zero(), |bv| bv[p % g.cout]));
         }
         return;
+    }
+    if channels_last_applies(g) {
+        return channels_last(x, w, bias, g, y);
     }
     let lay = Padded::new(g);
     let plane = |p: usize, scratch: &mut Vec<C>, out: &mut [C]| {
@@ -98,6 +106,10 @@ struct Padded {
     /// Where each kernel column's run starts in a padded row: its phase row,
     /// then its offset in it.
     taps: Vec<usize>,
+    /// Every plane of the convolution skips the padded copy and sums only the
+    /// taps inside the image (see [`direct_pays`]): decided once per call, the
+    /// same for every plane.
+    direct: bool,
 }
 
 impl Padded {
@@ -109,7 +121,7 @@ impl Padded {
         };
         let width = (g.kw - 1) * g.dil[1] / g.stride[1] + g.ow.next_multiple_of(lanes);
         let (dw, sx) = (g.dil[1], g.stride[1]);
-        Padded {
+        let mut lay = Padded {
             rows: (g.oh - 1) * g.stride[0] + (g.kh - 1) * g.dil[0] + 1,
             phases: g.stride[1],
             width,
@@ -117,7 +129,10 @@ impl Padded {
             taps: (0..g.kw)
                 .map(|j| (j * dw % sx) * width + j * dw / sx)
                 .collect(),
-        }
+            direct: false,
+        };
+        lay.direct = direct_pays(g, &lay);
+        lay
     }
 
     fn len(&self) -> usize {
@@ -174,7 +189,7 @@ fn one_plane<C: GemmFloat>(
     bias: C,
     out: &mut [C],
 ) {
-    if direct_pays(g, lay) {
+    if lay.direct {
         return direct(src, wk, g, bias, out);
     }
     scratch.resize(lay.len(), C::zero());
@@ -270,6 +285,97 @@ fn rows<C: GemmFloat, const L: usize>(
     }
 }
 
+/// Largest output plane that [`channels_last`] takes.
+const CL_MAX_PLANE: usize = 256;
+/// Most multiply-adds that [`channels_last`] takes (it runs on one thread).
+const CL_MAX_MACS: usize = 1 << 21;
+
+/// True for a convolution of one output channel per input channel, at least
+/// one vector of channels wide, whose planes are tiny.
+fn channels_last_applies(g: &Geom) -> bool {
+    let osp = g.oh * g.ow;
+    g.cout == g.cin
+        && g.cin >= 8
+        && g.h * g.w > 0
+        && osp <= CL_MAX_PLANE
+        && g.n * g.cout * osp * g.kh * g.kw <= CL_MAX_MACS
+}
+
+/// The convolution with each image moved channels-last first: every output
+/// position sums, tap by tap, one run of all channels' inputs times the same
+/// tap of all channels' kernels, starting from the bias, over the taps inside
+/// the image in the order [`direct`] sums them (so the values are its values);
+/// the result is moved back to one plane per channel.
+fn channels_last<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+    if TypeId::of::<C>() == TypeId::of::<f32>() {
+        // SAFETY: C is f32 (same TypeId), so these are the same slices with
+        // their own element type; `y` is exclusively borrowed.
+        let (x, w, bias, y) = unsafe {
+            let cast = |s: &[C]| std::slice::from_raw_parts(s.as_ptr().cast::<f32>(), s.len());
+            (
+                cast(x),
+                cast(w),
+                bias.map(cast),
+                std::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<f32>(), y.len()),
+            )
+        };
+        return channels_last_f32(x, w, bias, g, y);
+    }
+    channels_last_body(x, w, bias, g, y)
+}
+
+multiversion!(channels_last_f32(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &Geom, y: &mut [f32]) -> () {
+    channels_last_body(x, w, bias, g, y)
+});
+
+#[inline(always)]
+fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+    let (c, hw, osp, taps) = (g.cin, g.h * g.w, g.oh * g.ow, g.kh * g.kw);
+    // Tap-major kernels: one run of `c` values per tap.
+    let mut wt = vec![C::zero(); taps * c];
+    transpose(w, c, taps, &mut wt);
+    let start: Vec<C> = match bias {
+        Some(b) => b[..c].to_vec(),
+        None => vec![C::zero(); c],
+    };
+    let mut xt = vec![C::zero(); hw * c];
+    let mut yt = vec![C::zero(); osp * c];
+    for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
+        transpose(xb, c, hw, &mut xt);
+        for (o, acc) in yt.chunks_exact_mut(c).enumerate() {
+            let (oy, ox) = (o / g.ow, o % g.ow);
+            acc.copy_from_slice(&start);
+            for i in 0..g.kh {
+                let Some(iy) = src_index(oy, i, g.stride[0], g.pad[0], g.dil[0], g.h) else {
+                    continue;
+                };
+                for j in 0..g.kw {
+                    let Some(ix) = src_index(ox, j, g.stride[1], g.pad[1], g.dil[1], g.w) else {
+                        continue;
+                    };
+                    let xs = &xt[(iy * g.w + ix) * c..][..c];
+                    let ws = &wt[(i * g.kw + j) * c..][..c];
+                    for ((a, &v), &k) in acc.iter_mut().zip(xs).zip(ws) {
+                        *a = *a + v * k;
+                    }
+                }
+            }
+        }
+        transpose(&yt, osp, c, yb);
+    }
+}
+
+/// `dst[j * rows + i] = src[i * cols + j]`: a row-major `rows x cols` matrix
+/// transposed.
+#[inline(always)]
+fn transpose<C: Copy>(src: &[C], rows: usize, cols: usize, dst: &mut [C]) {
+    for (i, row) in src.chunks_exact(cols).take(rows).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            dst[j * rows + i] = v;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,7 +453,16 @@ mod tests {
             geom(2, 5, 1, [2, 2], [5, 5], [1, 1], [2, 2], [1, 1]),
             geom(1, 3, 2, [4, 4], [5, 5], [2, 2], [2, 2], [1, 1]),
             geom(2, 4, 1, [4, 3], [3, 3], [1, 1], [1, 1], [1, 1]),
+            // Channels-last: eight channels or more, tiny planes.
+            geom(2, 8, 1, [2, 2], [5, 5], [1, 1], [2, 2], [1, 1]),
+            geom(1, 16, 1, [8, 8], [7, 7], [1, 1], [3, 3], [1, 1]),
+            geom(2, 12, 1, [8, 8], [3, 3], [2, 2], [1, 1], [1, 1]),
+            geom(1, 9, 1, [9, 7], [3, 2], [1, 2], [0, 1], [2, 3]),
+            geom(2, 10, 1, [4, 4], [5, 5], [2, 2], [2, 2], [1, 1]),
+            // Eight channels, multiplier 2: the padded rows.
+            geom(1, 8, 2, [4, 4], [3, 3], [1, 1], [1, 1], [1, 1]),
         ];
+        assert!(channels_last_applies(&cases[10]) && !channels_last_applies(&cases[0]));
         for g in cases {
             let x: Vec<f64> = (0..g.n * g.cin * g.h * g.w)
                 .map(|i| ((i * 37) % 11) as f64 - 5.0)
