@@ -16,6 +16,7 @@ pub use strided::empty_strided;
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::nn::io::{check_nbytes, err, in_op, make_output};
+use opal::rules::factory::Arange;
 use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Scalar, Tensor};
 
 /// Checks the tensor-options arguments a CPU factory accepts.
@@ -297,76 +298,13 @@ pub fn eye(
     })
 }
 
-fn is_integral_scalar(s: &Scalar) -> bool {
-    matches!(s, Scalar::Int(_) | Scalar::Bool(_))
-}
-
-/// `start, start + step, ...` up to (excluding) `end`. Integer dtype when all three
-/// bounds are integers, else the default float dtype.
-#[allow(clippy::too_many_arguments)]
-pub fn arange_start_step(
-    start: &Scalar,
-    end: &Scalar,
-    step: &Scalar,
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
+/// `start, start + step, ...` up to (excluding) `end`, with the dtype and length
+/// `opal::rules::factory` chose.
+pub fn arange_start_step(a: Arange) -> Result<Tensor> {
     const OP: &str = "arange";
-    let _ = pin_memory;
-    check_options(layout, device, OP)?;
-    let all_int = is_integral_scalar(start) && is_integral_scalar(end) && is_integral_scalar(step);
-    let dt = dtype.unwrap_or(if all_int {
-        DType::I64
-    } else {
-        opal::dtype::default_dtype()
-    });
-    let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
-    if st == 0.0 {
-        return Err(err(OP, "step must be nonzero"));
-    }
-    if !s.is_finite() || !e.is_finite() {
-        return Err(err(OP, format!("unsupported range: {s} -> {e}")));
-    }
-    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
-        return Err(err(
-            OP,
-            "upper bound and larger bound inconsistent with step sign",
-        ));
-    }
-    let int_dtype = matches!(
-        dt,
-        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
-    );
-    let n = if all_int && int_dtype {
-        // Exact in i128: ceil((end - start) / step) cannot overflow there, and every
-        // element start + i * step lies between start and end, so fits i64.
-        let (s, e, st) = (
-            start.to_i64() as i128,
-            end.to_i64() as i128,
-            step.to_i64() as i128,
-        );
-        let span = e - s;
-        (span / st + i128::from(span % st != 0)).max(0)
-    } else {
-        let n = ((e - s) / st).ceil();
-        if !(n >= 0.0 && n <= i64::MAX as f64) {
-            return Err(err(
-                OP,
-                format!("invalid size, possible overflow? ({s} -> {e} by {st})"),
-            ));
-        }
-        n as i128
-    };
-    let len = i64::try_from(n).map_err(|_| {
-        err(
-            OP,
-            format!(
-                "{n} elements is more than a tensor can hold (invalid size, possible overflow?)"
-            ),
-        )
-    })?;
+    check_options(None, a.device, OP)?;
+    let (start, step, dt, len, all_int) = (a.start, a.step, a.dtype, a.len, a.all_int);
+    let (s, st) = (start.to_f64(), step.to_f64());
     check_nbytes(&[len], dt, OP)?;
     let (si, sti) = (start.to_i64() as i128, step.to_i64() as i128);
     dispatch_all!(dt, OP, |T| {
@@ -479,7 +417,7 @@ mod tests {
 
     #[test]
     fn ranges() {
-        let a = arange_start_step(
+        let a = opal::rules::factory::arange_start_step(
             &Scalar::Int(10),
             &Scalar::Int(0),
             &Scalar::Int(-3),
@@ -488,9 +426,10 @@ mod tests {
             None,
             None,
         )
+        .and_then(arange_start_step)
         .unwrap();
         assert_eq!(a.to_vec::<i64>().unwrap(), vec![10, 7, 4, 1]);
-        let b = arange_start_step(
+        let b = opal::rules::factory::arange_start_step(
             &Scalar::Float(0.0),
             &Scalar::Float(1.0),
             &Scalar::Float(0.1),
@@ -499,9 +438,10 @@ mod tests {
             None,
             None,
         )
+        .and_then(arange_start_step)
         .unwrap();
         assert_eq!(b.numel(), 10);
-        assert!(arange_start_step(
+        assert!(opal::rules::factory::arange_start_step(
             &Scalar::Int(0),
             &Scalar::Int(5),
             &Scalar::Int(-1),
@@ -510,6 +450,7 @@ mod tests {
             None,
             None
         )
+        .and_then(arange_start_step)
         .is_err());
         let l = linspace(
             &Scalar::Int(0),
