@@ -328,28 +328,31 @@ fn run(case: &Case) -> Option<R> {
             false,
             None,
         )),
-        "zeros" => one(factory::zeros(
+        "zeros" => one(opal::rules::factory::zeros(
             &v!(a.int_list(0)),
             v!(a.opt_dtype(1)),
             None,
             None,
             None,
-        )),
-        "ones" => one(factory::ones(
+        )
+        .and_then(factory::fill)),
+        "ones" => one(opal::rules::factory::ones(
             &v!(a.int_list(0)),
             v!(a.opt_dtype(1)),
             None,
             None,
             None,
-        )),
-        "full" => one(factory::full(
+        )
+        .and_then(factory::fill)),
+        "full" => one(opal::rules::factory::full(
             &v!(a.int_list(0)),
             &v!(a.scalar(1)),
             v!(a.opt_dtype(2)),
             None,
             None,
             None,
-        )),
+        )
+        .and_then(factory::fill)),
         "eye" => one(factory::eye(
             v!(a.int(0)),
             v!(a.opt_dtype(1)),

@@ -282,7 +282,8 @@ fn index_and_join() {
 fn factories() {
     let m = Some(Device::meta());
     assert_eq!(
-        factory::full(&[2, 3], &Scalar::Bool(true), None, None, m, None)
+        opal::rules::factory::full(&[2, 3], &Scalar::Bool(true), None, None, m, None)
+            .and_then(factory::filled)
             .unwrap()
             .dtype(),
         DType::Bool
@@ -314,7 +315,11 @@ fn factories() {
     .and_then(factory::arange_start_step)
     .unwrap();
     assert_eq!((f.sizes(), f.dtype()), (&[10i64][..], DType::F32));
-    assert!(factory::zeros(&[2], None, None, Some(Device::cpu()), None).is_err());
+    assert!(
+        opal::rules::factory::zeros(&[2], None, None, Some(Device::cpu()), None)
+            .and_then(factory::filled)
+            .is_err()
+    );
     assert!(factory::rand(&[2], Some(DType::I64), None, m, None).is_err());
     let xt = meta_strided(&[3, 2], &[1, 3], DType::F32);
     assert_eq!(

@@ -1,6 +1,6 @@
 //! The factories' argument rules that every backend applies the same way: the
-//! layout (strided only), `empty_strided`'s geometry and `arange`'s dtype and
-//! length. Each op's rule takes the schema's arguments and returns them checked;
+//! layout (strided only), the sizes and dtype of `zeros`, `ones` and `full`,
+//! `empty_strided`'s geometry and `arange`'s dtype and length. Each op's rule takes the schema's arguments and returns them checked;
 //! both backends' YAML entries read `rule | kernel`. The `device` a factory names
 //! is left to the kernel (each backend allocates only on its own devices).
 //!
@@ -17,6 +17,123 @@ pub fn check_layout(op: &str, layout: Option<Layout>) -> Result<()> {
             "{op}: only the strided layout is supported, got {l:?}"
         ))),
     }
+}
+
+/// Refuses a negative size.
+pub fn check_size(op: &str, size: &[i64]) -> Result<()> {
+    match size.iter().find(|&&s| s < 0) {
+        Some(s) => Err(OpalError::msg(format!(
+            "{op}: Trying to create tensor with negative dimension {s}: {size:?}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `zeros`', `ones`' or `full`'s arguments, checked.
+#[derive(Clone, Debug)]
+pub struct Filled<'a> {
+    /// The op (`zeros`, `ones`, `full`), for errors.
+    pub op: &'static str,
+    /// `size`, every entry non-negative.
+    pub size: &'a [i64],
+    /// The value of every element.
+    pub value: Scalar,
+    /// The requested dtype, else the op's default.
+    pub dtype: DType,
+    /// `device`.
+    pub device: Option<Device>,
+    /// `pin_memory`.
+    pub pin_memory: Option<bool>,
+}
+
+/// The dtype PyTorch infers for `full` from its fill value.
+pub fn dtype_of_fill(v: &Scalar) -> DType {
+    match v {
+        Scalar::Bool(_) => DType::Bool,
+        Scalar::Int(_) => DType::I64,
+        Scalar::Float(_) => crate::dtype::default_dtype(),
+        Scalar::Complex(..) => crate::dtype::default_complex_dtype(),
+    }
+}
+
+fn filled<'a>(
+    op: &'static str,
+    size: &'a [i64],
+    value: Scalar,
+    dtype: DType,
+    layout: Option<Layout>,
+    (device, pin_memory): (Option<Device>, Option<bool>),
+) -> Result<Filled<'a>> {
+    check_layout(op, layout)?;
+    check_size(op, size)?;
+    Ok(Filled {
+        op,
+        size,
+        value,
+        dtype,
+        device,
+        pin_memory,
+    })
+}
+
+/// The rule of `zeros` (and of its `out=` form): non-negative sizes, the default
+/// dtype unless requested.
+pub fn zeros(
+    size: &[i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Filled<'_>> {
+    let dtype = dtype.unwrap_or_else(crate::dtype::default_dtype);
+    filled(
+        "zeros",
+        size,
+        Scalar::Int(0),
+        dtype,
+        layout,
+        (device, pin_memory),
+    )
+}
+
+/// The rule of `ones` (and of its `out=` form): as [`zeros`]'.
+pub fn ones(
+    size: &[i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Filled<'_>> {
+    let dtype = dtype.unwrap_or_else(crate::dtype::default_dtype);
+    filled(
+        "ones",
+        size,
+        Scalar::Int(1),
+        dtype,
+        layout,
+        (device, pin_memory),
+    )
+}
+
+/// The rule of `full` (and of its `out=` form): non-negative sizes, the fill
+/// value's dtype ([`dtype_of_fill`]) unless one is requested.
+pub fn full<'a>(
+    size: &'a [i64],
+    fill_value: &Scalar,
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    device: Option<Device>,
+    pin_memory: Option<bool>,
+) -> Result<Filled<'a>> {
+    let dtype = dtype.unwrap_or_else(|| dtype_of_fill(fill_value));
+    filled(
+        "full",
+        size,
+        *fill_value,
+        dtype,
+        layout,
+        (device, pin_memory),
+    )
 }
 
 /// `empty_strided`'s arguments, checked.
@@ -198,6 +315,15 @@ mod tests {
         )
         .is_err());
         assert!(empty_strided(&[2, 3], &[3], None, None, None, None).is_err());
+        let f = full(&[2], &Scalar::Bool(true), None, None, None, None).unwrap();
+        assert_eq!((f.dtype, f.op), (DType::Bool, "full"));
+        assert!(zeros(&[2, -1], None, None, None, None).is_err());
+        assert_eq!(
+            ones(&[2], Some(DType::I32), None, None, None)
+                .unwrap()
+                .dtype,
+            DType::I32
+        );
         assert_eq!(
             empty_strided(&[2, 3], &[1, 2], Some(DType::F64), None, None, None)
                 .unwrap()

@@ -16,7 +16,7 @@ pub use strided::empty_strided;
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::nn::io::{check_nbytes, err, in_op, make_output};
-use opal::rules::factory::Arange;
+use opal::rules::factory::{Arange, Filled};
 use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Scalar, Tensor};
 
 /// Checks the tensor-options arguments a CPU factory accepts.
@@ -55,13 +55,7 @@ fn pinned_if(t: Tensor, pin_memory: Option<bool>, op: &str) -> Result<Tensor> {
 }
 
 fn check_size(size: &[i64], op: &str) -> Result<()> {
-    if let Some(s) = size.iter().find(|&&s| s < 0) {
-        return Err(err(
-            op,
-            format!("Trying to create tensor with negative dimension {s}: {size:?}"),
-        ));
-    }
-    Ok(())
+    opal::rules::factory::check_size(op, size)
 }
 
 /// A tensor of `size` with every element `value` (cast to `dtype`).
@@ -136,69 +130,12 @@ fn channels_last_empty(size: &[i64], dtype: DType, format: MemoryFormat) -> Resu
     t.as_strided(size, &strides, 0)
 }
 
-/// Zeros of `size` (default dtype when `dtype` is `None`).
-pub fn zeros(
-    size: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    check_options(layout, device, "zeros")?;
-    let t = filled(
-        size,
-        &Scalar::Int(0),
-        dtype.unwrap_or_else(opal::dtype::default_dtype),
-        "zeros",
-    )?;
-    pinned_if(t, pin_memory, "zeros")
-}
-
-/// Ones of `size`.
-pub fn ones(
-    size: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    check_options(layout, device, "ones")?;
-    let t = filled(
-        size,
-        &Scalar::Int(1),
-        dtype.unwrap_or_else(opal::dtype::default_dtype),
-        "ones",
-    )?;
-    pinned_if(t, pin_memory, "ones")
-}
-
-/// The dtype PyTorch infers for `full` from its fill value.
-fn dtype_of_fill(v: &Scalar) -> DType {
-    match v {
-        Scalar::Bool(_) => DType::Bool,
-        Scalar::Int(_) => DType::I64,
-        Scalar::Float(_) => opal::dtype::default_dtype(),
-        Scalar::Complex(..) => opal::dtype::default_complex_dtype(),
-    }
-}
-
-/// `size` filled with `fill_value`; the dtype follows the value when not given.
-pub fn full(
-    size: &[i64],
-    fill_value: &Scalar,
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    check_options(layout, device, "full")?;
-    let t = filled(
-        size,
-        fill_value,
-        dtype.unwrap_or_else(|| dtype_of_fill(fill_value)),
-        "full",
-    )?;
-    pinned_if(t, pin_memory, "full")
+/// `zeros`, `ones`, `full`: `size` filled with the value `opal::rules::factory`
+/// chose, in its dtype.
+pub fn fill(f: Filled) -> Result<Tensor> {
+    check_options(None, f.device, f.op)?;
+    let t = filled(f.size, &f.value, f.dtype, f.op)?;
+    pinned_if(t, f.pin_memory, f.op)
 }
 
 /// `like`-ops use the input's dtype unless one is given.
@@ -372,23 +309,28 @@ mod tests {
     #[test]
     fn fills_and_dtypes() {
         assert_eq!(
-            zeros(&[2], None, None, None, None).unwrap().dtype(),
+            opal::rules::factory::zeros(&[2], None, None, None, None)
+                .and_then(fill)
+                .unwrap()
+                .dtype(),
             DType::F32
         );
         assert_eq!(
-            full(&[2], &Scalar::Int(7), None, None, None, None)
+            opal::rules::factory::full(&[2], &Scalar::Int(7), None, None, None, None)
+                .and_then(fill)
                 .unwrap()
                 .to_vec::<i64>()
                 .unwrap(),
             vec![7, 7]
         );
         assert_eq!(
-            full(&[1], &Scalar::Bool(true), None, None, None, None)
+            opal::rules::factory::full(&[1], &Scalar::Bool(true), None, None, None, None)
+                .and_then(fill)
                 .unwrap()
                 .dtype(),
             DType::Bool
         );
-        let f = full(
+        let f = opal::rules::factory::full(
             &[1],
             &Scalar::Float(-2.25),
             Some(DType::BF16),
@@ -396,9 +338,12 @@ mod tests {
             None,
             None,
         )
+        .and_then(fill)
         .unwrap();
         assert_eq!(f.to_vec::<half::bf16>().unwrap()[0].to_f32(), -2.25);
-        assert!(zeros(&[-1], None, None, None, None).is_err());
+        assert!(opal::rules::factory::zeros(&[-1], None, None, None, None)
+            .and_then(fill)
+            .is_err());
         assert_eq!(
             eye(3, Some(DType::I64), None, None, None)
                 .unwrap()

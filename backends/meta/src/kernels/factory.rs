@@ -9,8 +9,8 @@ use super::view::{check_target, strides_for_format};
 use super::{check_inputs, meta_device, new_contiguous};
 use crate::shape::fail;
 use crate::shape::geometry::check_sizes;
-use opal::dtype::{default_complex_dtype, default_dtype};
-use opal::rules::factory::Arange;
+use opal::dtype::default_dtype;
+use opal::rules::factory::{Arange, Filled};
 use opal::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
 
 fn factory(
@@ -23,16 +23,6 @@ fn factory(
     check_target(op, layout, device)?;
     check_sizes(op, size)?;
     new_contiguous(size, dtype)
-}
-
-/// The dtype a scalar fill value implies when none is requested.
-pub fn scalar_default_dtype(s: &Scalar) -> DType {
-    match s {
-        Scalar::Bool(_) => DType::Bool,
-        Scalar::Int(_) => DType::I64,
-        Scalar::Float(_) => default_dtype(),
-        Scalar::Complex(..) => default_complex_dtype(),
-    }
 }
 
 /// `empty.memory_format`: sizes and dtype only; `memory_format` picks the strides.
@@ -65,56 +55,9 @@ pub fn empty_memory_format(
     }
 }
 
-/// `zeros`.
-pub fn zeros(
-    size: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    _pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    factory(
-        "zeros",
-        size,
-        dtype.unwrap_or_else(default_dtype),
-        layout,
-        device,
-    )
-}
-
-/// `ones`.
-pub fn ones(
-    size: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    _pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    factory(
-        "ones",
-        size,
-        dtype.unwrap_or_else(default_dtype),
-        layout,
-        device,
-    )
-}
-
-/// `full`: without a dtype, the fill value's kind decides (bool, int64, float).
-pub fn full(
-    size: &[i64],
-    fill_value: &Scalar,
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    _pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    factory(
-        "full",
-        size,
-        dtype.unwrap_or_else(|| scalar_default_dtype(fill_value)),
-        layout,
-        device,
-    )
+/// `zeros`, `ones`, `full`: the size and dtype `opal::rules::factory` chose.
+pub fn filled(f: Filled) -> Result<Tensor> {
+    factory(f.op, f.size, f.dtype, None, f.device)
 }
 
 /// `eye`: an `n x n` matrix.
@@ -261,16 +204,4 @@ pub fn full_like(
     memory_format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
     like("full_like", self_, dtype, layout, device, memory_format)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fill_values_pick_dtypes() {
-        assert_eq!(scalar_default_dtype(&Scalar::Bool(true)), DType::Bool);
-        assert_eq!(scalar_default_dtype(&Scalar::Int(3)), DType::I64);
-        assert_eq!(scalar_default_dtype(&Scalar::Float(0.5)), DType::F32);
-    }
 }
