@@ -13,6 +13,10 @@ use opal::dtype::default_dtype;
 use opal::rules::factory::{Arange, Filled};
 use opal::{DType, Device, Layout, MemoryFormat, Result, Scalar, Tensor};
 
+/// The dtype a scalar fill value implies when none is requested (the rule's, for
+/// backends that name it from here).
+pub use opal::rules::factory::dtype_of_fill as scalar_default_dtype;
+
 fn factory(
     op: &str,
     size: &[i64],
