@@ -5,8 +5,9 @@
 //! Convolution's argument rules live in [`conv`], pooling's in [`pool`], the geometry of views such as `diagonal` in
 //! [`geometry`], the normalization ops' argument checks in [`norm`], the losses'
 //! in [`loss`],
-//! `randperm`'s in [`random`], `masked_scatter`'s and `index_put`'s in [`indexing`],
-//! bilinear upsampling's shapes and source taps in [`upsample`].
+//! `arange`'s and `empty_strided`'s in [`factory`], `randperm`'s in [`random`], `masked_scatter`'s and `index_put`'s in [`indexing`],
+//! the softmax family's in [`softmax`], the one-dim views' (`slice`, `select`)
+//! in [`view`], bilinear upsampling's shapes and source taps in [`upsample`].
 //!
 //! Owns: these rules. Must not: allocate tensors, read tensor data, or know any
 //! backend (backends call these; kernels stay in their crates).
@@ -16,6 +17,7 @@ use crate::{DType, OpalError, Result, Scalar, Tensor};
 pub mod bag;
 pub mod conv;
 pub mod distance;
+pub mod factory;
 pub mod fold;
 pub mod geometry;
 pub mod indexing;
@@ -24,8 +26,10 @@ pub mod norm;
 pub mod pool;
 pub mod random;
 pub mod sampling;
+pub mod softmax;
 pub mod spectral;
 pub mod upsample;
+pub mod view;
 
 /// Every tensor of `tensors` is defined: an undefined tensor (which stands for
 /// no tensor) is laid out like an empty one and would otherwise pass a rule as one.

@@ -16,6 +16,7 @@ pub use strided::empty_strided;
 use crate::dispatch_all;
 use crate::dtype_dispatch::Elem;
 use crate::nn::io::{check_nbytes, err, in_op, make_output};
+use opal::rules::factory::{Arange, Filled};
 use opal::{DType, Device, DeviceType, Layout, MemoryFormat, Result, Scalar, Tensor};
 
 /// Checks the tensor-options arguments a CPU factory accepts.
@@ -54,13 +55,7 @@ fn pinned_if(t: Tensor, pin_memory: Option<bool>, op: &str) -> Result<Tensor> {
 }
 
 fn check_size(size: &[i64], op: &str) -> Result<()> {
-    if let Some(s) = size.iter().find(|&&s| s < 0) {
-        return Err(err(
-            op,
-            format!("Trying to create tensor with negative dimension {s}: {size:?}"),
-        ));
-    }
-    Ok(())
+    opal::rules::factory::check_size(op, size)
 }
 
 /// A tensor of `size` with every element `value` (cast to `dtype`).
@@ -129,69 +124,12 @@ fn channels_last_empty(size: &[i64], dtype: DType, format: MemoryFormat) -> Resu
     t.as_strided(size, &strides, 0)
 }
 
-/// Zeros of `size` (default dtype when `dtype` is `None`).
-pub fn zeros(
-    size: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    check_options(layout, device, "zeros")?;
-    let t = filled(
-        size,
-        &Scalar::Int(0),
-        dtype.unwrap_or_else(opal::dtype::default_dtype),
-        "zeros",
-    )?;
-    pinned_if(t, pin_memory, "zeros")
-}
-
-/// Ones of `size`.
-pub fn ones(
-    size: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    check_options(layout, device, "ones")?;
-    let t = filled(
-        size,
-        &Scalar::Int(1),
-        dtype.unwrap_or_else(opal::dtype::default_dtype),
-        "ones",
-    )?;
-    pinned_if(t, pin_memory, "ones")
-}
-
-/// The dtype PyTorch infers for `full` from its fill value.
-fn dtype_of_fill(v: &Scalar) -> DType {
-    match v {
-        Scalar::Bool(_) => DType::Bool,
-        Scalar::Int(_) => DType::I64,
-        Scalar::Float(_) => opal::dtype::default_dtype(),
-        Scalar::Complex(..) => opal::dtype::default_complex_dtype(),
-    }
-}
-
-/// `size` filled with `fill_value`; the dtype follows the value when not given.
-pub fn full(
-    size: &[i64],
-    fill_value: &Scalar,
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    check_options(layout, device, "full")?;
-    let t = filled(
-        size,
-        fill_value,
-        dtype.unwrap_or_else(|| dtype_of_fill(fill_value)),
-        "full",
-    )?;
-    pinned_if(t, pin_memory, "full")
+/// `zeros`, `ones`, `full`: `size` filled with the value `opal::rules::factory`
+/// chose, in its dtype.
+pub fn fill(f: Filled) -> Result<Tensor> {
+    check_options(None, f.device, f.op)?;
+    let t = filled(f.size, &f.value, f.dtype, f.op)?;
+    pinned_if(t, f.pin_memory, f.op)
 }
 
 /// `like`-ops use the input's dtype unless one is given.
@@ -291,76 +229,13 @@ pub fn eye(
     })
 }
 
-fn is_integral_scalar(s: &Scalar) -> bool {
-    matches!(s, Scalar::Int(_) | Scalar::Bool(_))
-}
-
-/// `start, start + step, ...` up to (excluding) `end`. Integer dtype when all three
-/// bounds are integers, else the default float dtype.
-#[allow(clippy::too_many_arguments)]
-pub fn arange_start_step(
-    start: &Scalar,
-    end: &Scalar,
-    step: &Scalar,
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    pin_memory: Option<bool>,
-) -> Result<Tensor> {
+/// `start, start + step, ...` up to (excluding) `end`, with the dtype and length
+/// `opal::rules::factory` chose.
+pub fn arange_start_step(a: Arange) -> Result<Tensor> {
     const OP: &str = "arange";
-    let _ = pin_memory;
-    check_options(layout, device, OP)?;
-    let all_int = is_integral_scalar(start) && is_integral_scalar(end) && is_integral_scalar(step);
-    let dt = dtype.unwrap_or(if all_int {
-        DType::I64
-    } else {
-        opal::dtype::default_dtype()
-    });
-    let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
-    if st == 0.0 {
-        return Err(err(OP, "step must be nonzero"));
-    }
-    if !s.is_finite() || !e.is_finite() {
-        return Err(err(OP, format!("unsupported range: {s} -> {e}")));
-    }
-    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
-        return Err(err(
-            OP,
-            "upper bound and larger bound inconsistent with step sign",
-        ));
-    }
-    let int_dtype = matches!(
-        dt,
-        DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8
-    );
-    let n = if all_int && int_dtype {
-        // Exact in i128: ceil((end - start) / step) cannot overflow there, and every
-        // element start + i * step lies between start and end, so fits i64.
-        let (s, e, st) = (
-            start.to_i64() as i128,
-            end.to_i64() as i128,
-            step.to_i64() as i128,
-        );
-        let span = e - s;
-        (span / st + i128::from(span % st != 0)).max(0)
-    } else {
-        let n = ((e - s) / st).ceil();
-        if !(n >= 0.0 && n <= i64::MAX as f64) {
-            return Err(err(
-                OP,
-                format!("invalid size, possible overflow? ({s} -> {e} by {st})"),
-            ));
-        }
-        n as i128
-    };
-    let len = i64::try_from(n).map_err(|_| {
-        err(
-            OP,
-            format!(
-                "{n} elements is more than a tensor can hold (invalid size, possible overflow?)"
-            ),
-        )
-    })?;
+    check_options(None, a.device, OP)?;
+    let (start, step, dt, len, all_int) = (a.start, a.step, a.dtype, a.len, a.all_int);
+    let (s, st) = (start.to_f64(), step.to_f64());
     check_nbytes(&[len], dt, OP)?;
     let (si, sti) = (start.to_i64() as i128, step.to_i64() as i128);
     dispatch_all!(dt, OP, |T| {
@@ -428,23 +303,28 @@ mod tests {
     #[test]
     fn fills_and_dtypes() {
         assert_eq!(
-            zeros(&[2], None, None, None, None).unwrap().dtype(),
+            opal::rules::factory::zeros(&[2], None, None, None, None)
+                .and_then(fill)
+                .unwrap()
+                .dtype(),
             DType::F32
         );
         assert_eq!(
-            full(&[2], &Scalar::Int(7), None, None, None, None)
+            opal::rules::factory::full(&[2], &Scalar::Int(7), None, None, None, None)
+                .and_then(fill)
                 .unwrap()
                 .to_vec::<i64>()
                 .unwrap(),
             vec![7, 7]
         );
         assert_eq!(
-            full(&[1], &Scalar::Bool(true), None, None, None, None)
+            opal::rules::factory::full(&[1], &Scalar::Bool(true), None, None, None, None)
+                .and_then(fill)
                 .unwrap()
                 .dtype(),
             DType::Bool
         );
-        let f = full(
+        let f = opal::rules::factory::full(
             &[1],
             &Scalar::Float(-2.25),
             Some(DType::BF16),
@@ -452,9 +332,12 @@ mod tests {
             None,
             None,
         )
+        .and_then(fill)
         .unwrap();
         assert_eq!(f.to_vec::<half::bf16>().unwrap()[0].to_f32(), -2.25);
-        assert!(zeros(&[-1], None, None, None, None).is_err());
+        assert!(opal::rules::factory::zeros(&[-1], None, None, None, None)
+            .and_then(fill)
+            .is_err());
         assert_eq!(
             eye(3, Some(DType::I64), None, None, None)
                 .unwrap()
@@ -473,7 +356,7 @@ mod tests {
 
     #[test]
     fn ranges() {
-        let a = arange_start_step(
+        let a = opal::rules::factory::arange_start_step(
             &Scalar::Int(10),
             &Scalar::Int(0),
             &Scalar::Int(-3),
@@ -482,9 +365,10 @@ mod tests {
             None,
             None,
         )
+        .and_then(arange_start_step)
         .unwrap();
         assert_eq!(a.to_vec::<i64>().unwrap(), vec![10, 7, 4, 1]);
-        let b = arange_start_step(
+        let b = opal::rules::factory::arange_start_step(
             &Scalar::Float(0.0),
             &Scalar::Float(1.0),
             &Scalar::Float(0.1),
@@ -493,9 +377,10 @@ mod tests {
             None,
             None,
         )
+        .and_then(arange_start_step)
         .unwrap();
         assert_eq!(b.numel(), 10);
-        assert!(arange_start_step(
+        assert!(opal::rules::factory::arange_start_step(
             &Scalar::Int(0),
             &Scalar::Int(5),
             &Scalar::Int(-1),
@@ -504,6 +389,7 @@ mod tests {
             None,
             None
         )
+        .and_then(arange_start_step)
         .is_err());
         let l = linspace(
             &Scalar::Int(0),

@@ -1,13 +1,15 @@
 //! `copy` (a new tensor shaped like `self` holding `src`), `_local_scalar_dense`
-//! (a one-element tensor's value) and `_assert_async.msg` (a data check exported
-//! graphs keep).
+//! (a one-element tensor's value), `_assert_async.msg` (a data check exported
+//! graphs keep) and `slice_scatter` / `select_scatter` (a copy of `self` with a
+//! part replaced).
 //!
-//! Owns: these three kernels. Must not: cast or broadcast itself (`copy_into`
-//! does both).
+//! Owns: these kernels. Must not: cast or broadcast itself (`copy_into` does
+//! both) or check the scatters' arguments (`opal::rules::view`).
 
 use crate::copy::copy_into;
 use crate::nn::io::err;
 use crate::out::empty_uninit;
+use opal::rules::view::PickScatter;
 use opal::{Result, Scalar, Tensor};
 
 /// `copy`: `self_`'s sizes, dtype and device, holding `src` broadcast to them and
@@ -57,49 +59,19 @@ pub fn _assert_async_msg(self_: &Tensor, assert_msg: &str) -> Result<()> {
     }
 }
 
-/// A copy of `self_` with `view` (a view of that copy chosen by `pick`) replaced
-/// by `src`, whose sizes must be the view's.
-fn scatter_into_view(
-    op: &str,
-    self_: &Tensor,
-    src: &Tensor,
-    pick: impl FnOnce(&Tensor) -> Result<Tensor>,
-) -> Result<Tensor> {
-    let out = crate::shape::clone(self_, None)?;
-    let view = pick(&out)?;
-    if view.sizes() != src.sizes() {
-        return Err(err(
-            op,
-            format!(
-                "expected argument 'src' to have the sizes of the part of self it replaces, {:?}, got {:?}",
-                view.sizes(),
-                src.sizes()
-            ),
-        ));
-    }
-    copy_into(&view, src, op)?;
+/// `slice_scatter`, `select_scatter`: a copy of `self` with the part
+/// `opal::rules::view` picked replaced by `src`.
+pub fn scatter_pick(s: PickScatter) -> Result<Tensor> {
+    let out = crate::shape::clone(s.pick.input, None)?;
+    let (sizes, strides, offset) = s.pick.geometry(&out);
+    let view = out.as_strided(&sizes, &strides, offset)?;
+    let op = if s.pick.keep_dim {
+        "slice_scatter"
+    } else {
+        "select_scatter"
+    };
+    copy_into(&view, s.src, op)?;
     Ok(out)
-}
-
-/// `slice_scatter`: `self_` with the slice `start:end:step` of `dim` replaced by `src`.
-pub fn slice_scatter(
-    self_: &Tensor,
-    src: &Tensor,
-    dim: i64,
-    start: Option<i64>,
-    end: Option<i64>,
-    step: i64,
-) -> Result<Tensor> {
-    scatter_into_view("slice_scatter", self_, src, |o| {
-        crate::shape::slice_tensor(o, dim, start, end, step)
-    })
-}
-
-/// `select_scatter`: `self_` with entry `index` of `dim` replaced by `src`.
-pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    scatter_into_view("select_scatter", self_, src, |o| {
-        crate::shape::select_int(o, dim, index)
-    })
 }
 
 #[cfg(test)]
@@ -117,10 +89,11 @@ mod tests {
         assert_eq!(_local_scalar_dense(&one).unwrap().to_i64(), 7);
         assert!(_local_scalar_dense(&s).is_err());
         assert!(_assert_async_msg(&one, "m").is_ok());
-        let r = slice_scatter(&a, &s, 1, Some(0), Some(2), 1).unwrap_err();
+        use opal::rules::view as rule;
+        let r = rule::slice_scatter(&a, &s, 1, Some(0), Some(2), 1).unwrap_err();
         assert!(r.to_string().contains("slice_scatter"));
         let row = Tensor::from_slice(&[5f32, 6., 7.], &[3]).unwrap();
-        let r = select_scatter(&a, &row, 0, -1).unwrap();
+        let r = scatter_pick(rule::select_scatter(&a, &row, 0, -1).unwrap()).unwrap();
         assert_eq!(r.to_vec::<f32>().unwrap(), vec![0., 0., 0., 5., 6., 7.]);
         let zero = Tensor::from_slice(&[0i32], &[]).unwrap();
         assert!(_assert_async_msg(&zero, "boom")

@@ -3,10 +3,12 @@
 //! where the YAML has them). All views share storage through the runtime's
 //! `as_strided`; none copies data (except `reshape` of a non-viewable layout).
 //!
-//! Owns: size/stride arithmetic and PyTorch's error messages for these ops.
-//! Must not: copy data for a view.
+//! Owns: size/stride arithmetic and PyTorch's error messages for these ops, but
+//! for the parts of one dim that `opal::rules::view` picks (`slice.Tensor`,
+//! `select.int`, `narrow`). Must not: copy data for a view.
 
 use crate::nn::io::{err, shape_err, wrap_dim};
+use opal::rules::view::DimPick;
 use opal::{Result, Tensor};
 
 /// A view of `self_` with shape `size` (one `-1` inferred); errors when the layout
@@ -147,7 +149,14 @@ pub fn unsqueeze(self_: &Tensor, dim: i64) -> Result<Tensor> {
     self_.as_strided(&sz, &st, self_.storage_offset())
 }
 
-/// Elements `start..end` step `step` of `dim` (bounds clamped like Python slicing).
+/// `slice.Tensor`, `select.int` (and `narrow`): the part of one dim that
+/// `opal::rules::view` picked, as a view.
+pub fn pick(p: DimPick) -> Result<Tensor> {
+    let (sizes, strides, offset) = p.geometry(p.input);
+    p.input.as_strided(&sizes, &strides, offset)
+}
+
+/// `slice.Tensor` called directly (export's view replay): the rule, then [`pick`].
 pub fn slice_tensor(
     self_: &Tensor,
     dim: i64,
@@ -155,81 +164,14 @@ pub fn slice_tensor(
     end: Option<i64>,
     step: i64,
 ) -> Result<Tensor> {
-    const OP: &str = "slice";
-    if self_.dim() == 0 {
-        return Err(err(OP, "slice() cannot be applied to a 0-dim tensor."));
-    }
-    if step <= 0 {
-        return Err(err(OP, "slice step must be positive"));
-    }
-    let d = wrap_dim(dim, self_.dim(), OP)?;
-    let size = self_.sizes()[d];
-    let clamp = |v: i64| {
-        let v = if v < 0 { v + size } else { v };
-        v.clamp(0, size)
-    };
-    let s = clamp(start.unwrap_or(0));
-    let e = clamp(end.unwrap_or(size)).max(s);
-    let (mut sz, mut st) = (self_.sizes().to_vec(), self_.strides().to_vec());
-    let off = self_.storage_offset() + s * st[d];
-    sz[d] = (e - s + step - 1) / step;
-    st[d] *= step;
-    self_.as_strided(&sz, &st, off)
+    pick(opal::rules::view::slice_tensor(
+        self_, dim, start, end, step,
+    )?)
 }
 
-/// The slice at `index` of `dim`, with that dim removed.
+/// `select.int` called directly (export's view replay): the rule, then [`pick`].
 pub fn select_int(self_: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    const OP: &str = "select";
-    if self_.dim() == 0 {
-        return Err(err(OP, "select() cannot be applied to a 0-dim tensor."));
-    }
-    let d = wrap_dim(dim, self_.dim(), OP)?;
-    let size = self_.sizes()[d];
-    if index < -size || index >= size {
-        return Err(err(
-            OP,
-            format!(
-                "select(): index {index} out of range for tensor of size {:?} at dimension {d}",
-                self_.sizes()
-            ),
-        ));
-    }
-    let i = if index < 0 { index + size } else { index };
-    let (mut sz, mut st) = (self_.sizes().to_vec(), self_.strides().to_vec());
-    let off = self_.storage_offset() + i * st[d];
-    sz.remove(d);
-    st.remove(d);
-    self_.as_strided(&sz, &st, off)
-}
-
-/// `length` elements of `dim` from `start` (which may count from the end).
-pub fn narrow(self_: &Tensor, dim: i64, start: i64, length: i64) -> Result<Tensor> {
-    const OP: &str = "narrow";
-    if self_.dim() == 0 {
-        return Err(err(OP, "narrow() cannot be applied to a 0-dim tensor."));
-    }
-    if length < 0 {
-        return Err(err(OP, "narrow(): length must be non-negative."));
-    }
-    let d = wrap_dim(dim, self_.dim(), OP)?;
-    let size = self_.sizes()[d];
-    if start < -size || start > size {
-        return Err(err(
-            OP,
-            format!(
-                "start out of range (expected to be in range of [{}, {size}], but got {start})",
-                -size
-            ),
-        ));
-    }
-    let s = if start < 0 { start + size } else { start };
-    if s + length > size {
-        return Err(err(
-            OP,
-            format!("start ({s}) + length ({length}) exceeds dimension size ({size})."),
-        ));
-    }
-    slice_tensor(self_, d as i64, Some(s), Some(s + length), 1)
+    pick(opal::rules::view::select_int(self_, dim, index)?)
 }
 
 /// `self_` when already contiguous, else a contiguous copy.
@@ -271,18 +213,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("invalid for input of size 24"));
-        let s = slice_tensor(&a, -1, Some(-3), Some(100), 2).unwrap();
+        use opal::rules::view as rule;
+        let s = pick(rule::slice_tensor(&a, -1, Some(-3), Some(100), 2).unwrap()).unwrap();
         assert_eq!(s.sizes(), &[2, 3, 2]);
         assert_eq!(s.to_vec::<i64>().unwrap()[..2], [1, 3]);
-        let sel = select_int(&a, 1, -1).unwrap();
+        let sel = pick(rule::select_int(&a, 1, -1).unwrap()).unwrap();
         assert_eq!(
             sel.to_vec::<i64>().unwrap(),
             vec![8, 9, 10, 11, 20, 21, 22, 23]
         );
-        assert!(select_int(&a, 0, 2).is_err());
-        let n = narrow(&a, -1, 2, 2).unwrap();
+        assert!(rule::select_int(&a, 0, 2).is_err());
+        let n = pick(rule::narrow(&a, -1, 2, 2).unwrap()).unwrap();
         assert_eq!(n.to_vec::<i64>().unwrap()[..2], [2, 3]);
-        assert!(narrow(&a, 0, 1, 2).is_err());
+        assert!(rule::narrow(&a, 0, 1, 2).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::{check_inputs, inplace_variants, new_strided};
 use crate::shape::fail;
 use crate::shape::geometry::preserve_strides;
 use crate::shape::index::check_scatter;
+use opal::rules::view::PickScatter;
 use opal::{Result, Scalar, Tensor};
 
 /// A result laid out like `self_` (dense, `self_`'s dim order).
@@ -76,39 +77,10 @@ pub fn scatter_reduce_two(
     super::index::scatter_like(OP, self_, dim, index, src)
 }
 
-/// A result like `self_` once `src` has the sizes of `view` (the part it replaces).
-fn scatter_into_view(op: &str, self_: &Tensor, src: &Tensor, view: &Tensor) -> Result<Tensor> {
-    check_inputs(op, &[self_, src])?;
-    if view.sizes() != src.sizes() {
-        return Err(fail(
-            op,
-            format!(
-                "expected argument 'src' to have the sizes of the part of self it replaces, {:?}, got {:?}",
-                view.sizes(),
-                src.sizes()
-            ),
-        ));
-    }
-    like(self_)
-}
-
-/// `slice_scatter`.
-pub fn slice_scatter(
-    self_: &Tensor,
-    src: &Tensor,
-    dim: i64,
-    start: Option<i64>,
-    end: Option<i64>,
-    step: i64,
-) -> Result<Tensor> {
-    let view = super::view::slice_tensor(self_, dim, start, end, step)?;
-    scatter_into_view("slice_scatter", self_, src, &view)
-}
-
-/// `select_scatter`.
-pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    let view = super::view::select_int(self_, dim, index)?;
-    scatter_into_view("select_scatter", self_, src, &view)
+/// `slice_scatter`, `select_scatter`: a result like `self`.
+pub fn scatter_pick(s: PickScatter) -> Result<Tensor> {
+    check_inputs("scatter_pick", &[s.pick.input, s.src])?;
+    like(s.pick.input)
 }
 
 inplace_variants! {

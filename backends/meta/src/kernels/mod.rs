@@ -9,8 +9,9 @@
 //! `out` must have the result's dtype exactly (`mm.out`, `gather.out`,
 //! `_softmax.out`, ...) have no kernel here: `backend.yaml` lists them without one,
 //! and the generated trait runs the functional kernel, then [`autogen::copy_outs`].
-//! Must not: compute a shape rule inline (add it to `shape` so other backends can
-//! reuse it) or read data.
+//! Must not: compute a shape rule inline (a rule the CPU backend also needs lives in
+//! `opal::rules`, named as `rule | kernel` in `backend.yaml`; a Meta-only one in
+//! `shape`) or read data.
 
 pub mod autogen;
 pub mod compare;

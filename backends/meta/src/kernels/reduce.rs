@@ -17,6 +17,7 @@ use crate::shape::promote::{accumulate_dtype, check_out_exact, float_reduction_d
 use crate::shape::reduce::{
     arg_reduction_sizes, check_nonempty_dims, reduced_sizes, reduction_mask, single_dim_sizes,
 };
+use opal::rules::softmax::{Softmax, SoftmaxBackward};
 use opal::{DType, Result, Scalar, Tensor};
 
 /// A contiguous reduction result of `self` over `dims` (`None`/empty = all).
@@ -310,91 +311,17 @@ pub fn sort(self_: &Tensor, dim: i64, _descending: bool) -> Result<(Tensor, Tens
     ))
 }
 
-fn softmax_like(op: &str, self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-    check_inputs(op, &[self_])?;
-    wrap_dim(op, dim, self_.dim())?;
-    let d = if half_to_float {
-        if self_.dtype() != DType::F16 {
-            return Err(fail(op, "conversion is supported for Half type only"));
-        }
-        DType::F32
-    } else {
-        self_.dtype()
-    };
-    require_float(op, d)?;
-    new_contiguous(self_.sizes(), d)
+/// `_softmax`, `_log_softmax`: the rule's dtype, contiguous.
+pub fn softmax(s: Softmax) -> Result<Tensor> {
+    check_inputs("softmax", &[s.input])?;
+    new_contiguous(s.input.sizes(), s.dtype)
 }
 
-fn require_float(op: &str, d: DType) -> Result<()> {
-    if d.is_floating_point() || d.is_complex() {
-        Ok(())
-    } else {
-        Err(fail(op, format!("not implemented for '{}'", d.name())))
-    }
-}
-
-/// `_softmax`.
-pub fn _softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-    softmax_like("_softmax", self_, dim, half_to_float)
-}
-
-/// `_log_softmax`.
-pub fn _log_softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-    softmax_like("_log_softmax", self_, dim, half_to_float)
-}
-
-fn softmax_backward(
-    op: &str,
-    grad_output: &Tensor,
-    output: &Tensor,
-    dim: i64,
-    input_dtype: DType,
-) -> Result<Tensor> {
-    check_inputs(op, &[grad_output, output])?;
-    if grad_output.sizes() != output.sizes() {
-        return Err(fail(
-            op,
-            format!(
-                "grad_output {:?} and output {:?} must have the same sizes",
-                grad_output.sizes(),
-                output.sizes()
-            ),
-        ));
-    }
-    wrap_dim(op, dim, grad_output.dim())?;
-    new_contiguous(grad_output.sizes(), input_dtype)
-}
-
-/// `_softmax_backward_data`: the gradient has the forward input's dtype.
-pub fn _softmax_backward_data(
-    grad_output: &Tensor,
-    output: &Tensor,
-    dim: i64,
-    input_dtype: DType,
-) -> Result<Tensor> {
-    softmax_backward(
-        "_softmax_backward_data",
-        grad_output,
-        output,
-        dim,
-        input_dtype,
-    )
-}
-
-/// `_log_softmax_backward_data`.
-pub fn _log_softmax_backward_data(
-    grad_output: &Tensor,
-    output: &Tensor,
-    dim: i64,
-    input_dtype: DType,
-) -> Result<Tensor> {
-    softmax_backward(
-        "_log_softmax_backward_data",
-        grad_output,
-        output,
-        dim,
-        input_dtype,
-    )
+/// `_softmax_backward_data`, `_log_softmax_backward_data`: the gradient has the
+/// forward input's dtype.
+pub fn softmax_backward(b: SoftmaxBackward) -> Result<Tensor> {
+    check_inputs("softmax_backward", &[b.grad_output, b.output])?;
+    new_contiguous(b.grad_output.sizes(), b.input_dtype)
 }
 
 out_variants! {

@@ -1,29 +1,15 @@
 //! Meta kernel of `empty_strided`: a meta tensor with the given sizes and strides.
 //!
-//! Owns: this factory's argument checks. Must not: lay out memory itself (the
-//! runtime's `Tensor::empty_strided` checks the geometry).
+//! Owns: this factory's device. Must not: check its arguments
+//! (`opal::rules::factory`) or lay out memory itself.
 
 use super::meta_device;
 use super::view::check_target;
-use opal::dtype::default_dtype;
-use opal::{DType, Device, Layout, Result, Tensor};
+use opal::rules::factory::EmptyStrided;
+use opal::{Result, Tensor};
 
 /// `empty_strided`.
-pub fn empty_strided(
-    size: &[i64],
-    stride: &[i64],
-    dtype: Option<DType>,
-    layout: Option<Layout>,
-    device: Option<Device>,
-    _pin_memory: Option<bool>,
-) -> Result<Tensor> {
-    const OP: &str = "empty_strided";
-    check_target(OP, layout, device)?;
-    opal::rules::geometry::check_strided_args(OP, size, stride)?;
-    Tensor::empty_strided(
-        size,
-        stride,
-        dtype.unwrap_or_else(default_dtype),
-        meta_device(),
-    )
+pub fn empty_strided(e: EmptyStrided) -> Result<Tensor> {
+    check_target("empty_strided", None, e.device)?;
+    Tensor::empty_strided(e.size, e.stride, e.dtype, meta_device())
 }

@@ -12,6 +12,7 @@ use crate::shape::geometry::{
     channels_last_strides, contiguous_strides, is_contiguous, preserve_strides,
 };
 use crate::shape::view::{self as v, Reshape};
+use opal::rules::view::DimPick;
 use opal::{DType, Device, Layout, MemoryFormat, Result, Tensor};
 
 fn reshaped(self_: &Tensor, r: Reshape) -> Result<Tensor> {
@@ -72,34 +73,12 @@ pub fn unsqueeze(self_: &Tensor, dim: i64) -> Result<Tensor> {
     view_of(self_, &v::unsqueeze("unsqueeze", &strided_of(self_), dim)?)
 }
 
-/// `slice.Tensor`.
-pub fn slice_tensor(
-    self_: &Tensor,
-    dim: i64,
-    start: Option<i64>,
-    end: Option<i64>,
-    step: i64,
-) -> Result<Tensor> {
-    check_inputs("slice", &[self_])?;
-    view_of(
-        self_,
-        &v::slice("slice", &strided_of(self_), dim, start, end, step)?,
-    )
-}
-
-/// `select.int`.
-pub fn select_int(self_: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    check_inputs("select", &[self_])?;
-    view_of(self_, &v::select("select", &strided_of(self_), dim, index)?)
-}
-
-/// `narrow`.
-pub fn narrow(self_: &Tensor, dim: i64, start: i64, length: i64) -> Result<Tensor> {
-    check_inputs("narrow", &[self_])?;
-    view_of(
-        self_,
-        &v::narrow("narrow", &strided_of(self_), dim, start, length)?,
-    )
+/// `slice.Tensor`, `select.int`, `narrow`: the part of one dim
+/// `opal::rules::view` picked, as a view.
+pub fn pick(p: DimPick) -> Result<Tensor> {
+    check_inputs("pick", &[p.input])?;
+    let (sizes, strides, offset) = p.geometry(p.input);
+    p.input.as_strided(&sizes, &strides, offset)
 }
 
 /// `flatten.using_ints`: a view when possible, like `reshape`.

@@ -204,83 +204,6 @@ pub fn unsqueeze(op: &str, t: &Strided, dim: i64) -> Result<Strided> {
     Ok(out)
 }
 
-/// `slice(dim, start, end, step)`: Python slicing, bounds clamped to the dim.
-pub fn slice(
-    op: &str,
-    t: &Strided,
-    dim: i64,
-    start: Option<i64>,
-    end: Option<i64>,
-    step: i64,
-) -> Result<Strided> {
-    if t.ndim() == 0 {
-        return Err(fail(op, "slice() cannot be applied to a 0-dim tensor"));
-    }
-    if step <= 0 {
-        return Err(fail(op, "slice step must be positive"));
-    }
-    let d = wrap_dim(op, dim, t.ndim())?;
-    let size = t.sizes[d];
-    let clamp = |v: i64| {
-        let v = if v < 0 { v + size } else { v };
-        v.clamp(0, size)
-    };
-    let s = clamp(start.unwrap_or(0));
-    let e = clamp(end.unwrap_or(i64::MAX)).max(s);
-    let mut out = t.clone();
-    out.offset += s * t.strides[d];
-    out.sizes[d] = (e - s + step - 1) / step;
-    out.strides[d] *= step;
-    Ok(out)
-}
-
-/// `select(dim, index)`: removes the dim, moving the offset to the chosen slice.
-pub fn select(op: &str, t: &Strided, dim: i64, index: i64) -> Result<Strided> {
-    if t.ndim() == 0 {
-        return Err(fail(op, "select() cannot be applied to a 0-dim tensor"));
-    }
-    let d = wrap_dim(op, dim, t.ndim())?;
-    let size = t.sizes[d];
-    if index < -size || index >= size {
-        return Err(fail(
-            op,
-            format!(
-                "index {index} out of range for tensor of size {:?} at dimension {d}",
-                t.sizes
-            ),
-        ));
-    }
-    let i = if index < 0 { index + size } else { index };
-    let mut out = t.clone();
-    out.offset += i * t.strides[d];
-    out.sizes.remove(d);
-    out.strides.remove(d);
-    Ok(out)
-}
-
-/// `narrow(dim, start, length)`: like `slice` but the range must fit.
-pub fn narrow(op: &str, t: &Strided, dim: i64, start: i64, length: i64) -> Result<Strided> {
-    if t.ndim() == 0 {
-        return Err(fail(op, "narrow() cannot be applied to a 0-dim tensor"));
-    }
-    let d = wrap_dim(op, dim, t.ndim())?;
-    let size = t.sizes[d];
-    if start < -size || start > size {
-        return Err(fail(
-            op,
-            format!("start ({start}) out of range for dimension {d} of size {size}"),
-        ));
-    }
-    let s = if start < 0 { start + size } else { start };
-    if length < 0 || s + length > size {
-        return Err(fail(
-            op,
-            format!("start ({s}) + length ({length}) exceeds dimension size ({size})"),
-        ));
-    }
-    slice(op, t, dim, Some(s), Some(s + length), 1)
-}
-
 /// `flatten(start_dim, end_dim)`: the merged sizes, then `reshape`.
 pub fn flatten(op: &str, t: &Strided, start_dim: i64, end_dim: i64) -> Result<Reshape> {
     if t.ndim() == 0 {
@@ -334,9 +257,17 @@ pub fn split(op: &str, t: &Strided, split_size: i64, dim: i64) -> Result<Vec<Str
     (0..pieces)
         .map(|i| {
             let start = i * split_size;
-            narrow(op, t, d as i64, start, split_size.min(size - start))
+            Ok(part(t, d, start, split_size.min(size - start)))
         })
         .collect()
+}
+
+/// Elements `start..start + len` of dim `d` (in range: the callers split the dim).
+fn part(t: &Strided, d: usize, start: i64, len: i64) -> Strided {
+    let mut out = t.clone();
+    out.offset += start * t.strides[d];
+    out.sizes[d] = len;
+    out
 }
 
 /// `chunk(chunks, dim)`: at most `chunks` pieces of `ceil(size / chunks)`.
@@ -354,7 +285,7 @@ pub fn chunk(op: &str, t: &Strided, chunks: i64, dim: i64) -> Result<Vec<Strided
     let size = t.sizes[d];
     if size == 0 {
         // Every chunk of an empty dim is empty, and there are exactly `chunks` of them.
-        return (0..chunks).map(|_| narrow(op, t, d as i64, 0, 0)).collect();
+        return Ok((0..chunks).map(|_| part(t, d, 0, 0)).collect());
     }
     split(op, t, (size + chunks - 1) / chunks, dim)
 }
@@ -389,22 +320,6 @@ mod tests {
         assert!(
             matches!(flatten("flatten", &x, 1, -1).unwrap(), Reshape::View(v) if v.sizes == vec![2, 12])
         );
-    }
-
-    #[test]
-    fn slicing_moves_offset_and_scales_stride() {
-        let x = c(&[4, 6]);
-        let s = slice("slice", &x, 1, Some(1), Some(100), 2).unwrap();
-        assert_eq!(
-            (s.sizes.clone(), s.strides.clone(), s.offset),
-            (vec![4, 3], vec![6, 2], 1)
-        );
-        let s = slice("slice", &x, 0, Some(-3), None, 1).unwrap();
-        assert_eq!((s.sizes[0], s.offset), (3, 6));
-        let s = select("select", &x, 0, -1).unwrap();
-        assert_eq!((s.sizes.clone(), s.offset), (vec![6], 18));
-        assert!(select("select", &x, 0, 4).is_err());
-        assert!(narrow("narrow", &x, 1, 4, 3).is_err());
     }
 
     #[test]
