@@ -67,28 +67,122 @@ float_unary!(
     |x| x.sqrt(),
     complex | z | z.sqrt()
 );
-float_unary!(rsqrt_impl, rsqrt, rsqrt_out, rsqrt_, "rsqrt", |x| 1.0
-    / x.sqrt());
+float_unary!(
+    rsqrt_impl,
+    rsqrt,
+    rsqrt_out,
+    rsqrt_,
+    "rsqrt",
+    |x| 1.0 / x.sqrt(),
+    complex | z | Cplx::recip(T::from_nc(z.sqrt())).nc()
+);
 float_unary!(exp_impl, exp, exp_out, exp_, "exp", |x| x.exp(), complex |z| z.exp(), fast: Some(exp_f32_slice));
-float_unary!(expm1_impl, expm1, expm1_out, expm1_, "expm1", |x| x
-    .exp_m1());
+float_unary!(
+    expm1_impl,
+    expm1,
+    expm1_out,
+    expm1_,
+    "expm1",
+    |x| x.exp_m1(),
+    complex | z | z.exp() - 1.0
+);
 float_unary!(log_impl, log, log_out, log_, "log", |x| x.ln(), complex |z| z.ln(), fast: Some(log_f32_slice));
-float_unary!(log1p_impl, log1p, log1p_out, log1p_, "log1p", |x| x.ln_1p());
-float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin(), fast: Some(sin_f32_slice));
-float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos(), fast: Some(cos_f32_slice));
-float_unary!(tan_impl, tan, tan_out, tan_, "tan", |x| x.tan());
-float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh(), fast: Some(tanh_f32_slice));
+float_unary!(
+    log1p_impl,
+    log1p,
+    log1p_out,
+    log1p_,
+    "log1p",
+    |x| x.ln_1p(),
+    complex | z | (z + 1.0).ln()
+);
+float_unary!(sin_impl, sin, sin_out, sin_, "sin", |x| x.sin(), complex |z| z.sin(), fast: Some(sin_f32_slice));
+float_unary!(cos_impl, cos, cos_out, cos_, "cos", |x| x.cos(), complex |z| z.cos(), fast: Some(cos_f32_slice));
+float_unary!(
+    tan_impl,
+    tan,
+    tan_out,
+    tan_,
+    "tan",
+    |x| x.tan(),
+    complex | z | z.tan()
+);
+float_unary!(tanh_impl, tanh, tanh_out, tanh_, "tanh", |x| x.tanh(), complex |z| z.tanh(), fast: Some(tanh_f32_slice));
 float_unary!(erf_impl, erf, erf_out, erf_, "erf", |x| Special::erf(x));
-float_unary!(acos_impl, acos, acos_out, acos_, "acos", |x| x.acos());
-float_unary!(acosh_impl, acosh, acosh_out, acosh_, "acosh", |x| x.acosh());
-float_unary!(asin_impl, asin, asin_out, asin_, "asin", |x| x.asin());
-float_unary!(asinh_impl, asinh, asinh_out, asinh_, "asinh", |x| x.asinh());
-float_unary!(atan_impl, atan, atan_out, atan_, "atan", |x| x.atan());
-float_unary!(atanh_impl, atanh, atanh_out, atanh_, "atanh", |x| x.atanh());
-float_unary!(cosh_impl, cosh, cosh_out, cosh_, "cosh", |x| x.cosh());
-float_unary!(sinh_impl, sinh, sinh_out, sinh_, "sinh", |x| x.sinh());
-float_unary!(log10_impl, log10, log10_out, log10_, "log10", |x| x.log10(), fast: Some(log10_f32_slice));
-float_unary!(log2_impl, log2, log2_out, log2_, "log2", |x| x.log2(), fast: Some(log2_f32_slice));
+float_unary!(
+    acos_impl,
+    acos,
+    acos_out,
+    acos_,
+    "acos",
+    |x| x.acos(),
+    complex | z | z.acos()
+);
+float_unary!(
+    acosh_impl,
+    acosh,
+    acosh_out,
+    acosh_,
+    "acosh",
+    |x| x.acosh(),
+    complex | z | z.acosh()
+);
+float_unary!(
+    asin_impl,
+    asin,
+    asin_out,
+    asin_,
+    "asin",
+    |x| x.asin(),
+    complex | z | z.asin()
+);
+float_unary!(
+    asinh_impl,
+    asinh,
+    asinh_out,
+    asinh_,
+    "asinh",
+    |x| x.asinh(),
+    complex | z | z.asinh()
+);
+float_unary!(
+    atan_impl,
+    atan,
+    atan_out,
+    atan_,
+    "atan",
+    |x| x.atan(),
+    complex | z | z.atan()
+);
+float_unary!(
+    atanh_impl,
+    atanh,
+    atanh_out,
+    atanh_,
+    "atanh",
+    |x| x.atanh(),
+    complex | z | z.atanh()
+);
+float_unary!(
+    cosh_impl,
+    cosh,
+    cosh_out,
+    cosh_,
+    "cosh",
+    |x| x.cosh(),
+    complex | z | z.cosh()
+);
+float_unary!(
+    sinh_impl,
+    sinh,
+    sinh_out,
+    sinh_,
+    "sinh",
+    |x| x.sinh(),
+    complex | z | z.sinh()
+);
+float_unary!(log10_impl, log10, log10_out, log10_, "log10", |x| x.log10(), complex |z| z.log10(), fast: Some(log10_f32_slice));
+float_unary!(log2_impl, log2, log2_out, log2_, "log2", |x| x.log2(), complex |z| z.log2(), fast: Some(log2_f32_slice));
 float_unary!(
     sigmoid_impl,
     sigmoid,
@@ -96,6 +190,7 @@ float_unary!(
     sigmoid_,
     "sigmoid",
     |x| 1.0 / (1.0 + (-x).exp()),
+    complex | z | Cplx::recip(T::from_nc((-z).exp() + 1.0)).nc(),
     fast: Some(sigmoid_f32_slice)
 );
 float_unary!(
