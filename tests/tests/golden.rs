@@ -37,7 +37,6 @@ const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
         &[
             "pow.Tensor_Tensor", "pow.Tensor_Scalar", "mm", "bmm", "addmm", "cumsum", "prod",
             "prod.dim_int", "var.correction", "scatter_add", "index_put", "masked_scatter",
-            "nonzero",
         ],
         &[DType::C64, DType::C128],
         "no complex kernel on the CPU yet (PyTorch's CPU has one)",

@@ -12,7 +12,7 @@
 use crate::copy::{contiguous, to_dtype};
 use crate::dispatch_all;
 use crate::nn::io::{err, make_output, with_slice, write_out};
-use opal::{DType, OpalError, Result, Tensor};
+use opal::{DType, Result, Tensor};
 use std::ops::Range;
 
 /// `mask` cut into row-major chunks (one below the parallel grain, about four per
@@ -63,13 +63,8 @@ fn pieces<'a, T>(
 }
 
 /// Whether each element of `t` is non-zero (NaN counts), row-major.
-fn truth(t: &Tensor, op: &str) -> Result<Tensor> {
-    if t.dtype().is_complex() {
-        return Err(OpalError::not_implemented(
-            &format!("{op} (complex)"),
-            "CPU",
-        ));
-    }
+fn truth(t: &Tensor) -> Result<Tensor> {
+    // Complex values count as true when either part is non-zero (the bool cast).
     contiguous(&to_dtype(t, DType::Bool)?)
 }
 
@@ -85,7 +80,7 @@ fn nonzero_impl(self_: &Tensor, dest: Option<&Tensor>, op: &str) -> Result<Tenso
     }
     let nd = self_.dim();
     let sizes: Vec<usize> = self_.sizes().iter().map(|&s| s as usize).collect();
-    let mask = truth(self_, op)?;
+    let mask = truth(self_)?;
     with_slice::<bool, _>(&mask, |m| {
         let (ranges, offsets, total) = chunks_with_offsets(m);
         let shape = [total as i64, nd as i64];
@@ -157,7 +152,7 @@ pub fn nonzero_out(self_: &Tensor, out: &Tensor) -> Result<Tensor> {
 fn scatter_masked(self_: &Tensor, mask: &Tensor, source: &Tensor, op: &str) -> Result<Tensor> {
     opal::rules::indexing::check_masked_scatter(op, self_.dtype(), mask.dtype(), source.dtype())?;
     let dt = self_.dtype();
-    let m = truth(mask, op)?;
+    let m = truth(mask)?;
     with_slice::<bool, _>(&m, |m| {
         let (ranges, offsets, total) = chunks_with_offsets(m);
         if total > source.numel() as usize {
