@@ -306,8 +306,9 @@ pub fn is_integral(d: DType) -> bool {
 
 /// A complex element type (C64, C128) with the arithmetic CPU kernels need.
 /// Complex numbers have no order and no lossless real cast, so they are not
-/// [`Elem`]s: kernels reach them through [`dispatch_complex!`] and the maps of
-/// [`crate::iter`], which only need [`opal::Element`].
+/// [`Elem`]s: kernels reach them through
+/// [`dispatch_complex!`](crate::dispatch_complex) and the maps of [`crate::iter`],
+/// which only need [`opal::Element`].
 pub trait Cplx: opal::Element + Default {
     /// The component type: f32 for C64, f64 for C128.
     type R: Float<Compute = Self::R> + num_traits::Float + Send + Sync + std::iter::Sum;
