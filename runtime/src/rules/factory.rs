@@ -85,15 +85,7 @@ pub fn zeros(
     device: Option<Device>,
     pin_memory: Option<bool>,
 ) -> Result<Filled<'_>> {
-    let dtype = dtype.unwrap_or_else(crate::dtype::default_dtype);
-    filled(
-        "zeros",
-        size,
-        Scalar::Int(0),
-        dtype,
-        layout,
-        (device, pin_memory),
-    )
+    constant("zeros", 0, size, dtype, layout, (device, pin_memory))
 }
 
 /// The rule of `ones` (and of its `out=` form): as [`zeros`]'.
@@ -104,15 +96,20 @@ pub fn ones(
     device: Option<Device>,
     pin_memory: Option<bool>,
 ) -> Result<Filled<'_>> {
+    constant("ones", 1, size, dtype, layout, (device, pin_memory))
+}
+
+/// `zeros` / `ones`: `value` in the requested dtype, else the default dtype.
+fn constant<'a>(
+    op: &'static str,
+    value: i64,
+    size: &'a [i64],
+    dtype: Option<DType>,
+    layout: Option<Layout>,
+    placement: (Option<Device>, Option<bool>),
+) -> Result<Filled<'a>> {
     let dtype = dtype.unwrap_or_else(crate::dtype::default_dtype);
-    filled(
-        "ones",
-        size,
-        Scalar::Int(1),
-        dtype,
-        layout,
-        (device, pin_memory),
-    )
+    filled(op, size, Scalar::Int(value), dtype, layout, placement)
 }
 
 /// The rule of `full` (and of its `out=` form): non-negative sizes, the fill
