@@ -24,10 +24,10 @@ tsan_test() {
 }
 
 tsan_test -p opal-cpu --lib parallel:: -- --test-threads=1
-tsan_test -p opal-runtime --test stress --test dispatch --test autograd
+tsan_test -p opal-runtime --test integration -- stress:: dispatch:: autograd::
 # One test thread here too: the memory-accounting tests compare an emu device's
 # allocated bytes before and after, and on several test threads under TSan one
 # of them once counted other tests' blocks (no TSan report; see contributing.md).
-tsan_test -p opal-emu --test device_runtime -- --test-threads=1
-tsan_test -p opal-tests --test torture
+tsan_test -p opal-emu --test integration -- device_runtime:: --test-threads=1
+tsan_test -p opal-tests --test integration -- torture::
 echo "tsan: no reports"

@@ -2,7 +2,7 @@
 //! PyTorch's, and reports bad input with a message and exit code 1, never a
 //! panic.
 
-mod common;
+use crate::common;
 
 use common::{compare, dir_from_env, models};
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! cause and before any node runs. The archives are this crate's tiny fixture,
 //! rewritten in a temporary directory.
 
-mod common;
+use crate::common;
 
 use common::dir_from_env;
 use opal_export::{device, ExportedProgram, LoadLimits, RunLimits};

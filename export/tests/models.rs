@@ -8,7 +8,7 @@
 //! when it names an operator Opal does not define, loading fails with an error
 //! naming that operator).
 
-mod common;
+use crate::common;
 
 use common::{compare, dir_from_env, models, shared_dir, Model};
 use opal_export::{device, io, ExportedProgram, LoadLimits, Support};

@@ -1,7 +1,7 @@
 //! Dispatch keys, TLS, the dispatcher's table precedence, registration policy,
 //! typed and boxed calling, adapters, redispatch and errors.
 
-mod common;
+use crate::common;
 
 use common::{boxed_const, call, redispatch, typed, Sig};
 use opal::dispatch::{

@@ -1,7 +1,7 @@
 //! The process-global key set and backend fallbacks registered through a Library
 //! (own test binary: both are process-wide state).
 
-mod common;
+use crate::common;
 
 use common::{boxed_const, call, typed, Sig};
 use opal::dispatch::tls::{global_include, global_keyset, global_remove};

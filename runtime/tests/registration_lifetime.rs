@@ -2,7 +2,7 @@
 //! registration is dropped (registrations are freed on drop): the call runs what is
 //! registered now, or reports that nothing is.
 
-mod common;
+use crate::common;
 
 use common::{boxed_const, redispatch, typed};
 use opal::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, Kernel, OpSlot};

@@ -3,7 +3,7 @@
 
 #[allow(dead_code)] // `main` is the example's entry point, unused here.
 #[path = "../examples/resave.rs"]
-mod resave;
+mod example;
 
 use std::collections::BTreeMap;
 
@@ -26,7 +26,7 @@ fn resave_round_trips_tensors_and_metadata() {
     meta.insert("format".to_string(), "pt".to_string());
     serialize::save_file(&[("a", &a), ("b", &b), ("c", &c)], &meta, &input).unwrap();
     let args = [input.display().to_string(), output.display().to_string()];
-    assert_eq!(resave::run(&args), Ok(3));
+    assert_eq!(example::run(&args), Ok(3));
     // Same tensors in, same bytes out: the writer's order and layout are canonical.
     assert_eq!(
         std::fs::read(&input).unwrap(),
@@ -49,14 +49,14 @@ fn resave_round_trips_tensors_and_metadata() {
 #[test]
 fn resave_reports_bad_arguments_and_bad_files() {
     let dir = temp_dir("bad");
-    let err = resave::run(&["only-one".to_string()]).unwrap_err();
+    let err = example::run(&["only-one".to_string()]).unwrap_err();
     assert!(err.contains("expected 2 arguments"), "{err}");
     let missing = dir.join("missing.safetensors").display().to_string();
-    let err = resave::run(&[missing.clone(), dir.join("o").display().to_string()]).unwrap_err();
+    let err = example::run(&[missing.clone(), dir.join("o").display().to_string()]).unwrap_err();
     assert!(err.contains(&missing), "{err}");
     let junk = dir.join("junk.safetensors");
     std::fs::write(&junk, b"not a safetensors file").unwrap();
-    let err = resave::run(&[
+    let err = example::run(&[
         junk.display().to_string(),
         dir.join("o").display().to_string(),
     ])

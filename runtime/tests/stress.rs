@@ -2,7 +2,7 @@
 //! deregisters kernels, fallbacks and new ops; every result must come from a kernel
 //! that was registered at some point, and no call may fail.
 
-mod common;
+use crate::common;
 
 use common::{call, typed, Sig};
 use opal::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, KernelFunction, OpSlot};

@@ -4,7 +4,7 @@
 //! whose signature is that type, padded structs included), and dropping
 //! registrations restores the previous one on the lock-free path too.
 
-mod common;
+use crate::common;
 
 use common::typed;
 use opal::dispatch::{

@@ -2,7 +2,7 @@
 //! request): what each accessor gives, boxing to and from `IValue::None`, and the
 //! dispatcher's error when an op gets nothing but undefined tensors.
 
-mod common;
+use crate::common;
 
 use common::{call, typed, Sig};
 use opal::dispatch::{DispatchKey, DispatchKeySet, Dispatcher, Library, OpSlot};

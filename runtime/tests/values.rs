@@ -206,21 +206,23 @@ fn devices_parse_and_print() {
     }
 }
 
+// PrivateUse2 carries the name `dispatch.rs` gives it too: the names are process-wide
+// and the two modules share one test binary.
 #[test]
 fn privateuse_backends_coexist() {
-    opal::register_privateuse_backend(DispatchKey::PrivateUse2, "npx").unwrap();
+    opal::register_privateuse_backend(DispatchKey::PrivateUse2, "npu").unwrap();
     opal::register_privateuse_backend(DispatchKey::PrivateUse3, "tpx").unwrap();
     // idempotent
-    opal::register_privateuse_backend(DispatchKey::PrivateUse2, "npx").unwrap();
+    opal::register_privateuse_backend(DispatchKey::PrivateUse2, "npu").unwrap();
     // renaming, taken names, bad keys, bad names are errors
     assert!(opal::register_privateuse_backend(DispatchKey::PrivateUse2, "other").is_err());
-    assert!(opal::register_privateuse_backend(DispatchKey::PrivateUse3, "npx").is_err());
+    assert!(opal::register_privateuse_backend(DispatchKey::PrivateUse3, "npu").is_err());
     assert!(opal::register_privateuse_backend(DispatchKey::CPU, "x").is_err());
     assert!(opal::register_privateuse_backend(DispatchKey::PrivateUse1, "cpu").is_err());
     assert!(opal::register_privateuse_backend(DispatchKey::PrivateUse1, "Bad Name").is_err());
-    let d = Device::parse("npx:1").unwrap();
+    let d = Device::parse("npu:1").unwrap();
     assert_eq!(d.device_type(), DeviceType::PrivateUse2);
-    assert_eq!(d.to_string(), "npx:1");
+    assert_eq!(d.to_string(), "npu:1");
     assert_eq!(
         Device::parse("tpx").unwrap().backend_key(),
         DispatchKey::PrivateUse3

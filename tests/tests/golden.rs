@@ -13,7 +13,7 @@
 //!
 //! The directory is `OPAL_GOLDEN_DIR` (a relative path is taken from the repository
 //! root), default `../shared/fixtures/golden` from the repository root:
-//! `OPAL_GOLDEN_DIR=<dir> cargo test -p opal-tests --test golden`.
+//! `OPAL_GOLDEN_DIR=<dir> cargo test -p opal-tests --test integration golden::`.
 //!
 //! No case is skipped silently: skips are listed below with their reason and the
 //! test asserts that exactly those were skipped.

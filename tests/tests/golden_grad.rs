@@ -11,7 +11,7 @@
 //! moved to `emu:0`, gradients moved back to compare). The directory is
 //! `OPAL_GOLDEN_GRAD_DIR` (relative: from the repository root), default
 //! `../shared/fixtures/golden-grad`:
-//! `OPAL_GOLDEN_GRAD_DIR=<dir> cargo test -p opal-tests --test golden_grad`.
+//! `OPAL_GOLDEN_GRAD_DIR=<dir> cargo test -p opal-tests --test integration golden_grad::`.
 //!
 //! Owns: the gradient run of a case. Must not: special-case an op to make it pass.
 

@@ -2,7 +2,7 @@
 //! (order, rounding, in-place magnitudes, reductions into real dtypes) is an `Err`
 //! naming the op and the dtype, and in-place / out= forms keep their dtype rules.
 //! The values of the supported ops are checked against PyTorch by the golden
-//! cases of `tests/fixtures/golden-core/g` (`cargo test -p opal-tests --test golden`).
+//! cases of `tests/fixtures/golden-core/g` (`cargo test -p opal-tests --test integration golden::`).
 
 use opal::{Complex, DType, Scalar, Tensor};
 use opal_cpu::elementwise::{binary, overloads, unary};

@@ -3,7 +3,7 @@
 //! lives in the cross-crate tests). Every case of every op listed in [`call`] must
 //! run and pass; ops of other kernel families are counted and listed, not run.
 
-mod golden_support;
+use crate::golden_support;
 
 use golden_support::{check, load_cases, Args, Case};
 use opal::{Result as OResult, Tensor};

@@ -6,8 +6,7 @@
 //! Owns: the op-name -> kernel-call table for part-2 ops. Must not: skip a case
 //! silently (every case of a listed op runs; unknown part-2 ops fail the test).
 
-#[path = "golden_support/mod.rs"]
-mod golden_support;
+use crate::golden_support;
 
 use golden_support::{check, load_cases, Args, Case, Val};
 use opal::{DType, Scalar, Tensor};

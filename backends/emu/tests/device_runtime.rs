@@ -1,6 +1,4 @@
 //! The device-runtime suite (`suites/device_runtime.rs`) on the linked emu.
 
-mod common;
-
 #[path = "suites/device_runtime.rs"]
 mod suite;

@@ -3,7 +3,7 @@
 //! strided device tensors save their logical elements, and backend metadata goes
 //! into the file's `__metadata__` through emu's hooks and back.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,10 @@
+//! Every integration test of this crate, as modules of one test binary.
+//!
+//! One binary links the runtime and its generated operators once instead of once
+//! per file: a debug test binary is ~220 MB, and a binary per file filled CI's
+//! disk and spent most of the test build linking. A test that needs a process of
+//! its own is a `[[test]]` target of its own in Cargo.toml instead.
+
+mod dropout;
+mod kernels;
+mod trace_mlp;

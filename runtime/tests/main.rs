@@ -1,0 +1,26 @@
+//! Every integration test of this crate, as modules of one test binary.
+//!
+//! One binary links the runtime and its generated operators once instead of once
+//! per file: a debug test binary is ~220 MB, and a binary per file filled CI's
+//! disk and spent most of the test build linking. A test that needs a process of
+//! its own is a `[[test]]` target of its own in Cargo.toml instead.
+
+#[macro_use]
+mod common;
+mod autocast_cpu;
+mod autograd;
+mod autograd_generated;
+mod composites;
+mod device_runtime_cpu;
+mod dispatch;
+mod global;
+mod grad_hooks;
+mod module_deps;
+mod pytorch_safetensors;
+mod registration_leak;
+mod registration_lifetime;
+mod resave;
+mod stress;
+mod typed_cells;
+mod undefined;
+mod values;
