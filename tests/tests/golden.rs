@@ -43,18 +43,6 @@ const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
     ),
     (
         Target::Cpu,
-        &["avg_pool3d"],
-        &[DType::I64],
-        "int64 3-d average pooling (PyTorch's CPU has it) is not implemented",
-    ),
-    (
-        Target::Meta,
-        &["avg_pool3d"],
-        &[DType::I64],
-        "int64 3-d average pooling (PyTorch's CPU has it) is not implemented",
-    ),
-    (
-        Target::Cpu,
         &["convolution"],
         &[DType::I64],
         "integer convolution (PyTorch's CPU has it) is not implemented",

@@ -27,8 +27,8 @@ fn along(x: &Tensor, dim: i64, a: Vec<f64>, out: i64, n: i64) -> Result<Tensor> 
 }
 
 /// Checks a 3-d pooling input: `[C, D, H, W]` or `[N, C, D, H, W]`, floating (f16
-/// and bf16 only when `half_ok`, as PyTorch's CPU kernels), with non-empty
-/// non-batch dims; gives its `[D, H, W]`.
+/// and bf16 only when `half_ok`, as PyTorch's CPU kernels; int64 for
+/// `avg_pool3d` too), with non-empty non-batch dims; gives its `[D, H, W]`.
 fn input_3d(op: &str, x: &Tensor, half_ok: bool) -> Result<[i64; 3]> {
     let s = x.sizes();
     if !(s.len() == 4 || s.len() == 5) || s[s.len() - 4..].contains(&0) {
@@ -37,7 +37,8 @@ fn input_3d(op: &str, x: &Tensor, half_ok: bool) -> Result<[i64; 3]> {
         )));
     }
     let half = matches!(x.dtype(), DType::F16 | DType::BF16);
-    if !x.dtype().is_floating_point() || (half && !half_ok) {
+    let int64_ok = op == "avg_pool3d" && x.dtype() == DType::I64;
+    if !(x.dtype().is_floating_point() || int64_ok) || (half && !half_ok) {
         return Err(OpalError::msg(format!(
             "{op}: not implemented for input dtype {:?}",
             x.dtype()
@@ -82,7 +83,9 @@ pub(super) fn avg_pool3d(
     let dims = input_3d(OP, x, false)?;
     check_divisor(OP, divisor_override)?;
     let g = pool_window::<3>(OP, dims, kernel_size, stride, padding, &[1], ceil_mode)?;
+    let integer = x.dtype() == DType::I64;
     let mut mats = Vec::with_capacity(3);
+    let mut divisors = Vec::with_capacity(3);
     for (i, (&n, &out)) in dims.iter().zip(&g.out).enumerate() {
         let mut a = vec![0.0; (out * n) as usize];
         let windows = avg_pool_windows(
@@ -93,9 +96,11 @@ pub(super) fn avg_pool3d(
             g.padding[i],
             count_include_pad,
         );
+        let mut dim_divisors = Vec::with_capacity(windows.len());
         for (o, (s, e, div)) in windows.into_iter().enumerate() {
             // An override divides once, so it goes into the first dim's weights only.
             let w = match divisor_override {
+                _ if integer => 1.0,
                 Some(d) if i == 0 => 1.0 / d as f64,
                 Some(_) => 1.0,
                 None => 1.0 / div as f64,
@@ -103,10 +108,46 @@ pub(super) fn avg_pool3d(
             for j in s..e {
                 a[o * n as usize + j as usize] = w;
             }
+            dim_divisors.push(div as f64);
         }
         mats.push((a, out, n));
+        divisors.push(dim_divisors);
+    }
+    if integer {
+        return integer_average(x, mats, &divisors, divisor_override);
     }
     separable(x, mats)
+}
+
+/// int64 average pooling as PyTorch's CPU kernel does it: each window's sum in
+/// integers, divided by the window's divisor (the product of the per-dim ones, or
+/// the override) with the quotient truncated toward zero. The sums run through
+/// the f64 matrices, exact while a window's sum stays below 2^53 in magnitude.
+fn integer_average(
+    x: &Tensor,
+    ones: Vec<(Vec<f64>, i64, i64)>,
+    divisors: &[Vec<f64>],
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    let sums = separable(&x.to_dtype(DType::F64)?, ones)?;
+    let divisor: Vec<f64> = match divisor_override {
+        Some(d) => vec![d as f64],
+        None => divisors[0]
+            .iter()
+            .flat_map(|&a| {
+                divisors[1]
+                    .iter()
+                    .flat_map(move |&b| divisors[2].iter().map(move |&c| a * b * c))
+            })
+            .collect(),
+    };
+    let shape: Vec<i64> = match divisor_override {
+        Some(_) => vec![1],
+        None => divisors.iter().map(|d| d.len() as i64).collect(),
+    };
+    let divisor =
+        derivatives::host_constant(&Tensor::from_vec(divisor, &shape)?, DType::F64, x.device())?;
+    ops::div_tensor_mode(&sums, &divisor, Some("trunc"))?.to_dtype(DType::I64)
 }
 
 pub(super) fn adaptive_avg_pool3d(
