@@ -43,12 +43,6 @@ const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
     ),
     (
         Target::Cpu,
-        &["convolution"],
-        &[DType::I64],
-        "integer convolution (PyTorch's CPU has it) is not implemented",
-    ),
-    (
-        Target::Cpu,
         &["grid_sampler_2d"],
         &[DType::F16, DType::BF16],
         "PyTorch's CPU grid sampler rounds each step to float16/bfloat16; Opal's computes in f32 and differs by up to 0.2",

@@ -80,7 +80,12 @@ fn plan(c: &Convolution, op: &str) -> Result<Geom> {
 /// N-d convolution over the trailing 1 or 2 dims of `input` (`[N, C, (H,) W]`).
 pub fn convolution(c: Convolution) -> Result<Tensor> {
     let dt = c.dtype;
-    compute_dtype(dt, OP)?;
+    // int64 convolves in f64, as PyTorch's CPU has integer convolution (forward
+    // only): exact while every output's sum of products stays below 2^53.
+    let compute = match dt {
+        DType::I64 => DType::F64,
+        _ => compute_dtype(dt, OP)?,
+    };
     let g = plan(&c, OP)?;
     let (input, weight, bias, transposed, out_shape) =
         (c.input, c.weight, c.bias, c.transposed, &c.sizes);
@@ -117,7 +122,7 @@ pub fn convolution(c: Convolution) -> Result<Tensor> {
     // Padding, stride and dilation can ask for any output size: refuse one no
     // allocation can hold before the inputs are converted.
     check_nbytes(out_shape, dt, OP)?;
-    match compute_dtype(dt, OP)? {
+    match compute {
         DType::F64 => run::<f64>(input, weight, bias, &g, transposed, out_shape, dt),
         _ => run::<f32>(input, weight, bias, &g, transposed, out_shape, dt),
     }
