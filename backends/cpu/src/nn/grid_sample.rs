@@ -13,7 +13,7 @@ use super::io::{by_f32_f64, make_output, with_slice, Compute};
 use crate::dtype_dispatch::Elem;
 use crate::parallel::{fork_chunks_mut, fork_each_mut};
 use opal::rules::sampling::{GridSample, GridSampleBackward, Interpolation, Padding};
-use opal::{Result, Tensor};
+use opal::{DType, Result, Tensor};
 
 /// Bicubic convolution's `A` (the same as PyTorch's and OpenCV's).
 const CUBIC_A: f64 = -0.75;
@@ -29,13 +29,15 @@ fn idx<C: Compute>(v: C) -> i64 {
 }
 
 /// The four cubic-convolution weights of the taps at offsets -1, 0, 1, 2 from a
-/// sample `t` (in `[0, 1)`) past the first.
-fn cubic_weights<C: Compute>(t: C) -> [C; 4] {
+/// sample `t` (in `[0, 1)`) past the first, each step's result passed through
+/// `q` (the sampler's rounding).
+fn cubic_weights<C: Compute>(t: C, q: impl Fn(C) -> C) -> [C; 4] {
     let a: C = c(CUBIC_A);
     let one = C::one();
-    let near = |x: C| ((a + c(2.0)) * x - (a + c(3.0))) * x * x + one;
-    let far = |x: C| ((a * x - a * c(5.0)) * x + a * c(8.0)) * x - a * c(4.0);
-    [far(t + one), near(t), near(one - t), far(c::<C>(2.0) - t)]
+    let near = |x: C| q(q(q(q(q((a + c(2.0)) * x) - (a + c(3.0))) * x) * x) + one);
+    let far = |x: C| q(q(q(q(q(q(a * x) - a * c(5.0)) * x) + a * c(8.0)) * x) - a * c(4.0));
+    let rest = q(one - t);
+    [far(q(t + one)), near(t), near(rest), far(q(rest + one))]
 }
 
 /// Derivatives of [`cubic_weights`] with respect to `t`, negated (as the
@@ -63,17 +65,36 @@ struct Sampler {
     align_corners: bool,
     h: i64,
     w: i64,
+    /// float16 or bfloat16 for a forward of such an input: PyTorch's CPU kernel
+    /// computes every step of it in that type, so each step's result is rounded
+    /// to it here too (the f32 steps alone differ from PyTorch by up to 0.2 in
+    /// bfloat16).
+    steps_in: Option<DType>,
 }
 
 impl Sampler {
+    /// `v` rounded to [`Sampler::steps_in`]; unchanged when that is `None`.
+    #[inline]
+    fn q<C: Compute>(&self, v: C) -> C {
+        match self.steps_in {
+            None => v,
+            Some(DType::F16) => c(half::f16::from_f64(<C as Elem>::to_f64(v)).to_f64()),
+            Some(_) => c(half::bf16::from_f64(<C as Elem>::to_f64(v)).to_f64()),
+        }
+    }
+
     /// Normalized `[-1, 1]` coordinate to pixel units, and its derivative.
     fn unnormalize<C: Compute>(&self, v: C, size: i64) -> (C, C) {
         let s: C = c(size as f64);
         let two: C = c(2.0);
+        let q = |v| self.q(v);
         if self.align_corners {
-            ((v + C::one()) / two * (s - C::one()), (s - C::one()) / two)
+            (
+                q(q(q(v + C::one()) / two) * (s - C::one())),
+                (s - C::one()) / two,
+            )
         } else {
-            (((v + C::one()) * s - C::one()) / two, s / two)
+            (q(q(q(q(v + C::one()) * s) - C::one()) / two), s / two)
         }
     }
 
@@ -104,18 +125,19 @@ impl Sampler {
                 }
                 let min: C = c(lo2 as f64 / 2.0);
                 let span: C = c((hi2 - lo2) as f64 / 2.0);
-                let mut v = x - min;
+                let q = |v| self.q(v);
+                let mut v = q(x - min);
                 let mut sign = C::one();
                 if v < C::default() {
                     sign = -sign;
                     v = -v;
                 }
-                let extra = v % span;
-                let flips = idx((v / span).floor());
+                let extra = q(v % span);
+                let flips = idx(q(v / span).floor());
                 let (r, g) = if flips % 2 == 0 {
-                    (extra + min, sign)
+                    (q(extra + min), sign)
                 } else {
-                    (span - extra + min, -sign)
+                    (q(q(span - extra) + min), -sign)
                 };
                 let (r, gc) = clip(r);
                 (r, g * gc)
@@ -147,33 +169,21 @@ impl Sampler {
     /// The four bilinear taps of `(ix, iy)`: (index, weight, d weight / d ix,
     /// d weight / d iy).
     fn bilinear<C: Compute>(&self, ix: C, iy: C) -> [(Option<usize>, C, C, C); 4] {
+        let q = |v| self.q(v);
         let (x0, y0) = (ix.floor(), iy.floor());
-        let (x1, y1) = (x0 + C::one(), y0 + C::one());
+        let (x1, y1) = (q(x0 + C::one()), q(y0 + C::one()));
         let (xi, yi) = (idx(x0), idx(y0));
+        // Distances to the far edges (`e`) and from the near ones (`w`).
+        let (ex, ey, wx, wy) = (q(x1 - ix), q(y1 - iy), q(ix - x0), q(iy - y0));
         [
-            (
-                self.at(xi, yi),
-                (x1 - ix) * (y1 - iy),
-                -(y1 - iy),
-                -(x1 - ix),
-            ),
-            (
-                self.at(xi.saturating_add(1), yi),
-                (ix - x0) * (y1 - iy),
-                y1 - iy,
-                -(ix - x0),
-            ),
-            (
-                self.at(xi, yi.saturating_add(1)),
-                (x1 - ix) * (iy - y0),
-                -(iy - y0),
-                x1 - ix,
-            ),
+            (self.at(xi, yi), q(ex * ey), -ey, -ex),
+            (self.at(xi.saturating_add(1), yi), q(wx * ey), ey, -wx),
+            (self.at(xi, yi.saturating_add(1)), q(ex * wy), -wy, ex),
             (
                 self.at(xi.saturating_add(1), yi.saturating_add(1)),
-                (ix - x0) * (iy - y0),
-                iy - y0,
-                ix - x0,
+                q(wx * wy),
+                wy,
+                wx,
             ),
         ]
     }
@@ -191,7 +201,9 @@ impl Sampler {
                 let (ix, iy) = (self.source(gx, self.w).0, self.source(gy, self.h).0);
                 self.bilinear(ix, iy)
                     .iter()
-                    .fold(C::default(), |acc, &(i, wt, _, _)| acc + read(i) * wt)
+                    .fold(C::default(), |acc, &(i, wt, _, _)| {
+                        self.q(acc + self.q(read(i) * wt))
+                    })
             }
             Interpolation::Nearest => {
                 let (ix, iy) = (self.source(gx, self.w).0, self.source(gy, self.h).0);
@@ -203,17 +215,18 @@ impl Sampler {
                     self.unnormalize(gy, self.h).0,
                 );
                 let (x0, y0) = (ix.floor(), iy.floor());
-                let wx = cubic_weights(ix - x0);
-                let wy = cubic_weights(iy - y0);
+                let q = |v| self.q(v);
+                let wx = cubic_weights(q(ix - x0), q);
+                let wy = cubic_weights(q(iy - y0), q);
                 let (xi, yi) = (idx(x0).saturating_sub(1), idx(y0).saturating_sub(1));
                 let mut acc = C::default();
                 for (i, &wyi) in wy.iter().enumerate() {
                     let row = wx.iter().enumerate().fold(C::default(), |r, (j, &wxj)| {
-                        r + read(
-                            self.tap::<C>(xi.saturating_add(j as i64), yi.saturating_add(i as i64)),
-                        ) * wxj
+                        let tap =
+                            self.tap::<C>(xi.saturating_add(j as i64), yi.saturating_add(i as i64));
+                        q(r + q(read(tap) * wxj))
                     });
-                    acc = acc + row * wyi;
+                    acc = q(acc + q(row * wyi));
                 }
                 acc
             }
@@ -229,6 +242,7 @@ fn sampler(p: &GridSample) -> Sampler {
         align_corners: p.align_corners,
         h: s[2],
         w: s[3],
+        steps_in: matches!(p.input.dtype(), DType::F16 | DType::BF16).then(|| p.input.dtype()),
     }
 }
 
@@ -322,7 +336,7 @@ fn backward_entry<C: Compute>(
                 let (iy, my) = s.unnormalize(xy[1], s.h);
                 (gxm, gym) = (mx, my);
                 let (x0, y0) = (ix.floor(), iy.floor());
-                let (wx, wy) = (cubic_weights(ix - x0), cubic_weights(iy - y0));
+                let (wx, wy) = (cubic_weights(ix - x0, |v| v), cubic_weights(iy - y0, |v| v));
                 let (dwx, dwy) = (cubic_weight_grads(ix - x0), cubic_weight_grads(iy - y0));
                 let (xi, yi) = (idx(x0).saturating_sub(1), idx(y0).saturating_sub(1));
                 for i in 0..4 {
@@ -352,7 +366,11 @@ fn backward_entry<C: Compute>(
 /// Gradients of `grid_sampler_2d` for `input` (undefined unless
 /// `output_mask[0]`) and `grid`.
 pub fn grid_sampler_2d_backward(p: GridSampleBackward) -> Result<(Tensor, Tensor)> {
-    let s = sampler(&p.forward);
+    // The gradients compute in f32 for float16 and bfloat16 inputs.
+    let s = Sampler {
+        steps_in: None,
+        ..sampler(&p.forward)
+    };
     let (grad_output, input, grid) = (p.grad_output, p.forward.input, p.forward.grid);
     fn run<C: Compute>(t: [&Tensor; 3], s: Sampler) -> Result<(Tensor, Tensor)> {
         let [go, input, grid] = t;
