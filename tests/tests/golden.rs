@@ -35,8 +35,7 @@ const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
     (
         Target::Cpu,
         &[
-            "pow.Tensor_Tensor", "pow.Tensor_Scalar", "mm", "bmm", "addmm", "cumsum", "prod",
-            "prod.dim_int", "var.correction",
+            "mm", "bmm", "addmm", "cumsum", "prod", "prod.dim_int", "var.correction",
         ],
         &[DType::C64, DType::C128],
         "no complex kernel on the CPU yet (PyTorch's CPU has one)",

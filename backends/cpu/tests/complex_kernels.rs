@@ -4,7 +4,8 @@
 //! and its threads, empty inputs, special values and the `dtype=` casts. Expected
 //! values are PyTorch 2.15's (quoted to 10 digits) or a plain complex triple loop.
 
-use opal::{Complex, DType, Tensor};
+use opal::{Complex, DType, Scalar, Tensor};
+use opal_cpu::elementwise::binary;
 use opal_cpu::shape as views;
 use opal_cpu::{copy, index};
 
@@ -53,4 +54,81 @@ fn scatters_of_complex_values_accumulate_and_keep_order() {
         parts(&r),
         vec![(0.0, 1.0), (3.0, 0.0), (2.0, 0.0), (0.0, 2.0)]
     );
+}
+
+fn close(got: &[(f64, f64)], want: &[(f64, f64)], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        let ok = |a: f64, b: f64| (a - b).abs() <= tol * (1.0 + b.abs());
+        assert!(ok(g.0, w.0) && ok(g.1, w.1), "{got:?} vs {want:?}");
+    }
+}
+
+#[test]
+fn pow_of_complex_bases_and_exponents() {
+    let x = c128(&[(1.0, 2.0), (-3.0, 0.5), (0.25, -1.0)], &[3]);
+    let y = c128(&[(0.5, -1.0), (2.0, 0.0), (-1.5, 0.25)], &[3]);
+    let want = [
+        (4.3825650599, -1.1243974774),
+        (8.75, -3.0),
+        (-0.5494456295, 1.2123806482),
+    ];
+    close(
+        &parts(&binary::pow_tensor_tensor(&x, &y).unwrap()),
+        &want,
+        1e-9,
+    );
+    let want = [
+        (-6.9606644596, 2.7296244648),
+        (6.4726611413, 14.776090222),
+        (-1.0626326953, 0.1856385804),
+    ];
+    close(
+        &parts(&binary::pow_tensor_scalar(&x, &Scalar::Float(2.5)).unwrap()),
+        &want,
+        1e-9,
+    );
+    let want = [
+        (-0.12, -0.16),
+        (0.1022644266, 0.0350620891),
+        (-0.830449827, 0.4429065744),
+    ];
+    close(
+        &parts(&binary::pow_tensor_scalar(&x, &Scalar::Int(-2)).unwrap()),
+        &want,
+        1e-9,
+    );
+    // A real tensor to a complex power is complex.
+    let r = Tensor::from_slice(&[2.0f32, -1.0], &[2]).unwrap();
+    let p = binary::pow_tensor_scalar(&r, &Scalar::Complex(1.0, 1.0)).unwrap();
+    assert_eq!(p.dtype(), DType::C64);
+    close(
+        &parts(&p),
+        &[(1.5384777784, 1.2779225111), (-0.0432139151, 0.0)],
+        1e-6,
+    );
+}
+
+#[test]
+fn pow_special_values_follow_pytorch() {
+    let inf = f64::INFINITY;
+    let z = c128(&[(0.0, 0.0), (inf, 0.0), (f64::NAN, 1.0)], &[3]);
+    // Exponent 0 fills ones without reading the base.
+    assert_eq!(
+        parts(&binary::pow_tensor_scalar(&z, &Scalar::Int(0)).unwrap()),
+        vec![(1.0, 0.0); 3]
+    );
+    // Exponent 2 multiplies: inf * inf's imaginary part is inf * 0, NaN.
+    let sq = parts(&binary::pow_tensor_scalar(&z, &Scalar::Int(2)).unwrap());
+    assert_eq!(sq[0], (0.0, 0.0));
+    assert!(sq[1].0 == inf && sq[1].1.is_nan(), "{sq:?}");
+    // Exponent -1 is the reciprocal: 1 / 0 is (inf, NaN).
+    let rc = parts(&binary::pow_tensor_scalar(&z, &Scalar::Int(-1)).unwrap());
+    assert!(rc[0].0 == inf && rc[0].1.is_nan(), "{rc:?}");
+    // Tensor exponents: 0^0 is NaN (exp(0 * log 0)), 0^(1+i) is 0.
+    let b = c128(&[(0.0, 0.0), (0.0, 0.0)], &[2]);
+    let e = c128(&[(0.0, 0.0), (1.0, 1.0)], &[2]);
+    let p = parts(&binary::pow_tensor_tensor(&b, &e).unwrap());
+    assert!(p[0].0.is_nan() && p[0].1.is_nan(), "{p:?}");
+    assert_eq!((p[1].0.abs(), p[1].1.abs()), (0.0, 0.0));
 }
