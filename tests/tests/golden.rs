@@ -35,7 +35,7 @@ const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
     (
         Target::Cpu,
         &[
-            "mm", "bmm", "addmm", "cumsum", "prod", "prod.dim_int", "var.correction",
+            "mm", "bmm", "addmm",
         ],
         &[DType::C64, DType::C128],
         "no complex kernel on the CPU yet (PyTorch's CPU has one)",

@@ -6,6 +6,7 @@
 
 use opal::{Complex, DType, Scalar, Tensor};
 use opal_cpu::elementwise::binary;
+use opal_cpu::reduce::{overloads, scan, sum};
 use opal_cpu::shape as views;
 use opal_cpu::{copy, index};
 
@@ -131,4 +132,102 @@ fn pow_special_values_follow_pytorch() {
     let p = parts(&binary::pow_tensor_tensor(&b, &e).unwrap());
     assert!(p[0].0.is_nan() && p[0].1.is_nan(), "{p:?}");
     assert_eq!((p[1].0.abs(), p[1].1.abs()), (0.0, 0.0));
+}
+
+fn sample() -> Tensor {
+    c128(
+        &[
+            (1.0, 2.0),
+            (3.0, -1.0),
+            (0.0, 0.5),
+            (2.0, 0.0),
+            (-1.0, 1.0),
+            (1.0, 0.0),
+        ],
+        &[2, 3],
+    )
+}
+
+#[test]
+fn prod_over_dims_empty_rows_and_real_dtypes() {
+    let a = sample();
+    let r = overloads::prod_dim_int(&a, 1, true, None).unwrap();
+    assert_eq!(r.sizes(), &[2, 1]);
+    close(&parts(&r), &[(-2.5, 2.5), (-2.0, 2.0)], 1e-12);
+    let r = overloads::prod_dim_int(&views::t(&a).unwrap(), 1, false, None).unwrap();
+    close(&parts(&r), &[(2.0, 4.0), (-2.0, 4.0), (0.0, 0.5)], 1e-12);
+    // The empty product is one.
+    let e = overloads::prod_dim_int(&c128(&[], &[2, 0]), 1, false, None).unwrap();
+    assert_eq!(parts(&e), vec![(1.0, 0.0); 2]);
+    // Into a real dtype the input is cast first (imaginary parts dropped).
+    let r = sum::prod(&a, Some(DType::F64)).unwrap();
+    assert_eq!(
+        (r.dtype(), r.to_vec::<f64>().unwrap()),
+        (DType::F64, vec![0.0])
+    );
+    // A real input into a complex dtype.
+    let x = Tensor::from_slice(&[2.0f32, -3.0], &[2]).unwrap();
+    let r = sum::prod(&x, Some(DType::C64)).unwrap();
+    assert_eq!((r.dtype(), parts(&r)), (DType::C64, vec![(-6.0, 0.0)]));
+}
+
+#[test]
+fn cumsum_of_views_empty_tensors_and_into_complex() {
+    let r = scan::cumsum(&views::t(&sample()).unwrap(), 1, None).unwrap();
+    let want = [
+        (1.0, 2.0),
+        (3.0, 2.0),
+        (3.0, -1.0),
+        (2.0, 0.0),
+        (0.0, 0.5),
+        (1.0, 0.5),
+    ];
+    close(&parts(&r), &want, 1e-12);
+    let e = scan::cumsum(&c128(&[], &[0, 3]), 0, None).unwrap();
+    assert_eq!((e.sizes(), e.dtype()), (&[0i64, 3][..], DType::C128));
+    let x = Tensor::from_slice(&[1i64, 2, 3], &[3]).unwrap();
+    let r = scan::cumsum(&x, 0, Some(DType::C64)).unwrap();
+    assert_eq!(
+        (r.dtype(), parts(&r)),
+        (DType::C64, vec![(1.0, 0.0), (3.0, 0.0), (6.0, 0.0)])
+    );
+}
+
+#[test]
+fn var_and_std_of_complex_are_real() {
+    let a = sample();
+    let v = sum::var_correction(&a, Some(&[1]), None, false).unwrap();
+    assert_eq!(v.dtype(), DType::F64);
+    close(
+        &parts(&v),
+        &[(4.5833333333, 0.0), (2.6666666667, 0.0)],
+        1e-9,
+    );
+    let s = sum::std_correction(&a, Some(&[0]), Some(&Scalar::Int(0)), false).unwrap();
+    close(
+        &parts(&s),
+        &[
+            (1.1180339887, 0.0),
+            (2.2360679775, 0.0),
+            (0.5590169944, 0.0),
+        ],
+        1e-9,
+    );
+    // complex64 gives float32; a transposed view; keepdim.
+    let c = copy::to_dtype(
+        &views::t(&c128(
+            &[(1.0, 1.0), (2.0, -1.0), (0.0, 0.0), (0.0, 3.0)],
+            &[2, 2],
+        ))
+        .unwrap(),
+        DType::C64,
+    )
+    .unwrap();
+    let s = sum::std_correction(&c, Some(&[1]), None, true).unwrap();
+    assert_eq!((s.dtype(), s.sizes()), (DType::F32, &[2i64, 1][..]));
+    close(&parts(&s), &[(1.0, 0.0), (3.1622776602, 0.0)], 1e-6);
+    // Too few elements for the correction: the parts' 0/0 makes NaN, as PyTorch's.
+    let r = c128(&[(1.0, 0.0), (2.0, 0.0)], &[2]);
+    let v = sum::var_correction(&r, None, Some(&Scalar::Int(2)), false).unwrap();
+    assert!(v.to_vec::<f64>().unwrap()[0].is_nan());
 }
