@@ -34,14 +34,6 @@ use std::collections::BTreeSet;
 const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[
     (
         Target::Cpu,
-        &[
-            "mm", "bmm", "addmm",
-        ],
-        &[DType::C64, DType::C128],
-        "no complex kernel on the CPU yet (PyTorch's CPU has one)",
-    ),
-    (
-        Target::Cpu,
         &["avg_pool3d"],
         &[DType::I64],
         "int64 3-d average pooling (PyTorch's CPU has it) is not implemented",
