@@ -31,25 +31,7 @@ use std::collections::BTreeSet;
 /// by target, operator and the dtype of the case's first tensor, with why. A
 /// listed case that passes fails the test (take it off the list), as does any
 /// unlisted failure.
-const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[(
-    Target::Cpu,
-    &[
-        "pow.Tensor_Tensor",
-        "pow.Tensor_Scalar",
-        "mm",
-        "bmm",
-        "addmm",
-        "cumsum",
-        "prod",
-        "prod.dim_int",
-        "var.correction",
-        "scatter_add",
-        "index_put",
-        "masked_scatter",
-    ],
-    &[DType::C64, DType::C128],
-    "no complex kernel on the CPU yet (PyTorch's CPU has one)",
-)];
+const OPINFO_GAPS: &[(Target, &[&str], &[DType], &str)] = &[];
 
 /// Why `case` of the OpInfo replay in `dir` is a known gap on `target`, if it is.
 fn opinfo_gap(

@@ -334,7 +334,7 @@ pub fn to_dtype(t: &Tensor, dtype: DType) -> Result<Tensor> {
 }
 
 /// Reads a tensor's elements in logical (row-major) order as `T`, converting.
-pub fn to_vec_as<T: Elem>(t: &Tensor) -> Result<Vec<T>> {
+pub fn to_vec_as<T: opal::Element>(t: &Tensor) -> Result<Vec<T>> {
     let c = contiguous(&to_dtype(t, T::DTYPE)?)?;
     // `c` may be `t` itself: read it under a shared borrow, like any input.
     let acc = opal::tensor::KernelAccess::new(&[&c], &[])?;

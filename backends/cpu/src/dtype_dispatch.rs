@@ -248,6 +248,8 @@ macro_rules! dispatch_int {
                 $body
             }
             $($extra)*
+            // Unreachable for `dispatch_every!`, which names every dtype of today.
+            #[allow(unreachable_patterns)]
             other => Err($crate::dtype_dispatch::unsupported($op, other)),
         }
     };
@@ -281,14 +283,54 @@ macro_rules! dispatch_numeric {
 #[macro_export]
 macro_rules! dispatch_all {
     ($dt:expr, $op:expr, |$T:ident| $body:expr) => {
+        $crate::dispatch_all!(@arms $dt, $op, $T, $body, )
+    };
+    (@arms $dt:expr, $op:expr, $T:ident, $body:expr, $($extra:tt)*) => {
         $crate::dispatch_int!(@arms $dt, $op, $T, $body,
             ::opal::DType::Bool => { type $T = bool; $body }
             ::opal::DType::F32 => { type $T = f32; $body }
             ::opal::DType::F64 => { type $T = f64; $body }
             ::opal::DType::F16 => { type $T = ::half::f16; $body }
             ::opal::DType::BF16 => { type $T = ::half::bf16; $body }
+            $($extra)*
         )
     };
+}
+
+/// Dispatch over every dtype: [`dispatch_all!`]'s and the complex ones, for kernels
+/// that only move elements or add them ([`AddElem`]).
+#[macro_export]
+macro_rules! dispatch_every {
+    ($dt:expr, $op:expr, |$T:ident| $body:expr) => {
+        $crate::dispatch_all!(@arms $dt, $op, $T, $body,
+            ::opal::DType::C64 => { type $T = ::opal::Complex<f32>; $body }
+            ::opal::DType::C128 => { type $T = ::opal::Complex<f64>; $body }
+        )
+    };
+}
+
+/// An element type of any dtype, complex included, with PyTorch's element sum:
+/// what kernels that move elements and accumulate them (`scatter_add`,
+/// `index_put` with `accumulate`) need, where [`Elem`] would shut complex out.
+pub trait AddElem: opal::Element + Default {
+    /// `self + o`: float add, wrapping integer add, logical or for bool, complex
+    /// add by parts.
+    fn add_elem(self, o: Self) -> Self;
+}
+
+impl<T: Elem> AddElem for T {
+    #[inline]
+    fn add_elem(self, o: Self) -> Self {
+        if T::IS_FLOAT {
+            // One f64 add rounded back is the exact f32/f16/bf16 add (double
+            // rounding cannot occur with 53 >= 2*24+2 bits).
+            T::from_f64(self.to_f64() + o.to_f64())
+        } else if T::DTYPE == DType::Bool {
+            T::from_i64((self.to_bool() || o.to_bool()) as i64)
+        } else {
+            T::from_i64(self.to_i64().wrapping_add(o.to_i64()))
+        }
+    }
 }
 
 /// True for f16, bf16, f32, f64 (and complex, which CPU kernels reject).
@@ -421,6 +463,19 @@ macro_rules! cplx_elem {
 }
 cplx_elem!(f32);
 cplx_elem!(f64);
+
+impl AddElem for opal::Complex<f32> {
+    #[inline]
+    fn add_elem(self, o: Self) -> Self {
+        Cplx::add(self, o)
+    }
+}
+impl AddElem for opal::Complex<f64> {
+    #[inline]
+    fn add_elem(self, o: Self) -> Self {
+        Cplx::add(self, o)
+    }
+}
 
 /// Dispatch over the complex dtypes C64 and C128; binds the element type ([`Cplx`])
 /// and its component type.

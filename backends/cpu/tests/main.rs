@@ -6,6 +6,7 @@
 //! its own is a `[[test]]` target of its own in Cargo.toml instead.
 
 mod complex;
+mod complex_kernels;
 mod dropout;
 mod elementwise;
 mod golden;

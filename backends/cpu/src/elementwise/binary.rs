@@ -493,6 +493,14 @@ fn ipow(base: i64, exp: i64) -> i64 {
     r
 }
 
+/// `x^y` for complex numbers as C's `cpow`, which PyTorch's CPU kernels call:
+/// `exp(y log x)` with no shortcut for a zero base or exponent (so `0^0` is NaN
+/// and `0^(-1)` infinite, as there).
+#[inline]
+fn cpow<T: Cplx>(x: T, y: T) -> T {
+    T::from_nc(T::from_nc(x.nc().ln()).mul(y).nc().exp())
+}
+
 pub(crate) fn pow_tt_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> Result<Tensor> {
     let rt = result_type2(a, b)?;
     if rt == DType::Bool {
@@ -501,6 +509,9 @@ pub(crate) fn pow_tt_impl(a: &Tensor, b: &Tensor, dest: Dest<'_>, op: &str) -> R
         )));
     }
     binary_driver(a, b, dest, rt, rt, op, |o, x, y| {
+        if rt.is_complex() {
+            return dispatch_complex!(rt, op, |T, R| map2::<T, T, T>(o, x, y, op, cpow));
+        }
         if rt.is_floating_point() {
             return dispatch_float!(rt, op, |T, C| map2::<T, T, T>(o, x, y, op, |p, q| T::down(
                 p.up().powf(q.up())
@@ -541,6 +552,9 @@ fn pow_ts_impl(a: &Tensor, e: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tenso
         )));
     }
     super::unary_driver(a, dest, rt, rt, op, |o, x| {
+        if rt.is_complex() {
+            return dispatch_complex!(rt, op, |T, R| pow_complex_scalar::<T>(o, x, e, op));
+        }
         if rt.is_floating_point() {
             return dispatch_float!(rt, op, |T, C| {
                 let ev: C = scalar_as(e);
@@ -577,6 +591,37 @@ fn pow_ts_impl(a: &Tensor, e: &Scalar, dest: Dest<'_>, op: &str) -> Result<Tenso
         }))
     })
 }
+/// `x^e` of complex `x` into `o`, with PyTorch's shortcuts for the common
+/// exponents: each gives what its own op gives (`e = 2` multiplies, so that an
+/// infinite part makes NaNs as `x * x` does, `e = 0.5` is `sqrt`'s principal
+/// root), and every other exponent goes through [`cpow`] in `T`'s precision.
+fn pow_complex_scalar<T: Cplx>(o: &Tensor, x: &Tensor, e: &Scalar, op: &str) -> Result<()> {
+    let ev = <T as opal::Element>::from_scalar(e);
+    let is = |v: f64| Elem::to_f64(ev.im()) == 0.0 && Elem::to_f64(ev.re()) == v;
+    let one = T::from_re(<T::R as num_traits::One>::one());
+    if is(0.0) {
+        // PyTorch fills ones without reading the base: NaN^0 is 1 too.
+        return crate::iter::map1::<T, T>(o, x, op, move |_| one);
+    }
+    if is(1.0) {
+        crate::iter::map1::<T, T>(o, x, op, |p| p)
+    } else if is(2.0) {
+        crate::iter::map1::<T, T>(o, x, op, |p| p.mul(p))
+    } else if is(3.0) {
+        crate::iter::map1::<T, T>(o, x, op, |p| p.mul(p).mul(p))
+    } else if is(0.5) {
+        crate::iter::map1::<T, T>(o, x, op, |p| T::from_nc(p.nc().sqrt()))
+    } else if is(-0.5) {
+        crate::iter::map1::<T, T>(o, x, op, |p| T::from_nc(p.nc().sqrt()).recip())
+    } else if is(-1.0) {
+        crate::iter::map1::<T, T>(o, x, op, |p| p.recip())
+    } else if is(-2.0) {
+        crate::iter::map1::<T, T>(o, x, op, move |p| one.div(p.mul(p)))
+    } else {
+        crate::iter::map1::<T, T>(o, x, op, move |p| cpow(p, ev))
+    }
+}
+
 /// `pow.Tensor_Scalar`.
 pub fn pow_tensor_scalar(self_: &Tensor, exponent: &Scalar) -> Result<Tensor> {
     pow_ts_impl(self_, exponent, Dest::New, "pow.Tensor_Scalar")

@@ -10,7 +10,7 @@
 //! indexing ops.
 
 use crate::copy::{contiguous, to_dtype};
-use crate::dispatch_all;
+use crate::dispatch_every;
 use crate::nn::io::{err, make_output, with_slice, write_out};
 use opal::{DType, Result, Tensor};
 use std::ops::Range;
@@ -164,7 +164,7 @@ fn scatter_masked(self_: &Tensor, mask: &Tensor, source: &Tensor, op: &str) -> R
                 ),
             ));
         }
-        dispatch_all!(dt, op, |T| {
+        dispatch_every!(dt, op, |T| {
             with_slice::<T, _>(self_, |xs| {
                 with_slice::<T, _>(source, |src| {
                     make_output::<T>(self_.sizes(), dt, |o| {

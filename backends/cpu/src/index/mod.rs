@@ -12,8 +12,8 @@ pub mod put;
 pub mod scatter_reduce;
 
 use crate::copy::{copy_into, to_vec_as};
-use crate::dispatch_all;
-use crate::dtype_dispatch::Elem;
+use crate::dispatch_every;
+use crate::dtype_dispatch::AddElem;
 use crate::nn::io::{err, in_op, shape_err, wrap_dim, write_out};
 use crate::shape::remap::{contiguous_strides, for_each_index, remap};
 use opal::{DType, OpalError, Result, Tensor};
@@ -306,26 +306,17 @@ pub fn scatter_src_out(
     )
 }
 
-/// Element sum with PyTorch's semantics per type: float add, wrapping integer add,
-/// logical or for bool.
+/// Element sum with PyTorch's semantics per type (see [`AddElem`]).
 #[inline]
-pub(crate) fn add<T: Elem>(a: T, b: T) -> T {
-    if T::IS_FLOAT {
-        // One f64 add rounded back is the exact f32/f16/bf16 add (double rounding
-        // cannot occur with 53 >= 2*24+2 bits).
-        T::from_f64(a.to_f64() + b.to_f64())
-    } else if T::DTYPE == DType::Bool {
-        T::from_i64((a.to_bool() || b.to_bool()) as i64)
-    } else {
-        T::from_i64(a.to_i64().wrapping_add(b.to_i64()))
-    }
+pub(crate) fn add<T: AddElem>(a: T, b: T) -> T {
+    a.add_elem(b)
 }
 
 /// A copy of `self_` with `src` values added where `index` points along `dim`.
 pub fn scatter_add(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
     const OP: &str = "scatter_add";
     check_src_dtype(self_, src, OP)?;
-    dispatch_all!(self_.dtype(), OP, |T| {
+    dispatch_every!(self_.dtype(), OP, |T| {
         let mut out = to_vec_as::<T>(self_)?;
         let sv = to_vec_as::<T>(src)?;
         scatter_positions(self_, dim, index, src, OP, |o, s| {

@@ -11,8 +11,8 @@
 //! row-major order. Must not: re-implement index parsing (`expand_indices`).
 
 use super::{add, expand_indices, lin};
-use crate::dispatch_all;
-use crate::dtype_dispatch::Elem;
+use crate::dispatch_every;
+use crate::dtype_dispatch::AddElem;
 use crate::nn::io::{err, with_slice};
 use crate::shape::remap::{contiguous_strides, for_each_index};
 use opal::{MemoryFormat, OpalError, Result, Tensor};
@@ -130,7 +130,7 @@ fn plan(self_: &Tensor, indices: &[Option<Tensor>], op: &str) -> Result<Plan> {
 
 /// Writes `v` (the indexing result's values, row-major; one value when `scalar`)
 /// into `out` (all of `self`, contiguous) by the plan.
-fn write<T: Elem>(out: &mut [T], p: &Plan, v: &[T], scalar: bool, accumulate: bool) {
+fn write<T: AddElem>(out: &mut [T], p: &Plan, v: &[T], scalar: bool, accumulate: bool) {
     let (nb, nq) = (p.block.len(), p.post.len());
     let put = |d: &mut T, x: T| *d = if accumulate { add(*d, x) } else { x };
     let value = |i: usize| if scalar { v[0] } else { v[i] };
@@ -193,7 +193,7 @@ fn write<T: Elem>(out: &mut [T], p: &Plan, v: &[T], scalar: bool, accumulate: bo
     }
 }
 
-fn put_into<T: Elem>(
+fn put_into<T: AddElem>(
     out: &mut [T],
     p: &Plan,
     values: &Tensor,
@@ -216,14 +216,7 @@ fn put_into<T: Elem>(
 }
 
 fn check_values(self_: &Tensor, values: &Tensor, op: &str) -> Result<()> {
-    opal::rules::indexing::check_index_put_dtypes(op, self_.dtype(), values.dtype())?;
-    if self_.dtype().is_complex() {
-        return Err(OpalError::not_implemented(
-            &format!("{op} (complex)"),
-            "CPU",
-        ));
-    }
-    Ok(())
+    opal::rules::indexing::check_index_put_dtypes(op, self_.dtype(), values.dtype())
 }
 
 /// Writes by the plan into `t` (contiguous, of `T`'s dtype) under its exclusive
@@ -236,7 +229,7 @@ fn write_into(
     op: &str,
 ) -> Result<()> {
     let p = plan(t, indices, op)?;
-    dispatch_all!(t.dtype(), op, |T| {
+    dispatch_every!(t.dtype(), op, |T| {
         let guard = t.write::<T>()?;
         let n = guard.numel();
         let ptr = t.data_ptr::<T>()?;

@@ -3,9 +3,11 @@
 //!
 //! Owns: argument checks with PyTorch's messages, the dtype policy (f32/f64 through
 //! the `gemm` crate reading the operands' strides directly, f16/bf16 widened to f32
-//! and rounded once at the end, integers by a wrapping triple loop, bool rejected).
+//! and rounded once at the end, complex as real products of the parts (see
+//! `complex.rs`), integers by a wrapping triple loop, bool rejected).
 //! Must not: touch other part's kernels or the runtime's internals.
 
+mod complex;
 pub(crate) mod gemm_core;
 mod small_gemm;
 
@@ -131,6 +133,8 @@ fn batched_product(
             )?;
             to_dtype(&r, dtype)
         }
+        DType::C64 => complex::complex_product::<f32>(op, a, b, c, alpha, out_shape),
+        DType::C128 => complex::complex_product::<f64>(op, a, b, c, alpha, out_shape),
         DType::U8 => int_product::<u8>(op, a, b, c, alpha, out_shape),
         DType::I8 => int_product::<i8>(op, a, b, c, alpha, out_shape),
         DType::I16 => int_product::<i16>(op, a, b, c, alpha, out_shape),

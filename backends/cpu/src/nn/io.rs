@@ -118,7 +118,7 @@ pub(crate) fn numel(shape: &[i64]) -> usize {
 
 /// Calls `f` with `t`'s elements as a row-major `&[C]`: borrowed in place when `t`
 /// is contiguous of dtype `C`, else converted into a temporary.
-pub(crate) fn with_slice<C: Elem + opal::Element, R>(
+pub(crate) fn with_slice<C: opal::Element, R>(
     t: &Tensor,
     f: impl FnOnce(&[C]) -> Result<R>,
 ) -> Result<R> {
@@ -139,7 +139,7 @@ pub(crate) fn with_slice<C: Elem + opal::Element, R>(
 
 /// A new contiguous tensor of `shape` and `dtype` whose elements `f` computes as
 /// `C`, written in place when `dtype` is `C`, else computed in a buffer and cast.
-pub(crate) fn make_output<C: Elem + opal::Element>(
+pub(crate) fn make_output<C: opal::Element + Default>(
     shape: &[i64],
     dtype: DType,
     f: impl FnOnce(&mut [C]) -> Result<()>,

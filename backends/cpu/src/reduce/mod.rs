@@ -40,9 +40,9 @@ pub mod sort;
 pub mod sum;
 
 use crate::copy::{contiguous, copy_into, to_dtype};
-use crate::dtype_dispatch::Elem;
 use crate::out::empty_uninit as empty;
-use opal::{DType, OpalError, Result, Tensor};
+// Layout helpers only move elements: any element type, complex included.
+use opal::{DType, Element, OpalError, Result, Tensor};
 
 pub(crate) use crate::nn::io::wrap_dim;
 
@@ -124,7 +124,7 @@ impl Rows {
     }
 
     /// The row data as a slice of `T` (the dtype given to [`Rows::new`]).
-    pub fn slice<T: Elem>(&self) -> Result<&[T]> {
+    pub fn slice<T: Element>(&self) -> Result<&[T]> {
         if self.outer * self.inner == 0 {
             return Ok(&[]);
         }
@@ -135,7 +135,7 @@ impl Rows {
 }
 
 /// A contiguous CPU tensor of `shape` holding `v`.
-pub fn tensor_from_vec<T: Elem>(v: &[T], shape: &[i64]) -> Result<Tensor> {
+pub fn tensor_from_vec<T: Element>(v: &[T], shape: &[i64]) -> Result<Tensor> {
     let t = empty(shape, T::DTYPE)?;
     if !v.is_empty() {
         let p = t.data_ptr::<T>()?;
@@ -146,7 +146,7 @@ pub fn tensor_from_vec<T: Elem>(v: &[T], shape: &[i64]) -> Result<Tensor> {
 }
 
 /// Writes `v` (row-major over `out`'s shape) into `out`, whatever its strides.
-pub fn write_vec<T: Elem>(out: &Tensor, v: &[T], op: &str) -> Result<()> {
+pub fn write_vec<T: Element>(out: &Tensor, v: &[T], op: &str) -> Result<()> {
     if out.is_contiguous() && out.dtype() == T::DTYPE {
         if !v.is_empty() {
             let p = out.data_ptr::<T>()?;
@@ -161,7 +161,7 @@ pub fn write_vec<T: Elem>(out: &Tensor, v: &[T], op: &str) -> Result<()> {
 
 /// Writes per-row results `v`, laid out as `[kept dims..., len]` with the row axis
 /// being `dim`, into `out` (original dim order, `out.sizes()[dim] == len`).
-pub fn write_rows_back<T: Elem>(out: &Tensor, dim: usize, v: &[T], op: &str) -> Result<()> {
+pub fn write_rows_back<T: Element>(out: &Tensor, dim: usize, v: &[T], op: &str) -> Result<()> {
     let nd = out.dim();
     if nd == 0 {
         return write_vec(out, v, op);
@@ -175,7 +175,10 @@ pub fn write_rows_back<T: Elem>(out: &Tensor, dim: usize, v: &[T], op: &str) -> 
 }
 
 /// Per-row map `f(row) -> O` over `rows`, in parallel when large.
-pub fn map_rows<T: Elem, O: Elem>(rows: &Rows, f: impl Fn(&[T]) -> O + Sync) -> Result<Vec<O>> {
+pub fn map_rows<T: Element, O: Element + Default>(
+    rows: &Rows,
+    f: impl Fn(&[T]) -> O + Sync,
+) -> Result<Vec<O>> {
     let data = rows.slice::<T>()?;
     let (outer, inner) = (rows.outer, rows.inner);
     let mut out = vec![O::default(); outer];

@@ -6,7 +6,7 @@
 //! [`super::sum`] (which dims, which identity). Must not: reduce anything itself.
 
 use super::dim_mask;
-use super::sum::{accumulate_dtype, by_rows, mean_impl, reduce_acc, truth_over};
+use super::sum::{mean_impl, prod_impl, truth_over};
 use crate::out::Dest;
 use opal::{DType, Result, Tensor};
 
@@ -19,26 +19,6 @@ pub fn mean_dtype_out(self_: &Tensor, dtype: Option<DType>, out: &Tensor) -> Res
     mean_impl(self_, None, false, dtype, Dest::Out(out), "mean.dtype_out")
 }
 
-fn prod_dim_impl(
-    self_: &Tensor,
-    dim: i64,
-    keepdim: bool,
-    dtype: Option<DType>,
-    dest: Dest<'_>,
-    op: &str,
-) -> Result<Tensor> {
-    let rd = accumulate_dtype(self_.dtype(), dtype);
-    reduce_acc(
-        self_,
-        Some(&[dim]),
-        keepdim,
-        rd,
-        dest,
-        op,
-        by_rows(|r| r.iter().product()),
-        |r| r.iter().fold(1i64, |a, &x| a.wrapping_mul(x)),
-    )
-}
 /// `prod.dim_int`: the product along `dim` (integers and bool in int64).
 pub fn prod_dim_int(
     self_: &Tensor,
@@ -46,7 +26,14 @@ pub fn prod_dim_int(
     keepdim: bool,
     dtype: Option<DType>,
 ) -> Result<Tensor> {
-    prod_dim_impl(self_, dim, keepdim, dtype, Dest::New, "prod.dim_int")
+    prod_impl(
+        self_,
+        Some(&[dim]),
+        keepdim,
+        dtype,
+        Dest::New,
+        "prod.dim_int",
+    )
 }
 /// `prod.int_out`.
 pub fn prod_int_out(
@@ -56,7 +43,14 @@ pub fn prod_int_out(
     dtype: Option<DType>,
     out: &Tensor,
 ) -> Result<Tensor> {
-    prod_dim_impl(self_, dim, keepdim, dtype, Dest::Out(out), "prod.int_out")
+    prod_impl(
+        self_,
+        Some(&[dim]),
+        keepdim,
+        dtype,
+        Dest::Out(out),
+        "prod.int_out",
+    )
 }
 
 /// `any.dims`' dims: `None` reduces every dim but, unlike `sum`'s, an empty list

@@ -1,14 +1,16 @@
 //! Scans along one dimension: `cumsum` (functional, out=, in-place).
 //!
 //! Owns: the running-sum kernel and its dtype rule (integers and bool accumulate
-//! into int64 unless `dtype=` says otherwise; floats accumulate in f64). Must not:
+//! into int64 unless `dtype=` says otherwise; floats accumulate in f64; complex
+//! scans its real and imaginary parts). Must not:
 //! re-implement layout handling (uses [`super::Rows`]).
 
+use super::sum::by_parts;
 use super::{wrap_dim, write_rows_back, Rows};
 use crate::dtype_dispatch::Elem;
 use crate::out::{write_result, Dest};
 use crate::{dispatch_float, dispatch_int_bool};
-use opal::{DType, OpalError, Result, Tensor};
+use opal::{DType, Result, Tensor};
 
 fn cumsum_impl(
     self_: &Tensor,
@@ -23,10 +25,12 @@ fn cumsum_impl(
         None => self_.dtype(),
     };
     if rd.is_complex() {
-        return Err(OpalError::not_implemented(
-            &format!("{op} (complex)"),
-            "CPU",
-        ));
+        // Running sums are linear: the parts scan on their own. (A complex input
+        // into a real `dtype=` is cast first, dropping the imaginary part, as
+        // PyTorch does.)
+        return by_parts(self_, rd, dest, op, |part, rt| {
+            cumsum_impl(part, dim, Some(rt), Dest::New, op)
+        });
     }
     let w = wrap_dim(dim, self_.dim(), op)?;
     let mask: Vec<bool> = (0..self_.dim()).map(|i| i == w).collect();

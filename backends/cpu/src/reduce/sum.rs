@@ -3,13 +3,15 @@
 //!
 //! Owns: these ops' dtype rules (integers sum into int64, mean/var need floats,
 //! `dtype=` overrides) and their row kernels. Floats accumulate in f64, integers
-//! in wrapping i64. Must not: re-implement layout handling (uses [`super::Rows`]).
+//! in wrapping i64; complex sums and means reduce the two parts, products
+//! multiply in the complex dtype, var/std add the parts' variances (a real
+//! result). Must not: re-implement layout handling (uses [`super::Rows`]).
 
 use super::{dim_mask, map_rows, reduced_shape, write_vec, Rows};
-use crate::dtype_dispatch::Elem;
+use crate::dtype_dispatch::{Cplx, Elem, Float};
 use crate::nn::vecmath::{has_avx2, has_avx512, multiversion};
 use crate::out::{write_result, Dest};
-use crate::{dispatch_float, dispatch_int_bool};
+use crate::{dispatch_complex, dispatch_float, dispatch_int_bool};
 use opal::{DType, OpalError, Result, Scalar, Tensor};
 
 /// Sum/prod result dtype: `dtype=` if given, integers and bool widen to int64.
@@ -327,7 +329,7 @@ fn sum_impl(
 /// `dtype=`): `reduce` runs on the real and the imaginary parts, in the real
 /// component dtype of `rd`, and the two results are joined. A complex input
 /// reduced into a real dtype is refused, as in PyTorch.
-fn by_parts(
+pub(super) fn by_parts(
     self_: &Tensor,
     rd: DType,
     dest: Dest<'_>,
@@ -395,19 +397,66 @@ new_and_out! {
     )
 }
 
-/// `prod`: product of all elements (integers in int64).
-pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+/// `prod` over `dims` (`None`: every dim) into `dtype` (default: the input's,
+/// integers and bool in int64). A complex input into a real `dtype=` is cast
+/// first (dropping the imaginary part), as PyTorch does.
+pub(super) fn prod_impl(
+    self_: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
     let rd = accumulate_dtype(self_.dtype(), dtype);
+    if rd.is_complex() {
+        return prod_complex(self_, dims, keepdim, rd, dest, op);
+    }
+    let real;
+    let input = if self_.dtype().is_complex() {
+        real = crate::copy::to_dtype(self_, rd)?;
+        &real
+    } else {
+        self_
+    };
     reduce_acc(
-        self_,
-        None,
-        false,
+        input,
+        dims,
+        keepdim,
         rd,
-        Dest::New,
-        "prod",
+        dest,
+        op,
         by_rows(|r| r.iter().product()),
         |r| r.iter().fold(1i64, |a, &x| a.wrapping_mul(x)),
     )
+}
+
+/// The complex product: each row multiplied in complex `rd` itself, as PyTorch's
+/// CPU multiplies complex values in their own precision (products, unlike sums,
+/// do not split into the parts).
+fn prod_complex(
+    self_: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    rd: DType,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
+    let mask = dim_mask(dims, self_.dim(), op)?;
+    let shape = reduced_shape(self_.sizes(), &mask, keepdim);
+    write_result(dest, &shape, rd, op, |o| {
+        let rows = Rows::new(self_, &mask, rd)?;
+        dispatch_complex!(rd, op, |T, R| {
+            let one = T::from_re(<R as num_traits::One>::one());
+            let v = map_rows::<T, T>(&rows, |r| r.iter().fold(one, |a, &x| a.mul(x)))?;
+            write_vec(o, &v, op)
+        })
+    })
+}
+
+/// `prod`: product of all elements (integers in int64).
+pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    prod_impl(self_, None, false, dtype, Dest::New, "prod")
 }
 
 fn truth_impl(
@@ -497,6 +546,9 @@ fn var_impl(
     op: &str,
 ) -> Result<Tensor> {
     let rd = self_.dtype();
+    if rd.is_complex() {
+        return var_complex(self_, dim, correction, keepdim, take_sqrt, dest, op);
+    }
     if !rd.is_floating_point() {
         return Err(OpalError::msg(format!(
             "{op}: std and var only support floating point and complex dtypes, got {rd}"
@@ -524,6 +576,36 @@ fn var_impl(
         |_| 0,
     )
 }
+/// var/std of a complex tensor, real valued: the mean of `|x - mean|^2` is the
+/// sum of the parts' variances (each with the same correction), so the parts
+/// run through the real kernel and are added.
+fn var_complex(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    correction: Option<&Scalar>,
+    keepdim: bool,
+    take_sqrt: bool,
+    dest: Dest<'_>,
+    op: &str,
+) -> Result<Tensor> {
+    let (re, im) = crate::copy::complex_parts(self_, op)?;
+    let part = |t: &Tensor| var_impl(t, dim, correction, keepdim, false, Dest::New, op);
+    let (vr, vi) = (part(&re)?, part(&im)?);
+    let rt = self_.dtype().to_real();
+    write_result(dest, vr.sizes(), rt, op, |o| {
+        dispatch_float!(rt, op, |T, C| crate::iter::map2::<T, T, T>(
+            o,
+            &vr,
+            &vi,
+            op,
+            |a, b| {
+                let v = a.up() + b.up();
+                T::down(if take_sqrt { v.sqrt() } else { v })
+            }
+        ))
+    })
+}
+
 new_and_out! {
     /// `var.correction`; `var.correction_out`.
     var_correction "var.correction", var_correction_out "var.correction_out" = var_impl(
