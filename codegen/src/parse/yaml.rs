@@ -399,47 +399,7 @@ fn parse_in_pieces<T: Send>(
     }
     let results: Vec<Option<PieceResult<T>>> = parts
         .into_par_iter()
-        .map(|(k, slots)| {
-            let (first, last) = (bounds[k], bounds[k + 1]);
-            let (from, first_line) = if k == 0 { (0, 1) } else { starts[first] };
-            let to = starts.get(last).map_or(src.len(), |s| s.0);
-            let text = &src[from..to];
-            let items = match super::block::read_entries(text)
-                .or_else(|| super::typed::read_entries(text))
-            {
-                Some(items) => items,
-                None => match serde_yaml::from_str::<Node<'_>>(text) {
-                    Ok(Node::Seq(items)) => items,
-                    _ => return None,
-                },
-            };
-            if items.len() != last - first {
-                return None;
-            }
-            let idx = LineIndex::for_range(src, from, to, first_line);
-            let mut out = PieceResult {
-                errors: Vec::new(),
-                results: Vec::with_capacity(items.len()),
-                check_errors: Vec::new(),
-            };
-            parse_items(
-                &items,
-                first,
-                src,
-                &idx,
-                &mut out.errors,
-                |i| {
-                    let at = starts[i].0;
-                    let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
-                    idx.loc(at, src[at..end].trim_end().len())
-                },
-                |j, mut f| {
-                    out.results.push(check(&mut f, &mut out.check_errors));
-                    slots[j] = Some(f);
-                },
-            );
-            Some(out)
-        })
+        .map(|(k, slots)| parse_piece(src, &starts, bounds[k]..bounds[k + 1], slots, check))
         .collect();
     let mut all = Checked {
         parsed: Parsed::default(),
@@ -458,6 +418,61 @@ fn parse_in_pieces<T: Send>(
     let functions = slots.into_iter().filter_map(|f| f).collect();
     all.parsed.functions = functions;
     Some(all)
+}
+
+/// Parses and checks the top-level items `range` of `src` (the first piece also
+/// holds the preamble), writing each function into its slot; `None` when the
+/// piece does not read as exactly those items on its own (the caller then reads
+/// the whole document).
+fn parse_piece<T>(
+    src: &str,
+    starts: &[(usize, u32)],
+    range: std::ops::Range<usize>,
+    slots: &mut [Option<NativeFunction>],
+    check: &impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T,
+) -> Option<PieceResult<T>> {
+    let (first, last) = (range.start, range.end);
+    let (from, first_line) = if first == 0 { (0, 1) } else { starts[first] };
+    let to = starts.get(last).map_or(src.len(), |s| s.0);
+    let text = &src[from..to];
+    let items = read_items(text)?;
+    if items.len() != last - first {
+        return None;
+    }
+    let idx = LineIndex::for_range(src, from, to, first_line);
+    let mut out = PieceResult {
+        errors: Vec::new(),
+        results: Vec::with_capacity(items.len()),
+        check_errors: Vec::new(),
+    };
+    parse_items(
+        &items,
+        first,
+        src,
+        &idx,
+        &mut out.errors,
+        |i| {
+            let at = starts[i].0;
+            let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
+            idx.loc(at, src[at..end].trim_end().len())
+        },
+        |j, mut f| {
+            out.results.push(check(&mut f, &mut out.check_errors));
+            slots[j] = Some(f);
+        },
+    );
+    Some(out)
+}
+
+/// The items of a piece's block sequence: by the fast readers of the usual
+/// layouts, else by `serde_yaml`; `None` when it is not a sequence.
+fn read_items(text: &str) -> Option<Vec<Node<'_>>> {
+    super::block::read_entries(text)
+        .or_else(|| super::typed::read_entries(text))
+        .or_else(|| match serde_yaml::from_str::<Node<'_>>(text) {
+            Ok(Node::Seq(items)) => Some(items),
+            _ => None,
+        })
 }
 
 /// One piece's share of a [`Checked`]: its functions went to their slots.
