@@ -31,7 +31,7 @@ pub const KEYS: [&str; 2] = ["CompositeImplicitAutograd", "CompositeExplicitAuto
 
 /// One composite kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompositeKernel {
+pub(crate) struct CompositeKernel {
     /// `name` or `name.overload`, as in `native_functions.yaml`.
     pub op: String,
     /// One of [`KEYS`].
@@ -51,7 +51,7 @@ const START: Loc = Loc {
 
 /// Reads the file's entries and every problem of its shape (operators are checked
 /// by [`validate`]).
-pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
+pub(crate) fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Vec::new();
     let doc = match read_document(src) {
@@ -150,7 +150,7 @@ pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
 
 /// Checks the entries against the native model: each operator exists and is listed
 /// once.
-pub fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<Diagnostic> {
+pub(crate) fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<Diagnostic> {
     let names: Vec<String> = natives
         .functions
         .iter()
@@ -181,23 +181,20 @@ pub fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<D
 }
 
 /// Loads and checks `composites.yaml` text; `path` is only used in messages.
-pub fn load_str(
+pub(crate) fn load_str(
     src: &str,
     path: &str,
     natives: &NativeFunctions,
 ) -> Result<Vec<CompositeKernel>, Diagnostics> {
     let (kernels, mut errs) = parse(src);
     errs.extend(validate(&kernels, natives));
-    if errs.is_empty() {
-        return Ok(kernels);
-    }
-    let mut d = Diagnostics::new(path, src);
-    errs.into_iter().for_each(|e| d.push(e));
-    d.sort();
-    Err(d)
+    Diagnostics::or_ok(kernels, errs, path, src)
 }
 
 /// Loads and checks a `composites.yaml` file.
-pub fn load(path: &Path, natives: &NativeFunctions) -> Result<Vec<CompositeKernel>, Diagnostics> {
+pub(crate) fn load(
+    path: &Path,
+    natives: &NativeFunctions,
+) -> Result<Vec<CompositeKernel>, Diagnostics> {
     crate::load::with_text(path, |src, name| load_str(src, name, natives))
 }

@@ -309,28 +309,18 @@ impl Builder {
         Self::default()
     }
 
-    /// The `native_functions.yaml` the policy names operators of.
-    pub fn native_yaml(mut self, path: impl AsRef<Path>) -> Self {
-        self.native_yaml = Some(path.as_ref().to_path_buf());
-        self
-    }
+    setters! {
+        /// The `native_functions.yaml` the policy names operators of.
+        native_yaml(path: impl AsRef<Path>) => native_yaml = Some(path.as_ref().to_path_buf());
 
-    /// The cast policy file.
-    pub fn policy(mut self, path: impl AsRef<Path>) -> Self {
-        self.policy = Some(path.as_ref().to_path_buf());
-        self
-    }
+        /// The cast policy file.
+        policy(path: impl AsRef<Path>) => policy = Some(path.as_ref().to_path_buf());
 
-    /// Where `mod.rs` goes.
-    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.out_dir = Some(dir.as_ref().to_path_buf());
-        self
-    }
+        /// Where `mod.rs` goes.
+        out_dir(dir: impl AsRef<Path>) => out_dir = Some(dir.as_ref().to_path_buf());
 
-    /// The operators' namespace (default `aten`).
-    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
-        self.namespace = Some(ns.into());
-        self
+        /// The operators' namespace (default `aten`).
+        namespace(ns: impl Into<String>) => namespace = Some(ns.into());
     }
 
     /// [`Builder::generate`], printing the diagnostics and exiting with status 1 on
