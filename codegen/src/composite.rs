@@ -42,13 +42,6 @@ pub(crate) struct CompositeKernel {
     pub loc: Loc,
 }
 
-const START: Loc = Loc {
-    offset: 0,
-    len: 0,
-    line: 1,
-    col: 1,
-};
-
 /// Reads the file's entries and every problem of its shape (operators are checked
 /// by [`validate`]).
 pub(crate) fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
@@ -70,7 +63,7 @@ pub(crate) fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
         Node::Null => Vec::new(),
         other => {
             errs.push(shape_err(
-                START,
+                Loc::START,
                 format!("the file is {}, not a mapping", other.describe()),
                 "map `CompositeImplicitAutograd` and `CompositeExplicitAutograd` to lists of `op: kernel_path`",
             ));
@@ -78,7 +71,7 @@ pub(crate) fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
         }
     };
     for (k, v) in &pairs {
-        let kloc = at(k, START);
+        let kloc = at(k, Loc::START);
         let Some(key) = k.as_str().and_then(|s| KEYS.into_iter().find(|&c| c == s)) else {
             let hint = k
                 .as_str()

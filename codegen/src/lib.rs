@@ -22,7 +22,8 @@
 //!
 //! Everything else is `pub(crate)`: the stages' pieces (`parse`'s lexer and
 //! outline, `emit`'s per-item emitters and plan, `ident`'s type table, the
-//! backend's plan and emitters), `validate` (torchgen's implicit rules and Rust's)
+//! backend's stages between loading and `backend::run`: its plan, emitters and
+//! coverage), `composite`'s loader, `validate` (torchgen's implicit rules and Rust's)
 //! and `suggest` ("did you mean"); [`dispatch_keys`] is the one list of `validate`
 //! others read. Tests that check a piece directly are unit tests inside the crate.
 

@@ -93,7 +93,7 @@ fn yaml_error_loc(e: &serde_yaml::Error, src: &str) -> Loc {
     } else {
         None
     };
-    at.map_or(START, |(at, len)| idx.loc(at, len))
+    at.map_or(Loc::START, |(at, len)| idx.loc(at, len))
 }
 
 /// The `---` (or `...`) line that ends the first document of `src`, if any.
@@ -167,13 +167,6 @@ fn check_flow_depth(src: &str) -> Result<(), Diagnostic> {
     }
     Ok(())
 }
-
-const START: Loc = Loc {
-    offset: 0,
-    len: 0,
-    line: 1,
-    col: 1,
-};
 
 /// The location of a top-level item: from its `- ` to the end of that line, found
 /// from the first scalar yaml_serde located inside it.
@@ -264,7 +257,7 @@ fn parse_whole(src: &str) -> Parsed {
             out.errors.push(
                 Diagnostic::new(
                     "opal::not_a_list",
-                    START,
+                    Loc::START,
                     format!("the file is {what}, not a list of entries"),
                 )
                 .label("top level")
@@ -288,7 +281,9 @@ fn parse_whole(src: &str) -> Parsed {
         &mut out.errors,
         |i| {
             let ol = lines.get_or_insert_with(|| outline(src));
-            ol.get(i).filter(|_| ol.len() == n).map_or(START, |o| o.loc)
+            ol.get(i)
+                .filter(|_| ol.len() == n)
+                .map_or(Loc::START, |o| o.loc)
         },
         |_, f| functions.push(f),
     );
@@ -495,7 +490,7 @@ pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
         _ => {
             return Err(vec![Diagnostic::new(
                 "opal::not_a_list",
-                START,
+                Loc::START,
                 "tags.yaml is not a list of `- tag:` entries",
             )
             .label("top level")
@@ -515,7 +510,7 @@ pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
             None => errs.push(
                 Diagnostic::new(
                     "opal::bad_tag_entry",
-                    item_loc(item, src, &idx).unwrap_or(START),
+                    item_loc(item, src, &idx).unwrap_or(Loc::START),
                     "tags.yaml entry has no `tag:` name",
                 )
                 .label("this entry")
