@@ -17,10 +17,11 @@ static ALLOC: opal_codegen::BuildAllocator = opal_codegen::BuildAllocator;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use opal_codegen::backend::{generate, BackendEmitOptions};
-use opal_codegen::backend::{load_bytes, resolve};
+use opal_codegen::backend::run::{coverage_of, generate_code, Inputs};
+use opal_codegen::backend::{load_bytes, BackendSpec, SourceFile, Status};
 use opal_codegen::model::{NativeFunctions, Origin};
 
 /// A backend YAML supporting the first 400 ops with a CPU kernel; the first 40 of
@@ -75,37 +76,41 @@ fn bench(c: &mut Criterion) {
     let yaml = backend_yaml(&natives);
     let spec = load_bytes("bench.yaml", yaml.as_bytes()).expect("backend YAML loads");
     assert_eq!(spec.supported.len(), 400);
-    let opts = BackendEmitOptions {
-        backend_source: "bench.yaml".into(),
-        native_source: "native_functions.yaml".into(),
-        with_skeleton_mod: false,
-        skeleton: false,
-        ops_path: None,
+    let backend_text: Arc<str> = Arc::from(yaml.as_str());
+    let native_text: Arc<str> = Arc::from(std::str::from_utf8(&native_bytes).expect("UTF-8"));
+    // What `opal-codegen backend` holds after loading both files.
+    let inputs = |spec: BackendSpec, natives: NativeFunctions| Inputs {
+        spec,
+        natives,
+        backend_file: SourceFile {
+            path: "bench.yaml".into(),
+            text: backend_text.clone(),
+        },
+        native_file: SourceFile {
+            path: "native_functions.yaml".into(),
+            text: native_text.clone(),
+        },
+        runtime: None,
+        skip_unknown_ops: false,
         carry_entry_points: false,
     };
-    let opts_ref = BackendEmitOptions {
-        ops_path: Some("::opal::ops".into()),
-        ..opts.clone()
-    };
-    {
-        let (plan, errs) = resolve(&spec, &natives);
-        assert!(errs.is_empty(), "{errs:?}");
-        let adapters = plan.adapter_count();
-        assert_eq!(adapters, 40, "{adapters} adapters");
-    }
+    let loaded = inputs(spec, natives);
+    let (cov, errs) = coverage_of(&loaded);
+    assert!(errs.is_none(), "the bench YAML resolves");
+    // The 40 pinned kernels; ops derived from them count as adapters too.
+    let pinned = cov
+        .ops
+        .iter()
+        .filter(|r| matches!(r.status, Status::Adapter) && r.detail.starts_with("pinned"))
+        .count();
+    assert_eq!(pinned, 40, "{pinned} adapters");
     let mut g = c.benchmark_group("backend");
     g.sample_size(20);
     g.bench_function("backend_generate_400", |b| {
-        b.iter(|| {
-            let (plan, _) = resolve(&spec, &natives);
-            generate(&spec, &natives, &plan, &opts).expect("generates")
-        })
+        b.iter(|| generate_code(&loaded, false, None).expect("generates"))
     });
     g.bench_function("backend_generate_400_ops_path", |b| {
-        b.iter(|| {
-            let (plan, _) = resolve(&spec, &natives);
-            generate(&spec, &natives, &plan, &opts_ref).expect("generates")
-        })
+        b.iter(|| generate_code(&loaded, false, Some("::opal::ops")).expect("generates"))
     });
     g.bench_function("backend_end_to_end_400", |b| {
         b.iter(|| {
@@ -113,8 +118,7 @@ fn bench(c: &mut Criterion) {
                 opal_codegen::load_bytes(&native_bytes, "native_functions.yaml", Some(&tags))
                     .expect("2.15 loads");
             let spec = load_bytes("bench.yaml", yaml.as_bytes()).expect("loads");
-            let (plan, _) = resolve(&spec, &natives);
-            generate(&spec, &natives, &plan, &opts_ref)
+            generate_code(&inputs(spec, natives), false, Some("::opal::ops"))
                 .expect("generates")
                 .module
                 .len()

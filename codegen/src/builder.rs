@@ -103,30 +103,20 @@ impl Builder {
         }
     }
 
-    /// The `native_functions.yaml` to generate from (required).
-    pub fn native_yaml(mut self, path: impl AsRef<Path>) -> Self {
-        self.native_yaml = Some(path.as_ref().to_path_buf());
-        self
-    }
+    setters! {
+        /// The `native_functions.yaml` to generate from (required).
+        native_yaml(path: impl AsRef<Path>) => native_yaml = Some(path.as_ref().to_path_buf());
 
-    /// The `tags.yaml` that defines valid tags (default: `tags.yaml` beside the
-    /// native YAML when there is one; else tags are not checked).
-    pub fn tags(mut self, path: impl AsRef<Path>) -> Self {
-        self.tags = Some(path.as_ref().to_path_buf());
-        self
-    }
+        /// The `tags.yaml` that defines valid tags (default: `tags.yaml` beside the
+        /// native YAML when there is one; else tags are not checked).
+        tags(path: impl AsRef<Path>) => tags = Some(path.as_ref().to_path_buf());
 
-    /// The operator namespace (`aten` by default): operators are defined as
-    /// `<namespace>::<name>.<overload>`.
-    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
-        self.namespace = ns.into();
-        self
-    }
+        /// The operator namespace (`aten` by default): operators are defined as
+        /// `<namespace>::<name>.<overload>`.
+        namespace(ns: impl Into<String>) => namespace = ns.into();
 
-    /// Where `mod.rs` and the files it includes are written (default: `$OUT_DIR`).
-    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.out_dir = Some(dir.as_ref().to_path_buf());
-        self
+        /// Where `mod.rs` and the files it includes are written (default: `$OUT_DIR`).
+        out_dir(dir: impl AsRef<Path>) => out_dir = Some(dir.as_ref().to_path_buf());
     }
 
     /// Generate for inclusion into the `opal` crate itself (paths `crate::…`
@@ -136,26 +126,19 @@ impl Builder {
         self
     }
 
-    /// Whether to print `cargo:rerun-if-changed` / `cargo:warning` lines (default
-    /// true; the CLI turns them off).
-    pub fn cargo_directives(mut self, on: bool) -> Self {
-        self.cargo_directives = on;
-        self
-    }
+    setters! {
+        /// Whether to print `cargo:rerun-if-changed` / `cargo:warning` lines (default
+        /// true; the CLI turns them off).
+        cargo_directives(on: bool) => cargo_directives = on;
 
-    /// Also generates autograd kernels (`autograd.rs`) from the `derivatives.yaml`
-    /// at `path`, checked against the native YAML.
-    pub fn derivatives_yaml(mut self, path: impl AsRef<Path>) -> Self {
-        self.derivatives = Some(path.as_ref().to_path_buf());
-        self
-    }
+        /// Also generates autograd kernels (`autograd.rs`) from the `derivatives.yaml`
+        /// at `path`, checked against the native YAML.
+        derivatives_yaml(path: impl AsRef<Path>) => derivatives = Some(path.as_ref().to_path_buf());
 
-    /// Also generates the composite kernel table (`composites.rs`) from the
-    /// `composites.yaml` at `path` (see [`crate::composite`]), checked against the
-    /// native YAML.
-    pub fn composites_yaml(mut self, path: impl AsRef<Path>) -> Self {
-        self.composites = Some(path.as_ref().to_path_buf());
-        self
+        /// Also generates the composite kernel table (`composites.rs`) from the
+        /// `composites.yaml` at `path` (see [`crate::composite`]), checked against the
+        /// native YAML.
+        composites_yaml(path: impl AsRef<Path>) => composites = Some(path.as_ref().to_path_buf());
     }
 
     /// [`Builder::generate`], printing the diagnostics and exiting with status 1 on
@@ -249,10 +232,7 @@ impl Builder {
         emit::autograd::generate(model, &derivs, &self.namespace, &self.runtime, source).map_err(
             |errs| {
                 let src = std::fs::read_to_string(dpath).unwrap_or_default();
-                let mut d = Diagnostics::new(dpath.display().to_string(), src);
-                errs.into_iter().for_each(|e| d.push(e));
-                d.sort();
-                Error::Load(d)
+                Error::Load(Diagnostics::sorted(dpath.display().to_string(), src, errs))
             },
         )
     }

@@ -31,7 +31,7 @@ pub const KEYS: [&str; 2] = ["CompositeImplicitAutograd", "CompositeExplicitAuto
 
 /// One composite kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompositeKernel {
+pub(crate) struct CompositeKernel {
     /// `name` or `name.overload`, as in `native_functions.yaml`.
     pub op: String,
     /// One of [`KEYS`].
@@ -42,16 +42,9 @@ pub struct CompositeKernel {
     pub loc: Loc,
 }
 
-const START: Loc = Loc {
-    offset: 0,
-    len: 0,
-    line: 1,
-    col: 1,
-};
-
 /// Reads the file's entries and every problem of its shape (operators are checked
 /// by [`validate`]).
-pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
+pub(crate) fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
     let mut errs = Vec::new();
     let mut out = Vec::new();
     let doc = match read_document(src) {
@@ -70,7 +63,7 @@ pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
         Node::Null => Vec::new(),
         other => {
             errs.push(shape_err(
-                START,
+                Loc::START,
                 format!("the file is {}, not a mapping", other.describe()),
                 "map `CompositeImplicitAutograd` and `CompositeExplicitAutograd` to lists of `op: kernel_path`",
             ));
@@ -78,7 +71,7 @@ pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
         }
     };
     for (k, v) in &pairs {
-        let kloc = at(k, START);
+        let kloc = at(k, Loc::START);
         let Some(key) = k.as_str().and_then(|s| KEYS.into_iter().find(|&c| c == s)) else {
             let hint = k
                 .as_str()
@@ -150,7 +143,7 @@ pub fn parse(src: &str) -> (Vec<CompositeKernel>, Vec<Diagnostic>) {
 
 /// Checks the entries against the native model: each operator exists and is listed
 /// once.
-pub fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<Diagnostic> {
+pub(crate) fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<Diagnostic> {
     let names: Vec<String> = natives
         .functions
         .iter()
@@ -181,23 +174,20 @@ pub fn validate(kernels: &[CompositeKernel], natives: &NativeFunctions) -> Vec<D
 }
 
 /// Loads and checks `composites.yaml` text; `path` is only used in messages.
-pub fn load_str(
+pub(crate) fn load_str(
     src: &str,
     path: &str,
     natives: &NativeFunctions,
 ) -> Result<Vec<CompositeKernel>, Diagnostics> {
     let (kernels, mut errs) = parse(src);
     errs.extend(validate(&kernels, natives));
-    if errs.is_empty() {
-        return Ok(kernels);
-    }
-    let mut d = Diagnostics::new(path, src);
-    errs.into_iter().for_each(|e| d.push(e));
-    d.sort();
-    Err(d)
+    Diagnostics::or_ok(kernels, errs, path, src)
 }
 
 /// Loads and checks a `composites.yaml` file.
-pub fn load(path: &Path, natives: &NativeFunctions) -> Result<Vec<CompositeKernel>, Diagnostics> {
+pub(crate) fn load(
+    path: &Path,
+    natives: &NativeFunctions,
+) -> Result<Vec<CompositeKernel>, Diagnostics> {
     crate::load::with_text(path, |src, name| load_str(src, name, natives))
 }

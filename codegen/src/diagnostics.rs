@@ -92,6 +92,36 @@ impl Diagnostics {
         }
     }
 
+    /// The problems `items` of `path`, sorted by position.
+    pub fn sorted(
+        path: impl Into<String>,
+        source: impl Into<Arc<str>>,
+        items: Vec<Diagnostic>,
+    ) -> Self {
+        let mut d = Diagnostics {
+            path: path.into(),
+            source: source.into(),
+            items,
+        };
+        d.sort();
+        d
+    }
+
+    /// `Ok(value)` when `items` is empty, else them as sorted diagnostics of
+    /// `path` (what every loader returns).
+    pub(crate) fn or_ok<T>(
+        value: T,
+        items: Vec<Diagnostic>,
+        path: &str,
+        source: &str,
+    ) -> Result<T, Self> {
+        if items.is_empty() {
+            Ok(value)
+        } else {
+            Err(Diagnostics::sorted(path, source, items))
+        }
+    }
+
     /// Number of problems.
     pub fn len(&self) -> usize {
         self.items.len()

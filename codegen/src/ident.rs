@@ -35,12 +35,16 @@
 //! `with`, `Options`, `redispatch`, `boxed`, `kernel`, ...). Functions and modules
 //! live in different Rust namespaces, so they never clash.
 
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
 use crate::ast;
 pub(crate) use crate::ast::ident;
 use crate::ast::NOT_RAW;
+use crate::hash::FastHash;
 use crate::model::{BaseTy, OperatorName, Type};
 
 /// Operator identifiers that would clash with what the generated output's top level
@@ -233,10 +237,29 @@ pub(crate) fn arg_ident(name: &str) -> Result<String, String> {
             "argument name `{name}` starts with `__`, which generated code reserves for its locals"
         ));
     }
-    if NOT_RAW.contains(&name) || RESERVED_ARGS.contains(&name) || in_prelude(name) {
+    if is_reserved_arg(name) {
         return Ok(format!("{name}_"));
     }
     Ok(name.to_string())
+}
+
+/// Whether an argument named `name` clashes with what generated code names:
+/// [`NOT_RAW`], [`RESERVED_ARGS`] or the prelude. One set of all three, built
+/// once: every argument of every op asks, and scanning the lists took about a
+/// twentieth of `check`'s instructions on PyTorch's YAML.
+fn is_reserved_arg(name: &str) -> bool {
+    static RESERVED: OnceLock<HashSet<&str, FastHash>> = OnceLock::new();
+    RESERVED
+        .get_or_init(|| {
+            let prelude = PRELUDE.iter().flat_map(|(_, names)| names.iter());
+            NOT_RAW
+                .iter()
+                .chain(RESERVED_ARGS)
+                .chain(prelude)
+                .copied()
+                .collect()
+        })
+        .contains(name)
 }
 
 /// Whether an identifier needs `#[allow(non_snake_case)]`: PyTorch's `T`, `mH`, ...

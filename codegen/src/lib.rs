@@ -8,9 +8,10 @@
 //!   backend YAML, Opal's format or torchgen's), [`autocast::Builder`] (autocast
 //!   kernels from a cast policy). Each has `generate()` and `generate_or_exit()`.
 //! - To read YAML: [`load`], [`load_with_tags`], [`load_str`], [`load_bytes`] into
-//!   the [`model`], with located [`diagnostics`]; [`derivatives`] and [`composite`]
-//!   load their files; [`backend`] loads, resolves, generates and reports coverage of
-//!   backend YAMLs.
+//!   the [`model`], with located [`diagnostics`]; [`derivatives`] loads its file
+//!   ([`composite`] only names its keys: the builders load composites);
+//!   [`backend::run`] loads, resolves, generates and reports coverage of backend
+//!   YAMLs.
 //! - One stage at a time: [`parse`] (a `func:` schema, a YAML file without the
 //!   rules), [`emit`] (the operator layer and the autograd kernels from a model,
 //!   the naming check), [`op_ident`] (an operator's Rust name).
@@ -21,9 +22,26 @@
 //!
 //! Everything else is `pub(crate)`: the stages' pieces (`parse`'s lexer and
 //! outline, `emit`'s per-item emitters and plan, `ident`'s type table, the
-//! backend's plan and emitters), `validate` (torchgen's implicit rules and Rust's)
+//! backend's stages between loading and `backend::run`: its plan, emitters and
+//! coverage), `composite`'s loader, `validate` (torchgen's implicit rules and Rust's)
 //! and `suggest` ("did you mean"); [`dispatch_keys`] is the one list of `validate`
 //! others read. Tests that check a piece directly are unit tests inside the crate.
+
+/// Builder methods that each set one field and return the builder: `name(arg:
+/// Type) => field = value;` (the value written with `arg`), the doc comment above
+/// each. The three builders (`Builder`, `BackendBuilder`, `autocast::Builder`)
+/// declare their plain options this way.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
 
 mod ast;
 pub mod autocast;
@@ -41,7 +59,7 @@ pub mod parse;
 mod suggest;
 mod validate;
 
-pub use backend::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
+pub use backend::{opal_native_yaml, BackendBuilder};
 pub use builder::Builder;
 pub use ident::op_ident;
 pub use load::{load, load_bytes, load_str, load_tags_bytes, load_with_tags};

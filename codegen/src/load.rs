@@ -109,12 +109,5 @@ pub fn load_str(
     let mut errs = checked.parsed.errors;
     errs.extend(checked.check_errors);
     let model = validate::complete(checked.parsed.functions, &checked.results, tags, &mut errs);
-    if errs.is_empty() {
-        Ok(model)
-    } else {
-        let mut d = Diagnostics::new(path, src);
-        errs.into_iter().for_each(|e| d.push(e));
-        d.sort();
-        Err(d)
-    }
+    Diagnostics::or_ok(model, errs, path, src)
 }

@@ -70,13 +70,6 @@ pub(crate) struct Policy {
     pub entries: Vec<PolicyEntry>,
 }
 
-const START: Loc = Loc {
-    offset: 0,
-    len: 0,
-    line: 1,
-    col: 1,
-};
-
 /// Reads policy text: the entries that loaded and every problem of the file's shape
 /// (not yet checked against operators; see [`validate`]).
 pub(crate) fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
@@ -95,7 +88,7 @@ pub(crate) fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
         other => {
             let d = Diagnostic::new(
                 "opal::autocast_shape",
-                START,
+                Loc::START,
                 format!("the policy is {}, not a mapping", other.describe()),
             )
             .label("top level")
@@ -104,7 +97,7 @@ pub(crate) fn parse_policy(src: &str) -> (Policy, Vec<Diagnostic>) {
         }
     };
     for (k, v) in &pairs {
-        let kloc = at(k, START);
+        let kloc = at(k, Loc::START);
         let Some(cast) = k
             .as_str()
             .and_then(|s| CastKind::ALL.into_iter().find(|c| c.key() == s))
@@ -267,31 +260,8 @@ fn unknown_op(e: &PolicyEntry, ops: &[OpPlan<'_>]) -> Diagnostic {
     .hint(hint)
 }
 
-/// Errors of [`Builder::generate`].
-#[derive(Debug)]
-pub enum Error {
-    /// A missing setting.
-    Config(String),
-    /// Located problems in the native YAML or the policy.
-    Load(Diagnostics),
-    /// A file could not be written.
-    Io {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Config(s) => write!(f, "autocast generation: {s}"),
-            Error::Load(d) => write!(f, "{d}"),
-            Error::Io { path, error } => write!(f, "writing {}: {error}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
+/// Errors of [`Builder::generate`]: the same as the operator layer's builder.
+pub use crate::builder::Error;
 
 /// Generates the autocast kernels of a cast policy into `<out_dir>/mod.rs`, for the
 /// runtime crate (`crate::ops` paths): used by `opal`'s build script.
@@ -309,28 +279,18 @@ impl Builder {
         Self::default()
     }
 
-    /// The `native_functions.yaml` the policy names operators of.
-    pub fn native_yaml(mut self, path: impl AsRef<Path>) -> Self {
-        self.native_yaml = Some(path.as_ref().to_path_buf());
-        self
-    }
+    setters! {
+        /// The `native_functions.yaml` the policy names operators of.
+        native_yaml(path: impl AsRef<Path>) => native_yaml = Some(path.as_ref().to_path_buf());
 
-    /// The cast policy file.
-    pub fn policy(mut self, path: impl AsRef<Path>) -> Self {
-        self.policy = Some(path.as_ref().to_path_buf());
-        self
-    }
+        /// The cast policy file.
+        policy(path: impl AsRef<Path>) => policy = Some(path.as_ref().to_path_buf());
 
-    /// Where `mod.rs` goes.
-    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.out_dir = Some(dir.as_ref().to_path_buf());
-        self
-    }
+        /// Where `mod.rs` goes.
+        out_dir(dir: impl AsRef<Path>) => out_dir = Some(dir.as_ref().to_path_buf());
 
-    /// The operators' namespace (default `aten`).
-    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
-        self.namespace = Some(ns.into());
-        self
+        /// The operators' namespace (default `aten`).
+        namespace(ns: impl Into<String>) => namespace = Some(ns.into());
     }
 
     /// [`Builder::generate`], printing the diagnostics and exiting with status 1 on
@@ -379,7 +339,6 @@ pub(crate) fn generate_str(
     path: &str,
     namespace: &str,
 ) -> Result<String, Diagnostics> {
-    let mut d = Diagnostics::new(path, src);
     let plan = crate::emit::plan::plan(model, namespace).map_err(|errs| {
         let mut d = Diagnostics::new(path, src);
         for e in errs {
@@ -390,13 +349,14 @@ pub(crate) fn generate_str(
     let (policy, mut errs) = parse_policy(src);
     errs.extend(validate(&policy, &plan.ops));
     if !errs.is_empty() {
-        errs.into_iter().for_each(|e| d.push(e));
-        d.sort();
-        return Err(d);
+        return Err(Diagnostics::sorted(path, src, errs));
     }
     emit::generate(&policy, &plan.ops, path).map_err(|e| {
-        d.push(Diagnostic::new("opal::codegen", START, e));
-        d
+        Diagnostics::sorted(
+            path,
+            src,
+            vec![Diagnostic::new("opal::codegen", Loc::START, e)],
+        )
     })
 }
 

@@ -30,10 +30,10 @@ use super::run::{load_inputs, resolve_inputs, write_if_changed};
 /// (a file inside that package, `tags.yaml` beside it), so cargo sets this variable
 /// for the build script of every package that depends on `opal-runtime` directly
 /// (in `[dependencies]`).
-pub const OPAL_NATIVE_YAML_VAR: &str = "DEP_OPAL_NATIVE_YAML";
+pub(crate) const OPAL_NATIVE_YAML_VAR: &str = "DEP_OPAL_NATIVE_YAML";
 
 /// The `native_functions.yaml` that the `opal` crate of this build was generated
-/// from, as its build script published it (see [`OPAL_NATIVE_YAML_VAR`]); an error
+/// from, as its build script published it (in `DEP_OPAL_NATIVE_YAML`); an error
 /// naming the fix when the variable is not set (outside a build script, or in a
 /// crate that does not depend on `opal-runtime` directly).
 pub fn opal_native_yaml() -> Result<PathBuf, String> {
@@ -102,61 +102,39 @@ impl BackendBuilder {
         self
     }
 
-    /// Where to write (default: `$OUT_DIR`).
-    pub fn out_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.out_dir = Some(dir.as_ref().to_path_buf());
-        self
-    }
+    setters! {
+        /// Where to write (default: `$OUT_DIR`).
+        out_dir(dir: impl AsRef<Path>) => out_dir = Some(dir.as_ref().to_path_buf());
 
-    /// The output file name (default: `backend_<device>.rs`).
-    pub fn file_name(mut self, name: impl Into<String>) -> Self {
-        self.file_name = Some(name.into());
-        self
-    }
+        /// The output file name (default: `backend_<device>.rs`).
+        file_name(name: impl Into<String>) => file_name = Some(name.into());
 
-    /// Overrides the backend YAML's `namespace:` (e.g. to register a modified copy
-    /// of a native YAML beside the real operators).
-    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
-        self.namespace = Some(ns.into());
-        self
-    }
+        /// Overrides the backend YAML's `namespace:` (e.g. to register a modified copy
+        /// of a native YAML beside the real operators).
+        namespace(ns: impl Into<String>) => namespace = Some(ns.into());
 
-    /// Refer to existing per-op items at `path` instead of carrying a copy: use
-    /// `"::opal::ops"` when the native YAML is the one `opal` was generated from
-    /// (much smaller output). Without it the output compiles for any native YAML.
-    pub fn ops_path(mut self, path: impl Into<String>) -> Self {
-        self.ops_path = Some(path.into());
-        self
-    }
+        /// Refer to existing per-op items at `path` instead of carrying a copy: use
+        /// `"::opal::ops"` when the native YAML is the one `opal` was generated from
+        /// (much smaller output). Without it the output compiles for any native YAML.
+        ops_path(path: impl Into<String>) => ops_path = Some(path.into());
 
-    /// Without [`BackendBuilder::ops_path`]: carry the entry points (`call`,
-    /// `redispatch`) of every op, so code of the crate can call ops the runtime
-    /// lacks (a native YAML newer than the runtime's). By default the carried items
-    /// are those registration needs.
-    pub fn carry_entry_points(mut self, yes: bool) -> Self {
-        self.carry_entry_points = yes;
-        self
-    }
+        /// Without [`BackendBuilder::ops_path`]: carry the entry points (`call`,
+        /// `redispatch`) of every op, so code of the crate can call ops the runtime
+        /// lacks (a native YAML newer than the runtime's). By default the carried items
+        /// are those registration needs.
+        carry_entry_points(yes: bool) => carry_entry_points = yes;
 
-    /// Generates the plugin side instead (see `backend::plugin`): the module for a
-    /// crate depending on `opal-plugin-sdk`, and `<device>.opal-plugin.json` naming
-    /// `library` beside it in the output directory.
-    pub fn plugin(mut self, library: impl Into<String>) -> Self {
-        self.plugin_library = Some(library.into());
-        self
-    }
+        /// Generates the plugin side instead (see `backend::plugin`): the module for a
+        /// crate depending on `opal-plugin-sdk`, and `<device>.opal-plugin.json` naming
+        /// `library` beside it in the output directory.
+        plugin(library: impl Into<String>) => plugin_library = Some(library.into());
 
-    /// Skip ops the native YAML lacks (a `cargo:warning` each) instead of failing:
-    /// for a vendor's backend YAML written for another PyTorch version.
-    pub fn skip_unknown_ops(mut self, on: bool) -> Self {
-        self.skip_unknown_ops = on;
-        self
-    }
+        /// Skip ops the native YAML lacks (a `cargo:warning` each) instead of failing:
+        /// for a vendor's backend YAML written for another PyTorch version.
+        skip_unknown_ops(on: bool) => skip_unknown_ops = on;
 
-    /// Whether to print `cargo:` lines (`rerun-if-changed`, warnings; default: true).
-    pub fn cargo_directives(mut self, on: bool) -> Self {
-        self.cargo_directives = on;
-        self
+        /// Whether to print `cargo:` lines (`rerun-if-changed`, warnings; default: true).
+        cargo_directives(on: bool) => cargo_directives = on;
     }
 
     /// Generates; returns the path written (or left as it was).

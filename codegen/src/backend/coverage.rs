@@ -133,7 +133,7 @@ pub struct RuntimeOps {
 impl RuntimeOps {
     /// The ops a backend runs natively by its plan: supported entries and the ops
     /// derived from them (for the CPU backend's YAML, what the fallback can run).
-    pub fn backend_ops(plan: &Plan<'_>) -> HashSet<String> {
+    pub(crate) fn backend_ops(plan: &Plan<'_>) -> HashSet<String> {
         plan.ops
             .iter()
             .map(|o| o.func.func.name.to_string())
@@ -144,7 +144,7 @@ impl RuntimeOps {
 
 /// Classifies every op of `natives` for the backend, using its resolved plan, and
 /// what the runtime has when `runtime` says.
-pub fn coverage(
+pub(crate) fn coverage(
     spec: &BackendSpec,
     natives: &NativeFunctions,
     plan: &Plan<'_>,

@@ -75,28 +75,6 @@ pub fn load_bytes(path: &str, bytes: &[u8]) -> Result<BackendSpec, BackendErrors
     }
 }
 
-/// Reads and loads a backend YAML file.
-pub fn load_file(path: &std::path::Path) -> Result<BackendSpec, BackendErrors> {
-    let shown = path.display().to_string();
-    match std::fs::read(path) {
-        Ok(bytes) => load_bytes(&shown, &bytes),
-        Err(e) => Err(BackendErrors {
-            backend: SourceFile {
-                path: shown,
-                text: Arc::from(""),
-            },
-            native: None,
-            items: vec![Diagnostic::new(
-                "opal::backend::io",
-                Loc::SYNTHETIC,
-                format!("cannot read the backend YAML: {e}"),
-            )
-            .into()],
-            native_errors: None,
-        }),
-    }
-}
-
 fn loc_of_offset(text: &str, offset: usize) -> Loc {
     let before = &text[..offset];
     let line = before.matches('\n').count() as u32 + 1;

@@ -4,10 +4,12 @@
 //! the registration function (kernels, defaulted-argument adapters for pinned
 //! kernels, the fallback) and a starter implementation, and reports coverage.
 //!
-//! Pipeline: [`load_bytes`] / [`load_file`] (YAML -> [`BackendSpec`]) -> [`resolve`]
-//! (match and [`classify`] against the native functions) -> [`generate`] (Rust code)
-//! or [`coverage()`](fn@coverage) (report); [`run`] strings them together the way
-//! the CLI does. Submodules other than `run` are private.
+//! Pipeline: [`load_bytes`] (YAML -> [`BackendSpec`]) -> `plan::resolve` (match
+//! and [`classify`] against the native functions) -> `emit::generate` (Rust code)
+//! or `coverage::coverage` (report). Callers go through [`run`], which
+//! strings them together the way the CLI does, or [`BackendBuilder`] in a build
+//! script; the stages in between are `pub(crate)`, as are the submodules other
+//! than `run`.
 //!
 //! Owns: everything about backend YAMLs. Must not: parse native YAMLs or schemas
 //! itself (it calls `crate::parse`), name things (it uses `crate::ident`), or
@@ -26,12 +28,11 @@ pub mod run;
 mod spec;
 mod yaml;
 
-pub use builder::{opal_native_yaml, BackendBuilder, OPAL_NATIVE_YAML_VAR};
+pub use builder::{opal_native_yaml, BackendBuilder};
 pub use compat::{classify, AddedArg, Compat, Incompatibility};
-pub use coverage::{coverage, Coverage, Format, Row, RuntimeOps, Status, Totals};
-pub use emit::{generate, BackendCode, BackendEmitOptions, SKELETON_FILE};
-pub use load::{load_bytes, load_file};
-pub use plan::{resolve, Plan};
-pub use plugin::{generate_plugin, PluginCode};
+pub use coverage::{Coverage, Format, Row, RuntimeOps, Status, Totals};
+pub use emit::{BackendCode, SKELETON_FILE};
+pub use load::load_bytes;
+pub use plugin::PluginCode;
 pub use report::{BackendDiagnostic, BackendErrors, Note, SourceFile};
 pub use spec::{BackendKey, BackendSpec, FallbackPolicy, Located, SupportedOp};

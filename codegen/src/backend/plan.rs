@@ -63,7 +63,7 @@ pub(crate) struct DerivedOp<'n> {
 
 /// A backend resolved against a native YAML.
 #[derive(Clone, Debug)]
-pub struct Plan<'n> {
+pub(crate) struct Plan<'n> {
     /// Supported ops that resolved cleanly, in `supported:` order.
     pub(crate) ops: Vec<PlannedOp<'n>>,
     /// `autograd:` ops, registered at the backend's autograd key.
@@ -78,20 +78,9 @@ pub struct Plan<'n> {
     pub warnings: Vec<BackendDiagnostic>,
 }
 
-impl Plan<'_> {
-    /// How many resolved ops need an adapter: their pinned schema is not the
-    /// native one (see [`Compat`]).
-    pub fn adapter_count(&self) -> usize {
-        self.ops
-            .iter()
-            .filter(|o| !matches!(o.compat, Compat::Identical))
-            .count()
-    }
-}
-
 /// Resolves `spec` against `natives`; problems are returned alongside the partial
 /// plan (an empty problem list means the plan is complete).
-pub fn resolve<'n>(
+pub(crate) fn resolve<'n>(
     spec: &'n BackendSpec,
     natives: &'n NativeFunctions,
 ) -> (Plan<'n>, Vec<BackendDiagnostic>) {

@@ -255,7 +255,7 @@ fn op_code(
 
 /// Generates the plugin side of `spec` from its resolved `plan`; `library` is the
 /// file name the manifest names (`libopal_emu_plugin.so`).
-pub fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> PluginCode {
+pub(crate) fn generate_plugin(spec: &BackendSpec, plan: &Plan, library: &str) -> PluginCode {
     let trait_name = format!("{}PluginKernels", spec.backend.value);
     let ns = &spec.namespace.value;
     let (mut methods, mut shims, mut regs) = (String::new(), String::new(), String::new());

@@ -137,7 +137,7 @@ pub fn resolve_inputs(inputs: &Inputs) -> Resolved<'_> {
 
 impl<'a> Resolved<'a> {
     /// The plan, or every resolution problem with both files at hand.
-    pub fn plan(&self) -> Result<&Plan<'a>, BackendErrors> {
+    pub(crate) fn plan(&self) -> Result<&Plan<'a>, BackendErrors> {
         if self.errors.is_empty() {
             Ok(&self.plan)
         } else {
@@ -181,7 +181,7 @@ impl<'a> Resolved<'a> {
 
     /// The backend module. `with_skeleton_mod` declares `pub mod kernels;` and
     /// produces the starter implementation; `ops_path` names where the per-op
-    /// items already exist (see [`BackendEmitOptions::ops_path`]).
+    /// items already exist (`None`: the module carries its own copy).
     pub fn generate(
         &self,
         with_skeleton_mod: bool,

@@ -42,9 +42,7 @@ impl Run for Schemas {
         };
         let parsed = opal_codegen::parse::parse_native_yaml(src);
         if !parsed.errors.is_empty() {
-            let mut d = Diagnostics::new(path, src);
-            parsed.errors.into_iter().for_each(|e| d.push(e));
-            d.sort();
+            let d = Diagnostics::sorted(path, src, parsed.errors);
             return fail(&d);
         }
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());

@@ -399,7 +399,7 @@ pub struct ParseError {
 
 /// Limits on one formula, far above what PyTorch writes: the parser is
 /// recursive, so nesting is bounded before the stack is.
-pub mod limits {
+pub(crate) mod limits {
     /// Bytes of one formula.
     pub const FORMULA_LEN: usize = 64 * 1024;
     /// Nested operands, calls, parentheses and lists.
@@ -435,12 +435,6 @@ fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
     let b = src.as_bytes();
     let mut toks = Vec::with_capacity(src.len() / 3);
     let mut i = 0;
-    let err = |message: String, start: usize, end: usize, hint: &str| ParseError {
-        message,
-        start,
-        end,
-        hint: hint.to_string(),
-    };
     while i < b.len() {
         let c = b[i];
         let start = i;
@@ -448,90 +442,24 @@ fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
             i += 1;
             continue;
         } else if src[i..].starts_with("/*") {
-            match src[i + 2..].find("*/") {
-                Some(e) => i += e + 4,
-                None => {
-                    return Err(err(
-                        "unterminated comment".into(),
-                        start,
-                        b.len(),
-                        "close it with `*/`",
-                    ))
-                }
-            }
+            i = comment_end(src, start)?;
             continue;
         } else if c.is_ascii_alphabetic() || c == b'_' {
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                i += 1;
-            }
+            i = skip_while(b, i, |c| c.is_ascii_alphanumeric() || c == b'_');
             Tok::Ident
         } else if c.is_ascii_digit() {
-            let mut float = false;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if b.get(i) == Some(&b'.') {
-                float = true;
-                i += 1;
-                while i < b.len() && b[i].is_ascii_digit() {
-                    i += 1;
-                }
-            }
-            if matches!(b.get(i), Some(b'e' | b'E')) {
-                let mut j = i + 1;
-                if matches!(b.get(j), Some(b'+' | b'-')) {
-                    j += 1;
-                }
-                if b.get(j).is_some_and(u8::is_ascii_digit) {
-                    float = true;
-                    i = j;
-                    while i < b.len() && b[i].is_ascii_digit() {
-                        i += 1;
-                    }
-                }
-            }
-            if b.get(i)
-                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
-            {
-                return Err(err(
-                    format!("malformed number `{}`", &src[start..=i]),
-                    start,
-                    i + 1,
-                    "write numbers like `2`, `0.5` or `1e-12`, without a suffix",
-                ));
-            }
-            if float {
-                Tok::Float
-            } else {
-                Tok::Int
-            }
+            let (end, kind) = number(src, start)?;
+            i = end;
+            kind
         } else if c == b'"' {
-            i += 1;
-            loop {
-                match b.get(i) {
-                    None => {
-                        return Err(err(
-                            "unterminated string".into(),
-                            start,
-                            b.len(),
-                            "close the string with `\"`",
-                        ))
-                    }
-                    Some(b'\\') => i += 2,
-                    Some(b'"') => {
-                        i += 1;
-                        break;
-                    }
-                    Some(_) => i += 1,
-                }
-            }
+            i = string_end(b, start)?;
             Tok::Str
         } else if let Some(p) = PUNCTS.iter().find(|p| src[i..].starts_with(**p)) {
             i += p.len();
             Tok::Punct
         } else {
             let ch = src[i..].chars().next().unwrap_or('?');
-            return Err(err(
+            return Err(lex_error(
                 format!("unexpected character `{ch}`"),
                 start,
                 start + ch.len_utf8(),
@@ -550,6 +478,91 @@ fn lex(src: &str) -> Result<Vec<Token>, ParseError> {
         end: b.len(),
     });
     Ok(toks)
+}
+
+fn lex_error(message: String, start: usize, end: usize, hint: &str) -> ParseError {
+    ParseError {
+        message,
+        start,
+        end,
+        hint: hint.to_string(),
+    }
+}
+
+/// The first index from `i` on whose byte fails `keep` (or the end).
+fn skip_while(b: &[u8], mut i: usize, keep: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() && keep(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// The end of the `/* ... */` comment that starts at `start`.
+fn comment_end(src: &str, start: usize) -> Result<usize, ParseError> {
+    match src[start + 2..].find("*/") {
+        Some(e) => Ok(start + e + 4),
+        None => Err(lex_error(
+            "unterminated comment".into(),
+            start,
+            src.len(),
+            "close it with `*/`",
+        )),
+    }
+}
+
+/// The end and kind of the number that starts at `start`: digits, an optional
+/// fraction and an optional exponent; a letter right after it (a C++ suffix such
+/// as `1.f`) is an error.
+fn number(src: &str, start: usize) -> Result<(usize, Tok), ParseError> {
+    let b = src.as_bytes();
+    let mut float = false;
+    let mut i = skip_while(b, start, |c| c.is_ascii_digit());
+    if b.get(i) == Some(&b'.') {
+        float = true;
+        i = skip_while(b, i + 1, |c| c.is_ascii_digit());
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if b.get(j).is_some_and(u8::is_ascii_digit) {
+            float = true;
+            i = skip_while(b, j, |c| c.is_ascii_digit());
+        }
+    }
+    if b.get(i)
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+    {
+        return Err(lex_error(
+            format!("malformed number `{}`", &src[start..=i]),
+            start,
+            i + 1,
+            "write numbers like `2`, `0.5` or `1e-12`, without a suffix",
+        ));
+    }
+    Ok((i, if float { Tok::Float } else { Tok::Int }))
+}
+
+/// The end of the string literal that starts at `start` (a backslash escapes the
+/// next byte).
+fn string_end(b: &[u8], start: usize) -> Result<usize, ParseError> {
+    let mut i = start + 1;
+    loop {
+        match b.get(i) {
+            None => {
+                return Err(lex_error(
+                    "unterminated string".into(),
+                    start,
+                    b.len(),
+                    "close the string with `\"`",
+                ))
+            }
+            Some(b'\\') => i += 2,
+            Some(b'"') => return Ok(i + 1),
+            Some(_) => i += 1,
+        }
+    }
 }
 
 /// Parses one formula.

@@ -14,18 +14,11 @@ use super::model::{
 use crate::diagnostics::Diagnostic;
 use crate::model::{FunctionSchema, Loc};
 use crate::parse::node::Node;
-use crate::parse::outline::LineIndex;
+use crate::parse::outline::{comma_parts, LineIndex};
 use crate::parse::{parse_schema_at, read_document};
 
 /// The keys of an entry that are not formulas.
 pub(crate) const ENTRY_KEYS: [&str; 3] = ["name", "dispatch", "output_differentiability"];
-
-const START: Loc = Loc {
-    offset: 0,
-    len: 0,
-    line: 1,
-    col: 1,
-};
 
 /// Reads `src`: the entries that loaded, and every problem found. A formula or
 /// value with a problem is left out of its entry, and an entry without a usable
@@ -44,7 +37,7 @@ pub(crate) fn parse_derivatives(src: &str) -> (Derivatives, Vec<Diagnostic>) {
             errs.push(
                 Diagnostic::new(
                     "opal::not_a_list",
-                    START,
+                    Loc::START,
                     format!("the file is {}, not a list of entries", other.describe()),
                 )
                 .label("top level")
@@ -85,7 +78,7 @@ impl Reader<'_> {
     /// The `- ` line of an item, from its first located scalar.
     fn item_loc(&self, item: &Node<'_>) -> Loc {
         let Some((first, _)) = item.first_span_in(self.src) else {
-            return START;
+            return Loc::START;
         };
         let line_start = self.src[..first].rfind('\n').map_or(0, |i| i + 1);
         let start = self.src[line_start..first]
@@ -355,24 +348,12 @@ impl Reader<'_> {
 /// The names of a `self, other` key, each located inside the key when the key's
 /// place covers its text.
 fn split_names(key: &str, at: Loc) -> Vec<Name> {
-    let mut off = 0;
-    let mut names = Vec::new();
-    for part in key.split(',') {
-        let name = part.trim();
-        let lead = part.len() - part.trim_start().len();
-        let mut loc = at;
-        if at.len == key.len() {
-            loc.offset += off + lead;
-            loc.col += (off + lead) as u32;
-            loc.len = name.len();
-        }
-        off += part.len() + 1;
-        names.push(Name {
+    comma_parts(key, at)
+        .map(|(name, loc)| Name {
             name: name.to_string(),
             loc,
-        });
-    }
-    names
+        })
+        .collect()
 }
 
 fn type_error(key: &str, want: &str, v: &Node<'_>, loc: Loc) -> Diagnostic {

@@ -42,11 +42,5 @@ pub fn load_derivatives_str(
 ) -> Result<Derivatives, Diagnostics> {
     let (model, mut errs) = parse_derivatives(src);
     errs.extend(validate::validate(&model, &NativeVocabulary::new(native)));
-    if errs.is_empty() {
-        return Ok(model);
-    }
-    let mut d = Diagnostics::new(path, src);
-    errs.into_iter().for_each(|e| d.push(e));
-    d.sort();
-    Err(d)
+    Diagnostics::or_ok(model, errs, path, src)
 }

@@ -189,31 +189,25 @@ fn parse_list(elem: &Type, size: Option<u32>, lit: &str) -> Result<Value, String
             None => return Err(err()),
         },
     };
+    // Every item read by `parse`, or none.
+    fn each<T>(
+        items: &[&str],
+        parse: fn(&str) -> Option<T>,
+        list: fn(Vec<T>) -> Value,
+    ) -> Option<Value> {
+        items
+            .iter()
+            .map(|s| parse(s))
+            .collect::<Option<_>>()
+            .map(list)
+    }
     match elem {
-        Type::Base(BaseTy::Int | BaseTy::SymInt) => items
-            .iter()
-            .map(|s| parse_int(s))
-            .collect::<Option<Vec<_>>>()
-            .map(Value::IntList)
-            .ok_or_else(err),
-        Type::Base(BaseTy::Float) => items
-            .iter()
-            .map(|s| parse_float(s))
-            .collect::<Option<Vec<_>>>()
-            .map(Value::FloatList)
-            .ok_or_else(err),
-        Type::Base(BaseTy::Bool) => items
-            .iter()
-            .map(|s| parse_bool(s))
-            .collect::<Option<Vec<_>>>()
-            .map(Value::BoolList)
-            .ok_or_else(err),
-        Type::Base(BaseTy::Str) => items
-            .iter()
-            .map(|s| parse_str(s))
-            .collect::<Option<Vec<_>>>()
-            .map(Value::StrList)
-            .ok_or_else(err),
+        Type::Base(BaseTy::Int | BaseTy::SymInt) => {
+            each(&items, parse_int, Value::IntList).ok_or_else(err)
+        }
+        Type::Base(BaseTy::Float) => each(&items, parse_float, Value::FloatList).ok_or_else(err),
+        Type::Base(BaseTy::Bool) => each(&items, parse_bool, Value::BoolList).ok_or_else(err),
+        Type::Base(BaseTy::Str) => each(&items, parse_str, Value::StrList).ok_or_else(err),
         _ if items.is_empty() => Err(format!(
             "defaults of type `{list_ty}` are not supported (`{lit}`)"
         )),

@@ -11,6 +11,17 @@ use crate::model::{NativeFunction, SchemaKind};
 /// Plain words for well-known base names; other ops are called "operator" (the
 /// summary starts with the op's name anyway).
 fn known(base: &str) -> Option<&'static str> {
+    elementwise(base)
+        .or_else(|| reduction(base))
+        .or_else(|| linear_algebra(base))
+        .or_else(|| shape(base))
+        .or_else(|| factory(base))
+        .or_else(|| neural_net(base))
+        .or_else(|| indexing(base))
+}
+
+/// Element-wise arithmetic, comparisons, math functions and logic.
+fn elementwise(base: &str) -> Option<&'static str> {
     Some(match base {
         "add" => "addition",
         "sub" => "subtraction",
@@ -34,41 +45,6 @@ fn known(base: &str) -> Option<&'static str> {
         "where" => "selection by a condition",
         "clamp" => "clamping to a range",
         "lerp" => "linear interpolation",
-        "sum" => "sum",
-        "mean" => "mean",
-        "prod" => "product",
-        "var" => "variance",
-        "std" => "standard deviation",
-        "amax" | "max" => "maximum",
-        "amin" | "min" => "minimum",
-        "argmax" => "index of the maximum",
-        "argmin" => "index of the minimum",
-        "mm" => "matrix product",
-        "bmm" => "batched matrix product",
-        "matmul" => "matrix product with broadcasting",
-        "addmm" => "matrix product plus a matrix",
-        "baddbmm" => "batched matrix product plus a tensor",
-        "dot" => "dot product",
-        "linear" => "linear layer (`x W^T + b`)",
-        "convolution" => "convolution",
-        "cat" => "concatenation along a dimension",
-        "stack" => "stacking along a new dimension",
-        "view" => "reshaped view",
-        "reshape" => "reshape (a view when possible)",
-        "permute" => "permutation of dimensions",
-        "transpose" => "swap of two dimensions",
-        "t" => "matrix transpose",
-        "expand" => "broadcast view",
-        "squeeze" => "removal of a size-1 dimension",
-        "unsqueeze" => "insertion of a size-1 dimension",
-        "_to_copy" => "copy with a new dtype, device or layout",
-        "empty" => "uninitialised tensor",
-        "zeros" => "tensor of zeros",
-        "ones" => "tensor of ones",
-        "full" => "tensor filled with a value",
-        "arange" => "evenly spaced values by step",
-        "linspace" => "evenly spaced values by count",
-        "eye" => "identity matrix",
         "atan2" => "two-argument arctangent",
         "maximum" => "element-wise maximum of two tensors",
         "minimum" => "element-wise minimum of two tensors",
@@ -93,6 +69,101 @@ fn known(base: &str) -> Option<&'static str> {
         "ceil" => "rounding up",
         "round" => "rounding to nearest",
         "trunc" => "rounding toward zero",
+        _ => return None,
+    })
+}
+
+/// Reductions over dimensions.
+fn reduction(base: &str) -> Option<&'static str> {
+    Some(match base {
+        "sum" => "sum",
+        "mean" => "mean",
+        "prod" => "product",
+        "var" => "variance",
+        "std" => "standard deviation",
+        "amax" | "max" => "maximum",
+        "amin" | "min" => "minimum",
+        "argmax" => "index of the maximum",
+        "argmin" => "index of the minimum",
+        "all" => "whether all elements are true",
+        "any" => "whether any element is true",
+        "logsumexp" => "log-sum-exp",
+        "linalg_vector_norm" => "vector norm",
+        "cumsum" => "cumulative sum",
+        "topk" => "k largest or smallest elements",
+        "sort" => "sort along a dimension",
+        _ => return None,
+    })
+}
+
+/// Matrix products and layers built on them.
+fn linear_algebra(base: &str) -> Option<&'static str> {
+    Some(match base {
+        "mm" => "matrix product",
+        "bmm" => "batched matrix product",
+        "matmul" => "matrix product with broadcasting",
+        "addmm" => "matrix product plus a matrix",
+        "baddbmm" => "batched matrix product plus a tensor",
+        "dot" => "dot product",
+        "linear" => "linear layer (`x W^T + b`)",
+        "convolution" => "convolution",
+        _ => return None,
+    })
+}
+
+/// Joining, views and other changes of shape or layout.
+fn shape(base: &str) -> Option<&'static str> {
+    Some(match base {
+        "cat" => "concatenation along a dimension",
+        "stack" => "stacking along a new dimension",
+        "view" => "reshaped view",
+        "reshape" => "reshape (a view when possible)",
+        "permute" => "permutation of dimensions",
+        "transpose" => "swap of two dimensions",
+        "t" => "matrix transpose",
+        "expand" => "broadcast view",
+        "squeeze" => "removal of a size-1 dimension",
+        "unsqueeze" => "insertion of a size-1 dimension",
+        "_to_copy" => "copy with a new dtype, device or layout",
+        "slice" => "slice view along a dimension",
+        "select" => "view of one index along a dimension",
+        "narrow" => "narrowed view along a dimension",
+        "flatten" => "flattening of a range of dimensions",
+        "split" => "split into equal-size chunks",
+        "chunk" => "split into a number of chunks",
+        "contiguous" => "contiguous tensor (`self` when already contiguous)",
+        "flip" => "reversal along dimensions",
+        "roll" => "roll along dimensions",
+        "repeat" => "tiling by repetition",
+        "constant_pad_nd" => "constant padding",
+        "tril" => "lower triangle",
+        "triu" => "upper triangle",
+        _ => return None,
+    })
+}
+
+/// Tensors made from sizes or values.
+fn factory(base: &str) -> Option<&'static str> {
+    Some(match base {
+        "empty" => "uninitialised tensor",
+        "zeros" => "tensor of zeros",
+        "ones" => "tensor of ones",
+        "full" => "tensor filled with a value",
+        "arange" => "evenly spaced values by step",
+        "linspace" => "evenly spaced values by count",
+        "eye" => "identity matrix",
+        "zeros_like" => "tensor of zeros shaped like `self`",
+        "ones_like" => "tensor of ones shaped like `self`",
+        "full_like" => "filled tensor shaped like `self`",
+        "rand" => "uniform random numbers in [0, 1)",
+        "randn" => "standard normal random numbers",
+        _ => return None,
+    })
+}
+
+/// Activations, normalisation, pooling and losses.
+fn neural_net(base: &str) -> Option<&'static str> {
+    Some(match base {
         "sigmoid" => "logistic sigmoid",
         "silu" => "SiLU activation",
         "relu" => "ReLU activation",
@@ -102,13 +173,6 @@ fn known(base: &str) -> Option<&'static str> {
         "elu" => "ELU activation",
         "hardtanh" => "hard tanh activation",
         "threshold" => "threshold",
-        "all" => "whether all elements are true",
-        "any" => "whether any element is true",
-        "logsumexp" => "log-sum-exp",
-        "linalg_vector_norm" => "vector norm",
-        "cumsum" => "cumulative sum",
-        "topk" => "k largest or smallest elements",
-        "sort" => "sort along a dimension",
         "_softmax" => "softmax",
         "_log_softmax" => "log-softmax",
         "max_pool2d_with_indices" => "2-d max pooling with indices",
@@ -123,29 +187,18 @@ fn known(base: &str) -> Option<&'static str> {
         "nll_loss_forward" | "nll_loss" => "negative log-likelihood loss",
         "mse_loss" => "mean squared error loss",
         "binary_cross_entropy" => "binary cross-entropy loss",
-        "slice" => "slice view along a dimension",
-        "select" => "view of one index along a dimension",
-        "narrow" => "narrowed view along a dimension",
-        "flatten" => "flattening of a range of dimensions",
-        "split" => "split into equal-size chunks",
-        "chunk" => "split into a number of chunks",
-        "contiguous" => "contiguous tensor (`self` when already contiguous)",
-        "flip" => "reversal along dimensions",
-        "roll" => "roll along dimensions",
-        "repeat" => "tiling by repetition",
-        "constant_pad_nd" => "constant padding",
-        "tril" => "lower triangle",
-        "triu" => "upper triangle",
+        _ => return None,
+    })
+}
+
+/// Selection and scatter by indices.
+fn indexing(base: &str) -> Option<&'static str> {
+    Some(match base {
         "index_select" => "selection of indices along a dimension",
         "gather" => "gather along a dimension",
         "scatter" => "scatter along a dimension",
         "scatter_add" => "scatter-add along a dimension",
         "index" => "advanced indexing",
-        "zeros_like" => "tensor of zeros shaped like `self`",
-        "ones_like" => "tensor of ones shaped like `self`",
-        "full_like" => "filled tensor shaped like `self`",
-        "rand" => "uniform random numbers in [0, 1)",
-        "randn" => "standard normal random numbers",
         _ => return None,
     })
 }

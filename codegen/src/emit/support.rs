@@ -119,6 +119,16 @@ fn entry_checks(rt: &TokenStream) -> TokenStream {
 /// Boxed calls: the boxed kernel adapter, calling a boxed kernel, and the
 /// arguments and returns taken off a stack.
 fn boxed_calls(rt: &TokenStream) -> TokenStream {
+    let kernels = boxed_kernels(rt);
+    let stack = stack_values();
+    quote! {
+        #kernels
+        #stack
+    }
+}
+
+/// Wrapping a typed body as a boxed kernel and calling one.
+fn boxed_kernels(rt: &TokenStream) -> TokenStream {
     quote! {
         fn missing(def: &OpDef, what: &str, have: usize) -> OpalError {
             OpalError::msg(format!(
@@ -157,7 +167,12 @@ fn boxed_calls(rt: &TokenStream) -> TokenStream {
             k(op, ks, &mut args)?;
             Ok(args)
         }
+    }
+}
 
+/// The arguments and returns of a boxed call, taken off its stack by position.
+fn stack_values() -> TokenStream {
+    quote! {
         /// The arguments of a boxed call, taken off the end of the stack.
         pub struct Args {
             it: ::std::vec::IntoIter<IValue>,

@@ -9,30 +9,35 @@ use super::{
     Annotation, Argument, Arguments, BaseOperatorName, FunctionSchema, OperatorName, Return, Type,
 };
 
+// Names are printed piece by piece with `write_str`: loading formats every
+// operator's name a few times, and `write!`'s argument machinery cost more than
+// the copying.
 impl fmt::Display for BaseOperatorName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.dunder_method {
-            let i = if self.inplace { "i" } else { "" };
-            write!(f, "__{i}{}__", self.base)
-        } else {
-            let functional = if self.functional_overload {
-                "_functional"
-            } else {
-                ""
-            };
-            let inplace = if self.inplace { "_" } else { "" };
-            write!(f, "{}{functional}{inplace}", self.base)
+            f.write_str(if self.inplace { "__i" } else { "__" })?;
+            f.write_str(&self.base)?;
+            return f.write_str("__");
         }
+        f.write_str(&self.base)?;
+        if self.functional_overload {
+            f.write_str("_functional")?;
+        }
+        if self.inplace {
+            f.write_str("_")?;
+        }
+        Ok(())
     }
 }
 
 impl fmt::Display for OperatorName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.overload_name.is_empty() {
-            write!(f, "{}", self.name)
-        } else {
-            write!(f, "{}.{}", self.name, self.overload_name)
+        fmt::Display::fmt(&self.name, f)?;
+        if !self.overload_name.is_empty() {
+            f.write_str(".")?;
+            f.write_str(&self.overload_name)?;
         }
+        Ok(())
     }
 }
 

@@ -22,6 +22,15 @@ impl Loc {
         col: 0,
     };
 
+    /// The start of a file: where problems of a whole file (not a list, empty)
+    /// point.
+    pub const START: Loc = Loc {
+        offset: 0,
+        len: 0,
+        line: 1,
+        col: 1,
+    };
+
     pub fn is_synthetic(&self) -> bool {
         self.line == 0
     }

@@ -6,7 +6,7 @@
 //! check rules between keys or entries (that is `crate::validate`).
 
 use super::node::Node;
-use super::outline::LineIndex;
+use super::outline::{comma_parts, LineIndex};
 use super::schema::{parse_operator_name_at, parse_schema_at, split_namespace};
 use crate::diagnostics::Diagnostic;
 use crate::model::{
@@ -422,24 +422,13 @@ fn read_autogen(
     vloc: Loc,
     errs: &mut Vec<Diagnostic>,
 ) {
-    {
-        if let Some(s) = string(key, v, vloc, "foo.out", errs) {
-            let mut off = 0;
-            for part in s.split(',') {
-                let name = part.trim();
-                let lead = part.len() - part.trim_start().len();
-                let mut at = vloc;
-                if vloc.len == s.len() {
-                    at.offset += off + lead;
-                    at.col += (off + lead) as u32;
-                    at.len = name.len();
-                }
-                off += part.len() + 1;
-                match parse_operator_name_at(name, at) {
-                    Ok(n) => nf.autogen.push(n),
-                    Err(e) => errs.push(e),
-                }
-            }
+    let Some(s) = string(key, v, vloc, "foo.out", errs) else {
+        return;
+    };
+    for (name, at) in comma_parts(s, vloc) {
+        match parse_operator_name_at(name, at) {
+            Ok(n) => nf.autogen.push(n),
+            Err(e) => errs.push(e),
         }
     }
 }

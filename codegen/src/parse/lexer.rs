@@ -153,65 +153,18 @@ pub(crate) fn lex(src: &str, base: Loc) -> Result<Vec<Token>, Diagnostic> {
                 Tok::ColonColon
             }
             b'"' | b'\'' => {
-                i += 1;
-                loop {
-                    match b.get(i) {
-                        None => {
-                            return Err(Diagnostic::new(
-                                "opal::schema_syntax",
-                                map.at(start, b.len()),
-                                "unterminated string literal",
-                            )
-                            .label("string starts here")
-                            .hint(format!("close the string with {}", c as char)));
-                        }
-                        Some(b'\\') => i += 2,
-                        Some(&q) if q == c => break,
-                        Some(_) => i += 1,
-                    }
-                }
+                i = string_last(b, start, &map)?;
                 Tok::Str
             }
             c if c.is_ascii_digit() => {
-                while i + 1 < b.len() && b[i + 1].is_ascii_digit() {
-                    i += 1;
-                }
-                if b.get(i + 1) == Some(&b'.') && b.get(i + 2).is_some_and(u8::is_ascii_digit) {
-                    i += 2;
-                    while i + 1 < b.len() && b[i + 1].is_ascii_digit() {
-                        i += 1;
-                    }
-                }
-                if matches!(b.get(i + 1), Some(b'e' | b'E')) {
-                    let mut j = i + 2;
-                    if matches!(b.get(j), Some(b'+' | b'-')) {
-                        j += 1;
-                    }
-                    if b.get(j).is_some_and(u8::is_ascii_digit) {
-                        i = j;
-                        while i + 1 < b.len() && b[i + 1].is_ascii_digit() {
-                            i += 1;
-                        }
-                    }
-                }
+                i = number_last(b, start);
                 Tok::Number
             }
             c if is_ident_start(c) => {
-                while i + 1 < b.len() && is_ident_char(b[i + 1]) {
-                    i += 1;
-                }
+                i = last_of(b, start, is_ident_char);
                 Tok::Ident
             }
-            _ => {
-                let ch = src[start..].chars().next().unwrap_or('?');
-                return Err(Diagnostic::new(
-                    "opal::schema_syntax",
-                    map.at(start, start + ch.len_utf8()),
-                    format!("unexpected character `{}` in schema", ch.escape_debug()),
-                )
-                .label("not part of the schema language")
-                .hint("names may only contain ASCII letters, digits and `_`"));
-            }
+            _ => return Err(unexpected_char(src, start, &map)),
         };
         i += 1;
         toks.push(Token {
@@ -226,4 +179,70 @@ pub(crate) fn lex(src: &str, base: Loc) -> Result<Vec<Token>, Diagnostic> {
         end: b.len(),
     });
     Ok(toks)
+}
+
+/// The index of the last of the bytes from `i` on that `keep` accepts, the byte
+/// at `i` being accepted already.
+#[inline]
+fn last_of(b: &[u8], mut i: usize, keep: fn(u8) -> bool) -> usize {
+    while i + 1 < b.len() && keep(b[i + 1]) {
+        i += 1;
+    }
+    i
+}
+
+/// The index of the last byte of the number that starts at `start`: digits, then
+/// `.digits` and an exponent (`e-05`) when they follow.
+fn number_last(b: &[u8], start: usize) -> usize {
+    let digit = |c: u8| c.is_ascii_digit();
+    let mut i = last_of(b, start, digit);
+    if b.get(i + 1) == Some(&b'.') && b.get(i + 2).is_some_and(u8::is_ascii_digit) {
+        i = last_of(b, i + 2, digit);
+    }
+    if matches!(b.get(i + 1), Some(b'e' | b'E')) {
+        let mut j = i + 2;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if b.get(j).is_some_and(u8::is_ascii_digit) {
+            i = last_of(b, j, digit);
+        }
+    }
+    i
+}
+
+/// The index of the quote that closes the string starting at `start` (a
+/// backslash escapes the next byte).
+fn string_last(b: &[u8], start: usize, map: &LocMap) -> Result<usize, Diagnostic> {
+    let quote = b[start];
+    let mut i = start + 1;
+    loop {
+        match b.get(i) {
+            None => {
+                return Err(Diagnostic::new(
+                    "opal::schema_syntax",
+                    map.at(start, b.len()),
+                    "unterminated string literal",
+                )
+                .label("string starts here")
+                .hint(format!("close the string with {}", quote as char)));
+            }
+            Some(b'\\') => i += 2,
+            Some(&q) if q == quote => return Ok(i),
+            Some(_) => i += 1,
+        }
+    }
+}
+
+/// The error for a character outside the schema language at `start`.
+#[cold]
+fn unexpected_char(src: &str, start: usize, map: &LocMap) -> Diagnostic {
+    let ch = src[start..].chars().next().unwrap_or('?');
+    Diagnostic::new(
+        "opal::schema_syntax",
+        map.at(start, start + ch.len_utf8()),
+        format!("unexpected character `{}` in schema", ch.escape_debug()),
+    )
+    .label("not part of the schema language")
+    .hint("names may only contain ASCII letters, digits and `_`")
 }

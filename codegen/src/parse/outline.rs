@@ -7,7 +7,8 @@
 //! for anything else (flow style) it finds a different number of items and the
 //! loader falls back to the file's start.
 //!
-//! Owns: line/column bookkeeping over the raw text. Must not: interpret values.
+//! Owns: line/column bookkeeping over the raw text (also where each part of a
+//! comma-separated value lies). Must not: interpret values.
 
 use super::node::Node;
 use crate::model::Loc;
@@ -112,4 +113,23 @@ pub(crate) fn outline(src: &str) -> Vec<OutlineEntry> {
         }
     }
     entries
+}
+
+/// The comma-separated parts of `text` (trimmed), each with its place: inside
+/// `at` when `at` covers exactly `text`, else `at` itself (the text was quoted or
+/// folded, so its characters are not where the file has them).
+pub(crate) fn comma_parts(text: &str, at: Loc) -> impl Iterator<Item = (&str, Loc)> {
+    let mut off = 0;
+    text.split(',').map(move |part| {
+        let name = part.trim();
+        let lead = part.len() - part.trim_start().len();
+        let mut loc = at;
+        if at.len == text.len() {
+            loc.offset += off + lead;
+            loc.col += (off + lead) as u32;
+            loc.len = name.len();
+        }
+        off += part.len() + 1;
+        (name, loc)
+    })
 }

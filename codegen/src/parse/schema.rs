@@ -25,9 +25,9 @@ pub mod limits {
     /// Arguments, and separately returns, of one schema.
     pub const ARGS: usize = 256;
     /// `?` and `[]` suffixes on one type.
-    pub const TYPE_SUFFIXES: usize = 8;
+    pub(crate) const TYPE_SUFFIXES: usize = 8;
     /// Nesting of `[..]` lists in one default value.
-    pub const LIST_DEPTH: usize = 8;
+    pub(crate) const LIST_DEPTH: usize = 8;
 }
 
 /// The located error for a schema past one of [`limits`].

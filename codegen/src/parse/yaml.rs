@@ -93,7 +93,7 @@ fn yaml_error_loc(e: &serde_yaml::Error, src: &str) -> Loc {
     } else {
         None
     };
-    at.map_or(START, |(at, len)| idx.loc(at, len))
+    at.map_or(Loc::START, |(at, len)| idx.loc(at, len))
 }
 
 /// The `---` (or `...`) line that ends the first document of `src`, if any.
@@ -167,13 +167,6 @@ fn check_flow_depth(src: &str) -> Result<(), Diagnostic> {
     }
     Ok(())
 }
-
-const START: Loc = Loc {
-    offset: 0,
-    len: 0,
-    line: 1,
-    col: 1,
-};
 
 /// The location of a top-level item: from its `- ` to the end of that line, found
 /// from the first scalar yaml_serde located inside it.
@@ -264,7 +257,7 @@ fn parse_whole(src: &str) -> Parsed {
             out.errors.push(
                 Diagnostic::new(
                     "opal::not_a_list",
-                    START,
+                    Loc::START,
                     format!("the file is {what}, not a list of entries"),
                 )
                 .label("top level")
@@ -288,7 +281,9 @@ fn parse_whole(src: &str) -> Parsed {
         &mut out.errors,
         |i| {
             let ol = lines.get_or_insert_with(|| outline(src));
-            ol.get(i).filter(|_| ol.len() == n).map_or(START, |o| o.loc)
+            ol.get(i)
+                .filter(|_| ol.len() == n)
+                .map_or(Loc::START, |o| o.loc)
         },
         |_, f| functions.push(f),
     );
@@ -399,47 +394,7 @@ fn parse_in_pieces<T: Send>(
     }
     let results: Vec<Option<PieceResult<T>>> = parts
         .into_par_iter()
-        .map(|(k, slots)| {
-            let (first, last) = (bounds[k], bounds[k + 1]);
-            let (from, first_line) = if k == 0 { (0, 1) } else { starts[first] };
-            let to = starts.get(last).map_or(src.len(), |s| s.0);
-            let text = &src[from..to];
-            let items = match super::block::read_entries(text)
-                .or_else(|| super::typed::read_entries(text))
-            {
-                Some(items) => items,
-                None => match serde_yaml::from_str::<Node<'_>>(text) {
-                    Ok(Node::Seq(items)) => items,
-                    _ => return None,
-                },
-            };
-            if items.len() != last - first {
-                return None;
-            }
-            let idx = LineIndex::for_range(src, from, to, first_line);
-            let mut out = PieceResult {
-                errors: Vec::new(),
-                results: Vec::with_capacity(items.len()),
-                check_errors: Vec::new(),
-            };
-            parse_items(
-                &items,
-                first,
-                src,
-                &idx,
-                &mut out.errors,
-                |i| {
-                    let at = starts[i].0;
-                    let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
-                    idx.loc(at, src[at..end].trim_end().len())
-                },
-                |j, mut f| {
-                    out.results.push(check(&mut f, &mut out.check_errors));
-                    slots[j] = Some(f);
-                },
-            );
-            Some(out)
-        })
+        .map(|(k, slots)| parse_piece(src, &starts, bounds[k]..bounds[k + 1], slots, check))
         .collect();
     let mut all = Checked {
         parsed: Parsed::default(),
@@ -458,6 +413,61 @@ fn parse_in_pieces<T: Send>(
     let functions = slots.into_iter().filter_map(|f| f).collect();
     all.parsed.functions = functions;
     Some(all)
+}
+
+/// Parses and checks the top-level items `range` of `src` (the first piece also
+/// holds the preamble), writing each function into its slot; `None` when the
+/// piece does not read as exactly those items on its own (the caller then reads
+/// the whole document).
+fn parse_piece<T>(
+    src: &str,
+    starts: &[(usize, u32)],
+    range: std::ops::Range<usize>,
+    slots: &mut [Option<NativeFunction>],
+    check: &impl Fn(&mut NativeFunction, &mut Vec<Diagnostic>) -> T,
+) -> Option<PieceResult<T>> {
+    let (first, last) = (range.start, range.end);
+    let (from, first_line) = if first == 0 { (0, 1) } else { starts[first] };
+    let to = starts.get(last).map_or(src.len(), |s| s.0);
+    let text = &src[from..to];
+    let items = read_items(text)?;
+    if items.len() != last - first {
+        return None;
+    }
+    let idx = LineIndex::for_range(src, from, to, first_line);
+    let mut out = PieceResult {
+        errors: Vec::new(),
+        results: Vec::with_capacity(items.len()),
+        check_errors: Vec::new(),
+    };
+    parse_items(
+        &items,
+        first,
+        src,
+        &idx,
+        &mut out.errors,
+        |i| {
+            let at = starts[i].0;
+            let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
+            idx.loc(at, src[at..end].trim_end().len())
+        },
+        |j, mut f| {
+            out.results.push(check(&mut f, &mut out.check_errors));
+            slots[j] = Some(f);
+        },
+    );
+    Some(out)
+}
+
+/// The items of a piece's block sequence: by the fast readers of the usual
+/// layouts, else by `serde_yaml`; `None` when it is not a sequence.
+fn read_items(text: &str) -> Option<Vec<Node<'_>>> {
+    super::block::read_entries(text)
+        .or_else(|| super::typed::read_entries(text))
+        .or_else(|| match serde_yaml::from_str::<Node<'_>>(text) {
+            Ok(Node::Seq(items)) => Some(items),
+            _ => None,
+        })
 }
 
 /// One piece's share of a [`Checked`]: its functions went to their slots.
@@ -480,7 +490,7 @@ pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
         _ => {
             return Err(vec![Diagnostic::new(
                 "opal::not_a_list",
-                START,
+                Loc::START,
                 "tags.yaml is not a list of `- tag:` entries",
             )
             .label("top level")
@@ -500,7 +510,7 @@ pub fn parse_tags(src: &str) -> Result<Vec<String>, Vec<Diagnostic>> {
             None => errs.push(
                 Diagnostic::new(
                     "opal::bad_tag_entry",
-                    item_loc(item, src, &idx).unwrap_or(START),
+                    item_loc(item, src, &idx).unwrap_or(Loc::START),
                     "tags.yaml entry has no `tag:` name",
                 )
                 .label("this entry")

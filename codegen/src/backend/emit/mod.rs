@@ -42,7 +42,7 @@ pub const SKELETON_FILE: &str = "kernels.rs";
 
 /// What to generate besides the items every backend gets.
 #[derive(Clone, Debug, Default)]
-pub struct BackendEmitOptions {
+pub(crate) struct BackendEmitOptions {
     /// Shown in the header (where the backend YAML came from).
     pub backend_source: String,
     /// Shown in the header (where the native YAML came from).
@@ -79,7 +79,7 @@ fn err(loc: crate::model::Loc, code: &'static str, msg: String) -> BackendDiagno
 }
 
 /// Generates the backend module.
-pub fn generate(
+pub(crate) fn generate(
     spec: &BackendSpec,
     natives: &NativeFunctions,
     plan: &Plan<'_>,

@@ -185,69 +185,16 @@ impl Scope<'_, '_> {
                 template_args,
                 args,
                 ..
-            } => {
-                let recv = self.expr(receiver)?;
-                let args = args.as_deref().unwrap_or(&[]);
-                let is_double = template_args
-                    .first()
-                    .and_then(Expr::as_ident)
-                    .is_some_and(|t| t == "double");
-                let name = if name == "to" && is_double {
-                    "toDouble"
-                } else {
-                    name.as_str()
-                };
-                if *arrow {
-                    let Ty::Opt(inner) = &recv.ty else {
-                        return fail(e.span, format!("`->{name}` on a value of type {}", recv.ty));
-                    };
-                    let x = Val::place(quote!(__x), (**inner).clone());
-                    let body = self.method(&x, name, args, e.span)?;
-                    let (r, b) = (recv.ts.clone(), body.owned());
-                    let map = if recv.place {
-                        quote!(#r.as_ref().map(|__x| -> Result<_> { Ok(#b) }).transpose()?)
-                    } else {
-                        quote!((#r).as_ref().map(|__x| -> Result<_> { Ok(#b) }).transpose()?)
-                    };
-                    return Ok(Val::new(map, Ty::Opt(Box::new(body.ty))));
-                }
-                self.method(&recv, name, args, e.span)
-            }
-            ExprKind::Index { base, index } => {
-                let b = self.expr(base)?;
-                let i = self.expr(index)?;
-                if i.ty != Ty::Int {
-                    return fail(index.span, format!("an index of type {}", i.ty));
-                }
-                let (bt, it) = (b.ts.clone(), i.owned());
-                match &b.ty {
-                    Ty::List(elem) => {
-                        let elem = (**elem).clone();
-                        let ts = if elem.is_copy() {
-                            quote!((*d::at(&#bt, #it)?))
-                        } else {
-                            quote!(d::at(&#bt, #it)?.clone())
-                        };
-                        Ok(Val::new(ts, elem))
-                    }
-                    t => fail(e.span, format!("indexing a value of type {t}")),
-                }
-            }
-            ExprKind::Unary { op, operand } => {
-                let v = self.expr(operand)?;
-                let ts = v.owned();
-                match (op, &v.ty) {
-                    (UnOp::Neg, Ty::Tensor) => Ok(Val::new(quote!(ops::neg(&(#ts))?), Ty::Tensor)),
-                    (UnOp::Neg, Ty::Int | Ty::Float) => Ok(Val::new(quote!((-#ts)), v.ty)),
-                    (UnOp::Plus, _) => Ok(v),
-                    (UnOp::Not, Ty::Bool) => Ok(Val::new(quote!((!#ts)), Ty::Bool)),
-                    (UnOp::Deref, Ty::Opt(inner)) => {
-                        let name = operand_name(operand);
-                        Ok(Val::new(quote!(d::value(#ts, #name)?), (**inner).clone()))
-                    }
-                    (op, t) => fail(e.span, format!("`{}` on a value of type {t}", op.as_str())),
-                }
-            }
+            } => self.member(
+                receiver,
+                *arrow,
+                name,
+                template_args,
+                args.as_deref(),
+                e.span,
+            ),
+            ExprKind::Index { base, index } => self.index(base, index, e.span),
+            ExprKind::Unary { op, operand } => self.unary(*op, operand, e.span),
             ExprKind::Binary { op, lhs, rhs } => {
                 let (a, b) = (self.expr(lhs)?, self.expr(rhs)?);
                 self.binary(*op, &a, &b, e.span)
@@ -256,50 +203,137 @@ impl Scope<'_, '_> {
                 cond,
                 then,
                 otherwise,
-            } => {
-                let c = self.expr(cond)?;
-                if c.ty != Ty::Bool {
-                    return fail(cond.span, format!("a condition of type {}", c.ty));
-                }
-                let (mut a, mut b) = (self.expr(then)?, self.expr(otherwise)?);
-                if a.ty != b.ty {
-                    if let Some(x) = coerce(&a, &b.ty).filter(|_| fit(&a.ty, &b.ty).is_some()) {
-                        a = x;
-                    } else if let Some(y) = coerce(&b, &a.ty) {
-                        b = y;
-                    } else {
-                        return fail(
-                            e.span,
-                            format!("the branches have types {} and {}", a.ty, b.ty),
-                        );
-                    }
-                }
-                let (c, at, bt) = (c.owned(), a.owned(), b.owned());
-                Ok(Val::new(quote!(if #c { #at } else { #bt }), a.ty))
-            }
-            ExprKind::Braces(items) => {
-                if items.is_empty() {
-                    return Ok(Val::new(
-                        quote!(Vec::new()),
-                        Ty::List(Box::new(Ty::Nullopt)),
-                    ));
-                }
-                let vals = items
-                    .iter()
-                    .map(|i| self.expr(i))
-                    .collect::<Res<Vec<_>>>()?;
-                let ty = vals[0].ty.clone();
-                if vals.iter().any(|v| v.ty != ty) {
-                    return fail(e.span, "a list with elements of different types");
-                }
-                let ts = vals.iter().map(Val::owned);
-                Ok(Val::new(quote!(vec![#(#ts),*]), Ty::List(Box::new(ty))))
-            }
+            } => self.ternary(cond, then, otherwise, e.span),
+            ExprKind::Braces(items) => self.braces(items, e.span),
             ExprKind::Template { .. } | ExprKind::Lambda { .. } => fail(
                 e.span,
                 "not translatable to Rust: rewrite with a helper function",
             ),
         }
+    }
+
+    /// A member call, `recv.name(args)`, or through an optional, `recv->name(args)`
+    /// (the call mapped over the value when there is one); `x.to<double>()` is
+    /// `toDouble`.
+    fn member(
+        &self,
+        receiver: &Expr,
+        arrow: bool,
+        name: &str,
+        template_args: &[Expr],
+        args: Option<&[Expr]>,
+        span: Span,
+    ) -> Res<Val> {
+        let recv = self.expr(receiver)?;
+        let args = args.unwrap_or(&[]);
+        let is_double = template_args
+            .first()
+            .and_then(Expr::as_ident)
+            .is_some_and(|t| t == "double");
+        let name = if name == "to" && is_double {
+            "toDouble"
+        } else {
+            name
+        };
+        if !arrow {
+            return self.method(&recv, name, args, span);
+        }
+        let Ty::Opt(inner) = &recv.ty else {
+            return fail(span, format!("`->{name}` on a value of type {}", recv.ty));
+        };
+        let x = Val::place(quote!(__x), (**inner).clone());
+        let body = self.method(&x, name, args, span)?;
+        let (r, b) = (recv.ts.clone(), body.owned());
+        let map = if recv.place {
+            quote!(#r.as_ref().map(|__x| -> Result<_> { Ok(#b) }).transpose()?)
+        } else {
+            quote!((#r).as_ref().map(|__x| -> Result<_> { Ok(#b) }).transpose()?)
+        };
+        Ok(Val::new(map, Ty::Opt(Box::new(body.ty))))
+    }
+
+    /// `base[index]` of a list, by a checked index.
+    fn index(&self, base: &Expr, index: &Expr, span: Span) -> Res<Val> {
+        let b = self.expr(base)?;
+        let i = self.expr(index)?;
+        if i.ty != Ty::Int {
+            return fail(index.span, format!("an index of type {}", i.ty));
+        }
+        let (bt, it) = (b.ts.clone(), i.owned());
+        match &b.ty {
+            Ty::List(elem) => {
+                let elem = (**elem).clone();
+                let ts = if elem.is_copy() {
+                    quote!((*d::at(&#bt, #it)?))
+                } else {
+                    quote!(d::at(&#bt, #it)?.clone())
+                };
+                Ok(Val::new(ts, elem))
+            }
+            t => fail(span, format!("indexing a value of type {t}")),
+        }
+    }
+
+    /// A prefix operator; `*opt` unwraps an optional or fails naming it.
+    fn unary(&self, op: UnOp, operand: &Expr, span: Span) -> Res<Val> {
+        let v = self.expr(operand)?;
+        let ts = v.owned();
+        match (op, &v.ty) {
+            (UnOp::Neg, Ty::Tensor) => Ok(Val::new(quote!(ops::neg(&(#ts))?), Ty::Tensor)),
+            (UnOp::Neg, Ty::Int | Ty::Float) => Ok(Val::new(quote!((-#ts)), v.ty)),
+            (UnOp::Plus, _) => Ok(v),
+            (UnOp::Not, Ty::Bool) => Ok(Val::new(quote!((!#ts)), Ty::Bool)),
+            (UnOp::Deref, Ty::Opt(inner)) => {
+                let name = operand_name(operand);
+                Ok(Val::new(quote!(d::value(#ts, #name)?), (**inner).clone()))
+            }
+            (op, t) => fail(span, format!("`{}` on a value of type {t}", op.as_str())),
+        }
+    }
+
+    /// `cond ? then : otherwise`, one branch coerced to the other's type when
+    /// they differ.
+    fn ternary(&self, cond: &Expr, then: &Expr, otherwise: &Expr, span: Span) -> Res<Val> {
+        let c = self.expr(cond)?;
+        if c.ty != Ty::Bool {
+            return fail(cond.span, format!("a condition of type {}", c.ty));
+        }
+        let (mut a, mut b) = (self.expr(then)?, self.expr(otherwise)?);
+        if a.ty != b.ty {
+            if let Some(x) = coerce(&a, &b.ty).filter(|_| fit(&a.ty, &b.ty).is_some()) {
+                a = x;
+            } else if let Some(y) = coerce(&b, &a.ty) {
+                b = y;
+            } else {
+                return fail(
+                    span,
+                    format!("the branches have types {} and {}", a.ty, b.ty),
+                );
+            }
+        }
+        let (c, at, bt) = (c.owned(), a.owned(), b.owned());
+        Ok(Val::new(quote!(if #c { #at } else { #bt }), a.ty))
+    }
+
+    /// `{a, b, ...}`: a list whose elements share one type (`{}` is an empty list
+    /// of any type).
+    fn braces(&self, items: &[Expr], span: Span) -> Res<Val> {
+        if items.is_empty() {
+            return Ok(Val::new(
+                quote!(Vec::new()),
+                Ty::List(Box::new(Ty::Nullopt)),
+            ));
+        }
+        let vals = items
+            .iter()
+            .map(|i| self.expr(i))
+            .collect::<Res<Vec<_>>>()?;
+        let ty = vals[0].ty.clone();
+        if vals.iter().any(|v| v.ty != ty) {
+            return fail(span, "a list with elements of different types");
+        }
+        let ts = vals.iter().map(Val::owned);
+        Ok(Val::new(quote!(vec![#(#ts),*]), Ty::List(Box::new(ty))))
     }
 
     fn name(&self, name: &str, span: Span) -> Res<Val> {
