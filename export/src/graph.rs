@@ -1,7 +1,8 @@
 //! Small queries on a parsed graph that the load-time pattern passes share: a
 //! node's named argument, its single output, its ATen target, how many nodes
 //! and graph outputs read each value, a value's static contiguous f32 shape,
-//! and the scan for a pattern's non-overlapping occurrences.
+//! the scan for a pattern's non-overlapping occurrences, and the tests'
+//! comparison of a fused step's result with the operator's.
 //!
 //! Owns: those queries. Must not: rewrite anything (the passes do).
 
@@ -112,4 +113,15 @@ pub(crate) fn scan<G>(p: &Program, mut at: impl FnMut(usize) -> Option<(G, usize
         }
     }
     found
+}
+
+/// Test helper: same sizes, and every f32 element within `tol` of the
+/// reference, relative to its magnitude (absolute below 1).
+#[cfg(test)]
+pub(crate) fn assert_close(got: &opal::Tensor, want: &opal::Tensor, tol: f32) {
+    assert_eq!(got.sizes(), want.sizes());
+    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    for (a, e) in g.iter().zip(&w) {
+        assert!((a - e).abs() <= tol * e.abs().max(1.0), "{a} vs {e}");
+    }
 }

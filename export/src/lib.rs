@@ -43,6 +43,7 @@
 
 mod archive;
 mod channel_scale;
+mod conv1x1;
 mod error;
 mod fuse;
 mod graph;

@@ -289,6 +289,7 @@ fn makes_new_tensors(kind: &Kind) -> bool {
         | Kind::SafeSoftmax { .. }
         | Kind::RmsNorm { .. }
         | Kind::PlaneScale { .. }
+        | Kind::Conv1x1 { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => true,
         Kind::Alias { .. } | Kind::Size { .. } | Kind::View { .. } | Kind::Int { .. } => false,

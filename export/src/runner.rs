@@ -77,6 +77,7 @@ fn foldable(kind: &Kind) -> bool {
         Kind::SafeSoftmax { .. }
         | Kind::RmsNorm { .. }
         | Kind::PlaneScale { .. }
+        | Kind::Conv1x1 { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => false,
     }
@@ -319,6 +320,7 @@ impl Runner {
                     Kind::RmsNorm { .. } => "fused RMS norm".to_string(),
                     Kind::PlaneScale { .. } => "aten::mul.Tensor (planes)".to_string(),
                     Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
+                    Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
                     Kind::LayerNorm { .. } => "fused layer norm".to_string(),
                     Kind::View { op, .. } => format!("{} (direct)", op.name()),
                     Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => {
@@ -642,6 +644,18 @@ impl Runner {
             } => {
                 let y = (|| {
                     crate::channel_scale::run(&tensor(get(*planes)?)?, &tensor(get(*scales)?)?)
+                })();
+                single = Some((*output, y));
+            }
+            Kind::Conv1x1 {
+                input,
+                weight,
+                bias,
+                output,
+            } => {
+                let y = (|| {
+                    let b = bias.map(|b| tensor(get(b)?)).transpose()?;
+                    crate::conv1x1::run(&tensor(get(*input)?)?, &tensor(get(*weight)?)?, b.as_ref())
                 })();
                 single = Some((*output, y));
             }

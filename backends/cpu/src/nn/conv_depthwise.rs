@@ -289,6 +289,11 @@ fn rows<C: GemmFloat, const L: usize>(
 const CL_MAX_PLANE: usize = 256;
 /// Most multiply-adds that [`channels_last`] takes (it runs on one thread).
 const CL_MAX_MACS: usize = 1 << 21;
+/// Channels summed together in registers by [`channels_last`]: one 256-bit
+/// vector of f32 (a plain loop over 8 to 24 channels was left to the
+/// vectorizer's scalar remainder, which takes runs shorter than its 32-wide
+/// unrolled body).
+const CL_LANES: usize = 8;
 
 /// True for a convolution of one output channel per input channel, at least
 /// one vector of channels wide, whose planes are tiny.
@@ -340,22 +345,48 @@ fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
     };
     let mut xt = vec![C::zero(); hw * c];
     let mut yt = vec![C::zero(); osp * c];
+    // The taps inside the image for each output row and column (the same for
+    // every channel), found once per call instead of once per position.
+    let inside = |out: usize, k: usize, s: usize, p: usize, d: usize, size: usize| {
+        (0..out)
+            .map(|o| {
+                (0..k)
+                    .filter_map(|t| src_index(o, t, s, p, d, size).map(|ix| (t, ix)))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    let rows = inside(g.oh, g.kh, g.stride[0], g.pad[0], g.dil[0], g.h);
+    let cols = inside(g.ow, g.kw, g.stride[1], g.pad[1], g.dil[1], g.w);
+    let full = c - c % CL_LANES;
     for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
         transpose(xb, c, hw, &mut xt);
-        for (o, acc) in yt.chunks_exact_mut(c).enumerate() {
-            let (oy, ox) = (o / g.ow, o % g.ow);
-            acc.copy_from_slice(&start);
-            for i in 0..g.kh {
-                let Some(iy) = src_index(oy, i, g.stride[0], g.pad[0], g.dil[0], g.h) else {
-                    continue;
-                };
-                for j in 0..g.kw {
-                    let Some(ix) = src_index(ox, j, g.stride[1], g.pad[1], g.dil[1], g.w) else {
-                        continue;
-                    };
-                    let xs = &xt[(iy * g.w + ix) * c..][..c];
-                    let ws = &wt[(i * g.kw + j) * c..][..c];
-                    for ((a, &v), &k) in acc.iter_mut().zip(xs).zip(ws) {
+        for (o, out) in yt.chunks_exact_mut(c).enumerate() {
+            let (ry, rx) = (&rows[o / g.ow], &cols[o % g.ow]);
+            // Each block of CL_LANES channels keeps its sums in registers over
+            // all taps; the sums' order per channel is the same for the blocks
+            // and the remainder (bias, then the taps row by row).
+            for c0 in (0..full).step_by(CL_LANES) {
+                let mut acc = [C::zero(); CL_LANES];
+                acc.copy_from_slice(&start[c0..c0 + CL_LANES]);
+                for &(i, iy) in ry {
+                    for &(j, ix) in rx {
+                        let xs = &xt[(iy * g.w + ix) * c + c0..][..CL_LANES];
+                        let ws = &wt[(i * g.kw + j) * c + c0..][..CL_LANES];
+                        for ((a, &v), &k) in acc.iter_mut().zip(xs).zip(ws) {
+                            *a = *a + v * k;
+                        }
+                    }
+                }
+                out[c0..c0 + CL_LANES].copy_from_slice(&acc);
+            }
+            let tail = &mut out[full..];
+            tail.copy_from_slice(&start[full..]);
+            for &(i, iy) in ry {
+                for &(j, ix) in rx {
+                    let xs = &xt[(iy * g.w + ix) * c + full..][..c - full];
+                    let ws = &wt[(i * g.kw + j) * c + full..][..c - full];
+                    for ((a, &v), &k) in tail.iter_mut().zip(xs).zip(ws) {
                         *a = *a + v * k;
                     }
                 }
