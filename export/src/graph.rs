@@ -72,8 +72,8 @@ pub(crate) fn readers(p: &Program) -> HashMap<&str, usize> {
     n
 }
 
-/// Static sizes of a contiguous f32 value, or None.
-pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
+/// Static sizes and strides of an f32 value as traced, or None.
+pub(crate) fn f32_static(p: &Program, name: &str) -> Option<(Vec<i64>, Vec<i64>)> {
     let m = p.tensor_meta.get(name)?;
     if m.dtype != DType::F32 {
         return None;
@@ -86,7 +86,12 @@ pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
             })
             .collect::<Option<Vec<i64>>>()
     };
-    let (sizes, strides) = (all(&m.sizes)?, all(&m.strides)?);
+    Some((all(&m.sizes)?, all(&m.strides)?))
+}
+
+/// Static sizes of a contiguous f32 value, or None.
+pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
+    let (sizes, strides) = f32_static(p, name)?;
     let mut want = 1i64;
     for (s, st) in sizes.iter().zip(&strides).rev() {
         if *s != 1 && *st != want {

@@ -44,6 +44,7 @@
 mod archive;
 mod channel_scale;
 mod conv1x1;
+mod depthwise_nhwc;
 mod error;
 mod fuse;
 mod graph;

@@ -290,6 +290,7 @@ fn makes_new_tensors(kind: &Kind) -> bool {
         | Kind::RmsNorm { .. }
         | Kind::PlaneScale { .. }
         | Kind::Conv1x1 { .. }
+        | Kind::DepthwiseNhwc { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => true,
         Kind::Alias { .. } | Kind::Size { .. } | Kind::View { .. } | Kind::Int { .. } => false,

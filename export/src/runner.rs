@@ -78,6 +78,7 @@ fn foldable(kind: &Kind) -> bool {
         | Kind::RmsNorm { .. }
         | Kind::PlaneScale { .. }
         | Kind::Conv1x1 { .. }
+        | Kind::DepthwiseNhwc { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => false,
     }
@@ -321,6 +322,9 @@ impl Runner {
                     Kind::PlaneScale { .. } => "aten::mul.Tensor (planes)".to_string(),
                     Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
                     Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
+                    Kind::DepthwiseNhwc { .. } => {
+                        "aten::convolution (depthwise, channels-last)".to_string()
+                    }
                     Kind::LayerNorm { .. } => "fused layer norm".to_string(),
                     Kind::View { op, .. } => format!("{} (direct)", op.name()),
                     Kind::Alias { .. } | Kind::Size { .. } | Kind::Int { .. } => {
@@ -656,6 +660,24 @@ impl Runner {
                 let y = (|| {
                     let b = bias.map(|b| tensor(get(b)?)).transpose()?;
                     crate::conv1x1::run(&tensor(get(*input)?)?, &tensor(get(*weight)?)?, b.as_ref())
+                })();
+                single = Some((*output, y));
+            }
+            Kind::DepthwiseNhwc {
+                input,
+                weight,
+                bias,
+                output,
+                geom,
+            } => {
+                let y = (|| {
+                    let b = bias.map(|b| tensor(get(b)?)).transpose()?;
+                    crate::depthwise_nhwc::run(
+                        geom,
+                        &tensor(get(*input)?)?,
+                        &tensor(get(*weight)?)?,
+                        b.as_ref(),
+                    )
                 })();
                 single = Some((*output, y));
             }

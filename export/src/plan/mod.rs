@@ -116,6 +116,15 @@ pub(crate) enum Kind {
         bias: Option<usize>,
         output: usize,
     },
+    /// A depthwise convolution of a channels-last input (CPU only; see
+    /// `depthwise_nhwc`).
+    DepthwiseNhwc {
+        input: usize,
+        weight: usize,
+        bias: Option<usize>,
+        output: usize,
+        geom: crate::depthwise_nhwc::Geometry,
+    },
     /// `mean.dim` over the planes of `[n, c, h, w]` (CPU only; see
     /// `plane_mean`).
     PlaneMean {
@@ -215,6 +224,12 @@ impl Kind {
                 weight,
                 bias,
                 ..
+            }
+            | Kind::DepthwiseNhwc {
+                input,
+                weight,
+                bias,
+                ..
             } => {
                 out.extend([*input, *weight]);
                 out.extend(bias);
@@ -258,6 +273,7 @@ impl Kind {
             | Kind::RmsNorm { output, .. }
             | Kind::PlaneScale { output, .. }
             | Kind::Conv1x1 { output, .. }
+            | Kind::DepthwiseNhwc { output, .. }
             | Kind::PlaneMean { output, .. }
             | Kind::LayerNorm { output, .. } => out.push(*output),
         }
@@ -443,6 +459,19 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     weight: slots.get(&c.weight)?,
                     bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
                     output: single_out(node, &mut slots)?,
+                });
+            }
+            let dw = (device == Device::cpu())
+                .then(|| crate::depthwise_nhwc::lower(p, node))
+                .flatten();
+            if let Some(c) = dw {
+                resolve(node)?;
+                return Ok(Kind::DepthwiseNhwc {
+                    input: slots.get(&c.input)?,
+                    weight: slots.get(&c.weight)?,
+                    bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
+                    output: single_out(node, &mut slots)?,
+                    geom: c.geom,
                 });
             }
             let mean = (device == Device::cpu())

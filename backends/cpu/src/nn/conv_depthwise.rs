@@ -312,6 +312,19 @@ fn channels_last_applies(g: &Geom) -> bool {
 /// the image in the order [`direct`] sums them (so the values are its values);
 /// the result is moved back to one plane per channel.
 fn channels_last<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+    channels_last_any(x, w, bias, g, false, y)
+}
+
+/// [`channels_last`], or with `nhwc` on images already stored channels-last
+/// (`x` of `[n, h, w, c]`, `y` of `[n, oh, ow, c]`), without the moves.
+pub(crate) fn channels_last_any<C: GemmFloat>(
+    x: &[C],
+    w: &[C],
+    bias: Option<&[C]>,
+    g: &Geom,
+    nhwc: bool,
+    y: &mut [C],
+) {
     if TypeId::of::<C>() == TypeId::of::<f32>() {
         // SAFETY: C is f32 (same TypeId), so these are the same slices with
         // their own element type; `y` is exclusively borrowed.
@@ -324,17 +337,24 @@ fn channels_last<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y
                 std::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<f32>(), y.len()),
             )
         };
-        return channels_last_f32(x, w, bias, g, y);
+        return channels_last_f32(x, w, bias, g, nhwc, y);
     }
-    channels_last_body(x, w, bias, g, y)
+    channels_last_body(x, w, bias, g, nhwc, y)
 }
 
-multiversion!(channels_last_f32(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &Geom, y: &mut [f32]) -> () {
-    channels_last_body(x, w, bias, g, y)
+multiversion!(channels_last_f32(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &Geom, nhwc: bool, y: &mut [f32]) -> () {
+    channels_last_body(x, w, bias, g, nhwc, y)
 });
 
 #[inline(always)]
-fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+fn channels_last_body<C: GemmFloat>(
+    x: &[C],
+    w: &[C],
+    bias: Option<&[C]>,
+    g: &Geom,
+    nhwc: bool,
+    y: &mut [C],
+) {
     let (c, hw, osp, taps) = (g.cin, g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     // Tap-major kernels: one run of `c` values per tap.
     let mut wt = vec![C::zero(); taps * c];
@@ -343,8 +363,6 @@ fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
         Some(b) => b[..c].to_vec(),
         None => vec![C::zero(); c],
     };
-    let mut xt = vec![C::zero(); hw * c];
-    let mut yt = vec![C::zero(); osp * c];
     // The taps inside the image for each output row and column (the same for
     // every channel), found once per call instead of once per position.
     let inside = |out: usize, k: usize, s: usize, p: usize, d: usize, size: usize| {
@@ -358,9 +376,8 @@ fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
     };
     let rows = inside(g.oh, g.kh, g.stride[0], g.pad[0], g.dil[0], g.h);
     let cols = inside(g.ow, g.kw, g.stride[1], g.pad[1], g.dil[1], g.w);
-    let full = c - c % CL_LANES;
-    for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
-        transpose(xb, c, hw, &mut xt);
+    let image = |xt: &[C], yt: &mut [C]| {
+        let full = c - c % CL_LANES;
         for (o, out) in yt.chunks_exact_mut(c).enumerate() {
             let (ry, rx) = (&rows[o / g.ow], &cols[o % g.ow]);
             // Each block of CL_LANES channels keeps its sums in registers over
@@ -392,6 +409,18 @@ fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
                 }
             }
         }
+    };
+    if nhwc {
+        for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
+            image(xb, yb);
+        }
+        return;
+    }
+    let mut xt = vec![C::zero(); hw * c];
+    let mut yt = vec![C::zero(); osp * c];
+    for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
+        transpose(xb, c, hw, &mut xt);
+        image(&xt, &mut yt);
         transpose(&yt, osp, c, yb);
     }
 }
