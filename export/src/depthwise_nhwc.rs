@@ -45,7 +45,7 @@ fn pair(node: &Node, name: &str) -> Option<[i64; 2]> {
 
 /// Whether the traced value is stored channels-last: static sizes `[n, c, h,
 /// w]` with the strides of a contiguous `[n, h, w, c]`.
-fn traced_channels_last(p: &Program, name: &str) -> Option<i64> {
+pub(crate) fn traced_channels_last(p: &Program, name: &str) -> Option<i64> {
     let (s, st) = f32_static(p, name)?;
     let ok = s.len() == 4 && st == [s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]] && s[1] > 1;
     ok.then_some(s[1])
@@ -83,19 +83,25 @@ pub(crate) fn lower(p: &Program, node: &Node) -> Option<Conv> {
     })?
 }
 
+/// Whether `x` is a CPU f32 `[n, c, h, w]` of non-empty planes stored as a
+/// contiguous `[n, h, w, c]`.
+pub(crate) fn stored_nhwc(x: &Tensor) -> bool {
+    let s = x.sizes();
+    x.dim() == 4
+        && x.dtype() == DType::F32
+        && x.device().is_cpu()
+        && s[1] > 1
+        && s[2] * s[3] > 0
+        && x.strides() == [s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]]
+}
+
 /// The convolution of `x` (`[n, c, h, w]`): when `x` is stored channels-last
 /// and the weight is `[c, 1, kh, kw]` (f32, CPU), without moving it, the
 /// result a channels-last `[n, c, oh, ow]` view; otherwise the operator's.
 pub(crate) fn run(c: &Geometry, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
     let s = x.sizes();
-    let stored_nhwc = x.dim() == 4
-        && x.dtype() == DType::F32
-        && x.device().is_cpu()
-        && s[1] > 1
-        && s[2] * s[3] > 0
-        && x.strides() == [s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]];
     let kernel_ok = w.dim() == 4 && w.sizes()[..2] == [s.get(1).copied().unwrap_or(0), 1];
-    if stored_nhwc && kernel_ok {
+    if stored_nhwc(x) && kernel_ok {
         let xt = x.permute(&[0, 2, 3, 1])?;
         let y = opal_cpu::nn::depthwise_conv2d_nhwc(&xt, w, b, c.stride, c.padding, c.dilation)?;
         return Ok(y.permute(&[0, 3, 1, 2])?);

@@ -120,6 +120,21 @@ pub(crate) fn scan<G>(p: &Program, mut at: impl FnMut(usize) -> Option<(G, usize
     found
 }
 
+/// [`scan`] for patterns that are runs of consecutive nodes: the scan goes on
+/// after each run's last node.
+pub(crate) fn scan_runs<G>(
+    p: &Program,
+    mut at: impl FnMut(usize) -> Option<G>,
+    members: impl Fn(&G) -> &std::ops::Range<usize>,
+) -> Vec<G> {
+    scan(p, |i| {
+        at(i).map(|g| {
+            let end = members(&g).end;
+            (g, end)
+        })
+    })
+}
+
 /// Test helper: same sizes, and every f32 element within `tol` of the
 /// reference, relative to its magnitude (absolute below 1).
 #[cfg(test)]

@@ -60,6 +60,7 @@ mod program;
 mod rms_norm;
 mod runner;
 mod safe_softmax;
+mod scale_residual;
 mod schema;
 mod views;
 mod weights;

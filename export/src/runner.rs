@@ -79,6 +79,7 @@ fn foldable(kind: &Kind) -> bool {
         | Kind::PlaneScale { .. }
         | Kind::Conv1x1 { .. }
         | Kind::DepthwiseNhwc { .. }
+        | Kind::ScaleResidual { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => false,
     }
@@ -322,6 +323,7 @@ impl Runner {
                     Kind::PlaneScale { .. } => "aten::mul.Tensor (planes)".to_string(),
                     Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
                     Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
+                    Kind::ScaleResidual { .. } => "fused layer scale and residual".to_string(),
                     Kind::DepthwiseNhwc { .. } => {
                         "aten::convolution (depthwise, channels-last)".to_string()
                     }
@@ -677,6 +679,21 @@ impl Runner {
                         &tensor(get(*input)?)?,
                         &tensor(get(*weight)?)?,
                         b.as_ref(),
+                    )
+                })();
+                single = Some((*output, y));
+            }
+            Kind::ScaleResidual {
+                scale,
+                input,
+                residual,
+                output,
+            } => {
+                let y = (|| {
+                    crate::scale_residual::run(
+                        &tensor(get(*scale)?)?,
+                        &tensor(get(*input)?)?,
+                        &tensor(get(*residual)?)?,
                     )
                 })();
                 single = Some((*output, y));

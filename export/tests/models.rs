@@ -249,10 +249,10 @@ fn fused_steps_that_write_over_their_input_match_the_unfused_graph() {
 }
 
 #[test]
-fn direct_convolution_steps_match_the_operator_calls() {
-    // MobileNetV3's 1x1 convolutions and ConvNeXt's depthwise ones of
-    // channels-last images run as their own loops on the CPU; emu runs each as
-    // the operator.
+fn direct_convolution_and_layer_scale_steps_match_the_operator_calls() {
+    // MobileNetV3's 1x1 convolutions, ConvNeXt's depthwise ones of
+    // channels-last images and its layer scales with their residuals run as
+    // their own loops on the CPU; emu runs each node as the operator.
     for (name, what, least) in [
         ("mobilenet_v3_tiny", "aten::convolution (1x1)", 40),
         (
@@ -260,6 +260,7 @@ fn direct_convolution_steps_match_the_operator_calls() {
             "aten::convolution (depthwise, channels-last)",
             3,
         ),
+        ("convnext_tiny_cfg", "fused layer scale and residual", 3),
     ] {
         let path = shared_dir().join(format!("{name}.pt2"));
         let io_path = shared_dir().join(format!("{name}.io.safetensors"));

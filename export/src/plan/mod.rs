@@ -125,6 +125,14 @@ pub(crate) enum Kind {
         output: usize,
         geom: crate::depthwise_nhwc::Geometry,
     },
+    /// `add(mul(s, x), r)` over channels-last values (CPU only; see
+    /// `scale_residual`): two nodes.
+    ScaleResidual {
+        scale: usize,
+        input: usize,
+        residual: usize,
+        output: usize,
+    },
     /// `mean.dim` over the planes of `[n, c, h, w]` (CPU only; see
     /// `plane_mean`).
     PlaneMean {
@@ -219,6 +227,12 @@ impl Kind {
                 out.extend(weight);
             }
             Kind::PlaneScale { planes, scales, .. } => out.extend([*planes, *scales]),
+            Kind::ScaleResidual {
+                scale,
+                input,
+                residual,
+                ..
+            } => out.extend([*scale, *input, *residual]),
             Kind::Conv1x1 {
                 input,
                 weight,
@@ -274,6 +288,7 @@ impl Kind {
             | Kind::PlaneScale { output, .. }
             | Kind::Conv1x1 { output, .. }
             | Kind::DepthwiseNhwc { output, .. }
+            | Kind::ScaleResidual { output, .. }
             | Kind::PlaneMean { output, .. }
             | Kind::LayerNorm { output, .. } => out.push(*output),
         }
@@ -309,6 +324,7 @@ enum Fused {
     Pointwise(crate::pointwise::Group),
     Softmax(crate::safe_softmax::Group),
     RmsNorm(crate::rms_norm::Group),
+    ScaleResidual(crate::scale_residual::Group),
 }
 
 /// Compiles `p` for `device`; the first node that cannot run is an error naming it.
@@ -346,6 +362,11 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         for g in crate::safe_softmax::groups(p) {
             if claim(&g.members) {
                 fused.insert(g.members.start, Fused::Softmax(g));
+            }
+        }
+        for g in crate::scale_residual::groups(p) {
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::ScaleResidual(g));
             }
         }
         for g in crate::pointwise::groups(p) {
@@ -389,6 +410,15 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                             input: slots.get(&g.input)?,
                             output: slots.define(&g.output)?,
                             dim: g.dim,
+                        }
+                    }
+                    Fused::ScaleResidual(g) => {
+                        skip_to = g.members.end;
+                        Kind::ScaleResidual {
+                            scale: slots.get(&g.scale)?,
+                            input: slots.get(&g.input)?,
+                            residual: slots.get(&g.residual)?,
+                            output: slots.define(&g.output)?,
                         }
                     }
                     Fused::RmsNorm(g) => {
