@@ -52,6 +52,7 @@ mod inspect;
 pub mod io;
 mod layer_norm;
 mod limits;
+mod patchify;
 mod plan;
 mod plane_mean;
 mod pointwise;

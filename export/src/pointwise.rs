@@ -291,6 +291,7 @@ fn makes_new_tensors(kind: &Kind) -> bool {
         | Kind::PlaneScale { .. }
         | Kind::Conv1x1 { .. }
         | Kind::DepthwiseNhwc { .. }
+        | Kind::Patchify { .. }
         | Kind::ScaleResidual { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => true,

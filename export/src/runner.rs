@@ -79,6 +79,7 @@ fn foldable(kind: &Kind) -> bool {
         | Kind::PlaneScale { .. }
         | Kind::Conv1x1 { .. }
         | Kind::DepthwiseNhwc { .. }
+        | Kind::Patchify { .. }
         | Kind::ScaleResidual { .. }
         | Kind::PlaneMean { .. }
         | Kind::LayerNorm { .. } => false,
@@ -324,6 +325,9 @@ impl Runner {
                     Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
                     Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
                     Kind::ScaleResidual { .. } => "fused layer scale and residual".to_string(),
+                    Kind::Patchify { .. } => {
+                        "aten::convolution (patches, channels-last)".to_string()
+                    }
                     Kind::DepthwiseNhwc { .. } => {
                         "aten::convolution (depthwise, channels-last)".to_string()
                     }
@@ -676,6 +680,24 @@ impl Runner {
                     let b = bias.map(|b| tensor(get(b)?)).transpose()?;
                     crate::depthwise_nhwc::run(
                         geom,
+                        &tensor(get(*input)?)?,
+                        &tensor(get(*weight)?)?,
+                        b.as_ref(),
+                    )
+                })();
+                single = Some((*output, y));
+            }
+            Kind::Patchify {
+                input,
+                weight,
+                bias,
+                output,
+                kernel,
+            } => {
+                let y = (|| {
+                    let b = bias.map(|b| tensor(get(b)?)).transpose()?;
+                    crate::patchify::run(
+                        *kernel,
                         &tensor(get(*input)?)?,
                         &tensor(get(*weight)?)?,
                         b.as_ref(),

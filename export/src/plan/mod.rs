@@ -125,6 +125,15 @@ pub(crate) enum Kind {
         output: usize,
         geom: crate::depthwise_nhwc::Geometry,
     },
+    /// A convolution of non-overlapping patches of a channels-last input
+    /// (CPU only; see `patchify`).
+    Patchify {
+        input: usize,
+        weight: usize,
+        bias: Option<usize>,
+        output: usize,
+        kernel: [i64; 2],
+    },
     /// `add(mul(s, x), r)` over channels-last values (CPU only; see
     /// `scale_residual`): two nodes.
     ScaleResidual {
@@ -244,6 +253,12 @@ impl Kind {
                 weight,
                 bias,
                 ..
+            }
+            | Kind::Patchify {
+                input,
+                weight,
+                bias,
+                ..
             } => {
                 out.extend([*input, *weight]);
                 out.extend(bias);
@@ -288,6 +303,7 @@ impl Kind {
             | Kind::PlaneScale { output, .. }
             | Kind::Conv1x1 { output, .. }
             | Kind::DepthwiseNhwc { output, .. }
+            | Kind::Patchify { output, .. }
             | Kind::ScaleResidual { output, .. }
             | Kind::PlaneMean { output, .. }
             | Kind::LayerNorm { output, .. } => out.push(*output),
@@ -502,6 +518,19 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
                     output: single_out(node, &mut slots)?,
                     geom: c.geom,
+                });
+            }
+            let patches = (device == Device::cpu())
+                .then(|| crate::patchify::lower(p, node))
+                .flatten();
+            if let Some(c) = patches {
+                resolve(node)?;
+                return Ok(Kind::Patchify {
+                    input: slots.get(&c.input)?,
+                    weight: slots.get(&c.weight)?,
+                    bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
+                    output: single_out(node, &mut slots)?,
+                    kernel: c.kernel,
                 });
             }
             let mean = (device == Device::cpu())
