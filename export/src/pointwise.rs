@@ -285,17 +285,9 @@ const FRESH_RESULTS: [&str; 5] = [
 fn makes_new_tensors(kind: &Kind) -> bool {
     match kind {
         Kind::Op { op, .. } => FRESH_RESULTS.contains(&op.name()),
-        Kind::Pointwise { .. }
-        | Kind::SafeSoftmax { .. }
-        | Kind::RmsNorm { .. }
-        | Kind::PlaneScale { .. }
-        | Kind::Conv1x1 { .. }
-        | Kind::DepthwiseNhwc { .. }
-        | Kind::Patchify { .. }
-        | Kind::ScaleResidual { .. }
-        | Kind::PlaneMean { .. }
-        | Kind::LayerNorm { .. } => true,
         Kind::Alias { .. } | Kind::Size { .. } | Kind::View { .. } | Kind::Int { .. } => false,
+        // The fused and direct steps each return a tensor of their own.
+        _ => true,
     }
 }
 

@@ -56,6 +56,9 @@ pub(crate) enum Bind {
     List(Vec<usize>),
 }
 
+/// What a step runs. Every kind but `Op`, `Alias`, `Size`, `View` and `Int`
+/// (a fused or direct CPU step) returns tensors of its own, never an input or
+/// a view of one: `pointwise::donate` relies on it.
 #[derive(Clone, Debug)]
 pub(crate) enum Kind {
     Op {
