@@ -186,12 +186,14 @@ pub(crate) fn groups(p: &Program) -> Vec<Group> {
         }
         // A lone node is worth a program when its operation is a transcendental
         // one: the program's vectorized erf / tanh / exp beat the operator's
-        // (BERT's and ViT's GELU stand alone between two products).
+        // (BERT's and ViT's GELU stand alone between two products); and a lone
+        // relu, which then writes over the convolution result it follows
+        // (MobileNetV3's 14) instead of allocating through the operator.
         let heavy = |ops: &[(Op, Src, Src)]| {
             ops.iter().any(|(op, _, _)| {
                 matches!(
                     op,
-                    Op::Gelu | Op::GeluTanh | Op::Tanh | Op::Sigmoid | Op::Exp
+                    Op::Gelu | Op::GeluTanh | Op::Tanh | Op::Sigmoid | Op::Exp | Op::Relu
                 )
             })
         };
