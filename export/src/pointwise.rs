@@ -184,23 +184,13 @@ pub(crate) fn groups(p: &Program) -> Vec<Group> {
             }
             j += 1;
         }
-        // A lone node is worth a program when its operation is a transcendental
-        // one: the program's vectorized erf / tanh / exp beat the operator's
-        // (BERT's and ViT's GELU stand alone between two products); and a lone
-        // relu, which then writes over the convolution result it follows
-        // (MobileNetV3's 14) instead of allocating through the operator.
-        let heavy = |ops: &[(Op, Src, Src)]| {
-            ops.iter().any(|(op, _, _)| {
-                matches!(
-                    op,
-                    Op::Gelu | Op::GeluTanh | Op::Tanh | Op::Sigmoid | Op::Exp | Op::Relu
-                )
-            })
-        };
-        if run.len() >= 2 || heavy(&run[0].0) {
-            if let Some(g) = build(i..j, run, &readers, &graph_out) {
-                out.push(g);
-            }
+        // A lone node is a program too: the program's vectorized erf / tanh /
+        // exp beat the operator's (BERT's and ViT's GELU stand alone between
+        // two products), and a lone relu or residual sum then writes over the
+        // convolution result it follows (MobileNetV3's 14 and 7) instead of
+        // allocating through the operator's dispatch.
+        if let Some(g) = build(i..j, run, &readers, &graph_out) {
+            out.push(g);
         }
         i = j;
     }
