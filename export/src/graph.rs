@@ -1,7 +1,8 @@
 //! Small queries on a parsed graph that the load-time pattern passes share: a
 //! node's named argument, its single output, its ATen target, how many nodes
 //! and graph outputs read each value, a value's static contiguous f32 shape,
-//! and the scan for a pattern's non-overlapping occurrences.
+//! the scan for a pattern's non-overlapping occurrences, and the tests'
+//! comparison of a fused step's result with the operator's.
 //!
 //! Owns: those queries. Must not: rewrite anything (the passes do).
 
@@ -71,8 +72,8 @@ pub(crate) fn readers(p: &Program) -> HashMap<&str, usize> {
     n
 }
 
-/// Static sizes of a contiguous f32 value, or None.
-pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
+/// Static sizes and strides of an f32 value as traced, or None.
+pub(crate) fn f32_static(p: &Program, name: &str) -> Option<(Vec<i64>, Vec<i64>)> {
     let m = p.tensor_meta.get(name)?;
     if m.dtype != DType::F32 {
         return None;
@@ -85,7 +86,12 @@ pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
             })
             .collect::<Option<Vec<i64>>>()
     };
-    let (sizes, strides) = (all(&m.sizes)?, all(&m.strides)?);
+    Some((all(&m.sizes)?, all(&m.strides)?))
+}
+
+/// Static sizes of a contiguous f32 value, or None.
+pub(crate) fn f32_contiguous(p: &Program, name: &str) -> Option<Vec<i64>> {
+    let (sizes, strides) = f32_static(p, name)?;
     let mut want = 1i64;
     for (s, st) in sizes.iter().zip(&strides).rev() {
         if *s != 1 && *st != want {
@@ -112,4 +118,30 @@ pub(crate) fn scan<G>(p: &Program, mut at: impl FnMut(usize) -> Option<(G, usize
         }
     }
     found
+}
+
+/// [`scan`] for patterns that are runs of consecutive nodes: the scan goes on
+/// after each run's last node.
+pub(crate) fn scan_runs<G>(
+    p: &Program,
+    mut at: impl FnMut(usize) -> Option<G>,
+    members: impl Fn(&G) -> &std::ops::Range<usize>,
+) -> Vec<G> {
+    scan(p, |i| {
+        at(i).map(|g| {
+            let end = members(&g).end;
+            (g, end)
+        })
+    })
+}
+
+/// Test helper: same sizes, and every f32 element within `tol` of the
+/// reference, relative to its magnitude (absolute below 1).
+#[cfg(test)]
+pub(crate) fn assert_close(got: &opal::Tensor, want: &opal::Tensor, tol: f32) {
+    assert_eq!(got.sizes(), want.sizes());
+    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+    for (a, e) in g.iter().zip(&w) {
+        assert!((a - e).abs() <= tol * e.abs().max(1.0), "{a} vs {e}");
+    }
 }

@@ -43,6 +43,8 @@
 
 mod archive;
 mod channel_scale;
+mod conv1x1;
+mod depthwise_nhwc;
 mod error;
 mod fuse;
 mod graph;
@@ -50,6 +52,7 @@ mod inspect;
 pub mod io;
 mod layer_norm;
 mod limits;
+mod patchify;
 mod plan;
 mod plane_mean;
 mod pointwise;
@@ -58,6 +61,7 @@ mod program;
 mod rms_norm;
 mod runner;
 mod safe_softmax;
+mod scale_residual;
 mod schema;
 mod views;
 mod weights;

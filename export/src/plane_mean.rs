@@ -108,16 +108,7 @@ mod tests {
             .unwrap();
             for keepdim in [true, false] {
                 let want = opal::ops::mean_dim::call(&x, Some(&[-1, -2]), keepdim, None).unwrap();
-                let got = run(&x, keepdim).unwrap();
-                assert_eq!(got.sizes(), want.sizes());
-                for (g, e) in got
-                    .to_vec::<f32>()
-                    .unwrap()
-                    .iter()
-                    .zip(want.to_vec::<f32>().unwrap())
-                {
-                    assert!((g - e).abs() <= 1e-6 * e.abs().max(1.0), "{g} vs {e}");
-                }
+                crate::graph::assert_close(&run(&x, keepdim).unwrap(), &want, 1e-6);
             }
         }
     }

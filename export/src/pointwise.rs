@@ -184,21 +184,13 @@ pub(crate) fn groups(p: &Program) -> Vec<Group> {
             }
             j += 1;
         }
-        // A lone node is worth a program when its operation is a transcendental
-        // one: the program's vectorized erf / tanh / exp beat the operator's
-        // (BERT's and ViT's GELU stand alone between two products).
-        let heavy = |ops: &[(Op, Src, Src)]| {
-            ops.iter().any(|(op, _, _)| {
-                matches!(
-                    op,
-                    Op::Gelu | Op::GeluTanh | Op::Tanh | Op::Sigmoid | Op::Exp
-                )
-            })
-        };
-        if run.len() >= 2 || heavy(&run[0].0) {
-            if let Some(g) = build(i..j, run, &readers, &graph_out) {
-                out.push(g);
-            }
+        // A lone node is a program too: the program's vectorized erf / tanh /
+        // exp beat the operator's (BERT's and ViT's GELU stand alone between
+        // two products), and a lone relu or residual sum then writes over the
+        // convolution result it follows (MobileNetV3's 14 and 7) instead of
+        // allocating through the operator's dispatch.
+        if let Some(g) = build(i..j, run, &readers, &graph_out) {
+            out.push(g);
         }
         i = j;
     }
@@ -285,13 +277,9 @@ const FRESH_RESULTS: [&str; 5] = [
 fn makes_new_tensors(kind: &Kind) -> bool {
     match kind {
         Kind::Op { op, .. } => FRESH_RESULTS.contains(&op.name()),
-        Kind::Pointwise { .. }
-        | Kind::SafeSoftmax { .. }
-        | Kind::RmsNorm { .. }
-        | Kind::PlaneScale { .. }
-        | Kind::PlaneMean { .. }
-        | Kind::LayerNorm { .. } => true,
         Kind::Alias { .. } | Kind::Size { .. } | Kind::View { .. } | Kind::Int { .. } => false,
+        // The fused and direct steps each return a tensor of their own.
+        _ => true,
     }
 }
 

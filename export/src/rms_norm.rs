@@ -122,12 +122,7 @@ fn at(p: &Program, i: usize, readers: &HashMap<&str, usize>) -> Option<Group> {
 /// Every occurrence of the pattern in `p`.
 pub(crate) fn groups(p: &Program) -> Vec<Group> {
     let r = crate::graph::readers(p);
-    crate::graph::scan(p, |i| {
-        at(p, i, &r).map(|g| {
-            let end = g.members.end;
-            (g, end)
-        })
-    })
+    crate::graph::scan_runs(p, |i| at(p, i, &r), |g| &g.members)
 }
 
 /// The fused step: `x * rsqrt(mean(x^2, -1) + eps)`, times `w` when given.

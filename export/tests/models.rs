@@ -247,3 +247,42 @@ fn fused_steps_that_write_over_their_input_match_the_unfused_graph() {
         compare(o, e, 1e-4, 1e-4).unwrap();
     }
 }
+
+#[test]
+fn direct_convolution_and_layer_scale_steps_match_the_operator_calls() {
+    // MobileNetV3's 1x1 convolutions, ConvNeXt's depthwise ones of
+    // channels-last images, its downsampling ones and its layer scales with
+    // their residuals run as their own loops on the CPU; emu runs each node as
+    // the operator.
+    for (name, what, least) in [
+        ("mobilenet_v3_tiny", "aten::convolution (1x1)", 40),
+        (
+            "convnext_tiny_cfg",
+            "aten::convolution (depthwise, channels-last)",
+            3,
+        ),
+        ("convnext_tiny_cfg", "fused layer scale and residual", 3),
+        (
+            "convnext_tiny_cfg",
+            "aten::convolution (patches, channels-last)",
+            2,
+        ),
+    ] {
+        let path = shared_dir().join(format!("{name}.pt2"));
+        let io_path = shared_dir().join(format!("{name}.io.safetensors"));
+        let program = ExportedProgram::load(&path).unwrap();
+        let inputs = io::read_indexed(&io_path, "input").unwrap();
+        let cpu = program.to_device(device("cpu").unwrap()).unwrap();
+        let prof = cpu.profile(&inputs, 1).unwrap();
+        let n = prof.steps.iter().filter(|s| s.what == what).count();
+        assert!(n >= least, "{name}: {n} steps '{what}'\n{prof}");
+        let want = program
+            .to_device(device("emu").unwrap())
+            .unwrap()
+            .run(&inputs)
+            .unwrap();
+        for (o, e) in cpu.run(&inputs).unwrap().iter().zip(&want) {
+            compare(o, e, 1e-5, 1e-5).unwrap();
+        }
+    }
+}

@@ -1,11 +1,13 @@
 //! `convolution` (1-d and 2-d, groups, stride, padding, dilation, transposed) and
-//! `convolution_backward` (1-d and 2-d, both directions).
+//! `convolution_backward` (1-d and 2-d, both directions), and the depthwise
+//! convolution of channels-last images that the `.pt2` runner calls directly.
 //!
 //! Owns: argument normalisation and checks with PyTorch's messages, output sizes,
 //! and mapping transposed convolutions onto the forward/backward cores.
 //! Must not: hold the im2col / GEMM numerics (those are in `conv_core`).
 
 use super::conv_core::{backward_bias, backward_input, backward_weight, forward, Geom};
+use super::conv_depthwise::channels_last_any;
 use super::io::{check_nbytes, compute_dtype, err, in_op, make_output, with_slice, Compute};
 use crate::copy::to_vec_as;
 use opal::rules::conv::{Convolution, ConvolutionBackward};
@@ -127,6 +129,103 @@ pub fn convolution(c: Convolution) -> Result<Tensor> {
         _ => run::<f32>(input, weight, bias, &g, transposed, out_shape, dt),
     }
     .map_err(in_op(OP))
+}
+
+/// A depthwise 2-d convolution (one output channel per input channel: `weight`
+/// of `[c, 1, kh, kw]`, `bias` of `[c]`) of f32 images stored channels-last:
+/// `x` is a contiguous `[n, h, w, c]`, the result a contiguous `[n, oh, ow, c]`.
+/// The values are those of [`convolution`] with `groups = c` on the same
+/// images in NCHW order (the same taps summed in the same order from the
+/// bias); no image is moved. Runs on the calling thread.
+pub fn depthwise_conv2d_nhwc(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: [i64; 2],
+    padding: [i64; 2],
+    dilation: [i64; 2],
+) -> Result<Tensor> {
+    const OP: &str = "depthwise_conv2d_nhwc";
+    let f32_cpu = |t: &Tensor| t.dtype() == DType::F32 && t.is_contiguous() && t.device().is_cpu();
+    let [n, h, w, c] = *x.sizes() else {
+        return Err(err(
+            OP,
+            format!("expected a 4-d input, got sizes {:?}", x.sizes()),
+        ));
+    };
+    let ws = weight.sizes();
+    if ws.len() != 4 || ws[0] != c || ws[1] != 1 {
+        return Err(err(
+            OP,
+            format!("expected a weight of [{c}, 1, kh, kw], got sizes {ws:?}"),
+        ));
+    }
+    if let Some(b) = bias.filter(|b| b.sizes() != [c].as_slice() || !f32_cpu(b)) {
+        return Err(err(
+            OP,
+            format!(
+                "expected a contiguous f32 bias of [{c}], got {} {:?}",
+                b.dtype(),
+                b.sizes()
+            ),
+        ));
+    }
+    if !f32_cpu(x) || !f32_cpu(weight) {
+        return Err(err(OP, "expects contiguous f32 CPU input and weight"));
+    }
+    if h * w == 0 || c == 0 {
+        return Err(err(
+            OP,
+            format!("expects non-empty images, got sizes {:?}", x.sizes()),
+        ));
+    }
+    if stride.iter().chain(&dilation).any(|&v| v < 1) || padding.iter().any(|&v| v < 0) {
+        return Err(err(
+            OP,
+            format!("stride {stride:?} and dilation {dilation:?} must be positive, padding {padding:?} non-negative"),
+        ));
+    }
+    let out = |size: i64, k: i64, i: usize| -> Result<i64> {
+        let span = dilation[i] * (k - 1) + 1;
+        let room = size + 2 * padding[i];
+        if room < span {
+            return Err(err(
+                OP,
+                format!("the kernel's extent {span} is larger than the padded input {room} in dimension {i}"),
+            ));
+        }
+        Ok((room - span) / stride[i] + 1)
+    };
+    let (oh, ow) = (out(h, ws[2], 0)?, out(w, ws[3], 1)?);
+    let shape = [n, oh, ow, c];
+    check_nbytes(&shape, DType::F32, OP)?;
+    let u = |v: i64| v as usize;
+    let g = Geom {
+        n: u(n),
+        cin: u(c),
+        h: u(h),
+        w: u(w),
+        cout: u(c),
+        kh: u(ws[2]),
+        kw: u(ws[3]),
+        stride: [u(stride[0]), u(stride[1])],
+        pad: [u(padding[0]), u(padding[1])],
+        dil: [u(dilation[0]), u(dilation[1])],
+        groups: u(c),
+        oh: u(oh),
+        ow: u(ow),
+    };
+    let b = bias.map(to_vec_as::<f32>).transpose()?;
+    with_slice::<f32, _>(x, |xs| {
+        with_slice::<f32, _>(weight, |wk| {
+            make_output::<f32>(&shape, DType::F32, |y| {
+                if !y.is_empty() {
+                    channels_last_any(xs, wk, b.as_deref(), &g, true, y);
+                }
+                Ok(())
+            })
+        })
+    })
 }
 
 /// Gradients of [`convolution`] w.r.t. input, weight and bias, each only when its

@@ -289,6 +289,11 @@ fn rows<C: GemmFloat, const L: usize>(
 const CL_MAX_PLANE: usize = 256;
 /// Most multiply-adds that [`channels_last`] takes (it runs on one thread).
 const CL_MAX_MACS: usize = 1 << 21;
+/// Channels summed together in registers by [`channels_last`]: one 256-bit
+/// vector of f32 (a plain loop over 8 to 24 channels was left to the
+/// vectorizer's scalar remainder, which takes runs shorter than its 32-wide
+/// unrolled body).
+const CL_LANES: usize = 8;
 
 /// True for a convolution of one output channel per input channel, at least
 /// one vector of channels wide, whose planes are tiny.
@@ -307,6 +312,19 @@ fn channels_last_applies(g: &Geom) -> bool {
 /// the image in the order [`direct`] sums them (so the values are its values);
 /// the result is moved back to one plane per channel.
 fn channels_last<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+    channels_last_any(x, w, bias, g, false, y)
+}
+
+/// [`channels_last`], or with `nhwc` on images already stored channels-last
+/// (`x` of `[n, h, w, c]`, `y` of `[n, oh, ow, c]`), without the moves.
+pub(crate) fn channels_last_any<C: GemmFloat>(
+    x: &[C],
+    w: &[C],
+    bias: Option<&[C]>,
+    g: &Geom,
+    nhwc: bool,
+    y: &mut [C],
+) {
     if TypeId::of::<C>() == TypeId::of::<f32>() {
         // SAFETY: C is f32 (same TypeId), so these are the same slices with
         // their own element type; `y` is exclusively borrowed.
@@ -319,17 +337,24 @@ fn channels_last<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y
                 std::slice::from_raw_parts_mut(y.as_mut_ptr().cast::<f32>(), y.len()),
             )
         };
-        return channels_last_f32(x, w, bias, g, y);
+        return channels_last_f32(x, w, bias, g, nhwc, y);
     }
-    channels_last_body(x, w, bias, g, y)
+    channels_last_body(x, w, bias, g, nhwc, y)
 }
 
-multiversion!(channels_last_f32(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &Geom, y: &mut [f32]) -> () {
-    channels_last_body(x, w, bias, g, y)
+multiversion!(channels_last_f32(x: &[f32], w: &[f32], bias: Option<&[f32]>, g: &Geom, nhwc: bool, y: &mut [f32]) -> () {
+    channels_last_body(x, w, bias, g, nhwc, y)
 });
 
 #[inline(always)]
-fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Geom, y: &mut [C]) {
+fn channels_last_body<C: GemmFloat>(
+    x: &[C],
+    w: &[C],
+    bias: Option<&[C]>,
+    g: &Geom,
+    nhwc: bool,
+    y: &mut [C],
+) {
     let (c, hw, osp, taps) = (g.cin, g.h * g.w, g.oh * g.ow, g.kh * g.kw);
     // Tap-major kernels: one run of `c` values per tap.
     let mut wt = vec![C::zero(); taps * c];
@@ -338,29 +363,64 @@ fn channels_last_body<C: GemmFloat>(x: &[C], w: &[C], bias: Option<&[C]>, g: &Ge
         Some(b) => b[..c].to_vec(),
         None => vec![C::zero(); c],
     };
-    let mut xt = vec![C::zero(); hw * c];
-    let mut yt = vec![C::zero(); osp * c];
-    for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
-        transpose(xb, c, hw, &mut xt);
-        for (o, acc) in yt.chunks_exact_mut(c).enumerate() {
-            let (oy, ox) = (o / g.ow, o % g.ow);
-            acc.copy_from_slice(&start);
-            for i in 0..g.kh {
-                let Some(iy) = src_index(oy, i, g.stride[0], g.pad[0], g.dil[0], g.h) else {
-                    continue;
-                };
-                for j in 0..g.kw {
-                    let Some(ix) = src_index(ox, j, g.stride[1], g.pad[1], g.dil[1], g.w) else {
-                        continue;
-                    };
-                    let xs = &xt[(iy * g.w + ix) * c..][..c];
-                    let ws = &wt[(i * g.kw + j) * c..][..c];
-                    for ((a, &v), &k) in acc.iter_mut().zip(xs).zip(ws) {
+    // The taps inside the image for each output row and column (the same for
+    // every channel), found once per call instead of once per position.
+    let inside = |out: usize, k: usize, s: usize, p: usize, d: usize, size: usize| {
+        (0..out)
+            .map(|o| {
+                (0..k)
+                    .filter_map(|t| src_index(o, t, s, p, d, size).map(|ix| (t, ix)))
+                    .collect::<Vec<_>>()
+            })
+            .collect::<Vec<_>>()
+    };
+    let rows = inside(g.oh, g.kh, g.stride[0], g.pad[0], g.dil[0], g.h);
+    let cols = inside(g.ow, g.kw, g.stride[1], g.pad[1], g.dil[1], g.w);
+    let image = |xt: &[C], yt: &mut [C]| {
+        let full = c - c % CL_LANES;
+        for (o, out) in yt.chunks_exact_mut(c).enumerate() {
+            let (ry, rx) = (&rows[o / g.ow], &cols[o % g.ow]);
+            // Each block of CL_LANES channels keeps its sums in registers over
+            // all taps; the sums' order per channel is the same for the blocks
+            // and the remainder (bias, then the taps row by row).
+            for c0 in (0..full).step_by(CL_LANES) {
+                let mut acc = [C::zero(); CL_LANES];
+                acc.copy_from_slice(&start[c0..c0 + CL_LANES]);
+                for &(i, iy) in ry {
+                    for &(j, ix) in rx {
+                        let xs = &xt[(iy * g.w + ix) * c + c0..][..CL_LANES];
+                        let ws = &wt[(i * g.kw + j) * c + c0..][..CL_LANES];
+                        for ((a, &v), &k) in acc.iter_mut().zip(xs).zip(ws) {
+                            *a = *a + v * k;
+                        }
+                    }
+                }
+                out[c0..c0 + CL_LANES].copy_from_slice(&acc);
+            }
+            let tail = &mut out[full..];
+            tail.copy_from_slice(&start[full..]);
+            for &(i, iy) in ry {
+                for &(j, ix) in rx {
+                    let xs = &xt[(iy * g.w + ix) * c + full..][..c - full];
+                    let ws = &wt[(i * g.kw + j) * c + full..][..c - full];
+                    for ((a, &v), &k) in tail.iter_mut().zip(xs).zip(ws) {
                         *a = *a + v * k;
                     }
                 }
             }
         }
+    };
+    if nhwc {
+        for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
+            image(xb, yb);
+        }
+        return;
+    }
+    let mut xt = vec![C::zero(); hw * c];
+    let mut yt = vec![C::zero(); osp * c];
+    for (xb, yb) in x.chunks_exact(c * hw).zip(y.chunks_exact_mut(c * osp)) {
+        transpose(xb, c, hw, &mut xt);
+        image(&xt, &mut yt);
         transpose(&yt, osp, c, yb);
     }
 }

@@ -3,14 +3,22 @@
 //! ones), the constant part of each argument stack built once, values numbered
 //! into slots, and each value's last use found so the runner frees it there.
 //!
-//! Owns: [`Plan`] and its compilation from the parsed program. Must not: run
-//! anything or hold tensors other than the constant arguments (see `runner`).
+//! Owns: [`Plan`], its step kinds and its compilation from the parsed program
+//! (targets in `target`, argument stacks in `args`). Must not: run anything or
+//! hold tensors other than the constant arguments (see `runner`).
 
-use crate::error::{bail, Error, Result};
+use crate::error::{bail, Result};
 use crate::schema::{numel_bytes, Arg, Node, Out, Program, SymRef};
-use opal::dispatch::{ArgDef, Dispatcher, OperatorHandle};
-use opal::{Device, IValue, Scalar, Tensor};
+use opal::dispatch::OperatorHandle;
+use opal::{Device, IValue};
 use std::collections::HashMap;
+
+mod args;
+mod target;
+
+use args::{compile_builtin, compile_op, compile_size, single_out, Slots};
+use target::size_query;
+pub(crate) use target::{classify, resolve, Target};
 
 /// A dynamic argument: read from the slots when the node runs.
 #[derive(Clone, Debug)]
@@ -48,6 +56,9 @@ pub(crate) enum Bind {
     List(Vec<usize>),
 }
 
+/// What a step runs. Every kind but `Op`, `Alias`, `Size`, `View` and `Int`
+/// (a fused or direct CPU step) returns tensors of its own, never an input or
+/// a view of one: `pointwise::donate` relies on it.
 #[derive(Clone, Debug)]
 pub(crate) enum Kind {
     Op {
@@ -98,6 +109,40 @@ pub(crate) enum Kind {
     PlaneScale {
         planes: usize,
         scales: usize,
+        output: usize,
+    },
+    /// A 1x1 convolution of one group, stride 1, no padding (CPU only; see
+    /// `conv1x1`).
+    Conv1x1 {
+        input: usize,
+        weight: usize,
+        bias: Option<usize>,
+        output: usize,
+    },
+    /// A depthwise convolution of a channels-last input (CPU only; see
+    /// `depthwise_nhwc`).
+    DepthwiseNhwc {
+        input: usize,
+        weight: usize,
+        bias: Option<usize>,
+        output: usize,
+        geom: crate::depthwise_nhwc::Geometry,
+    },
+    /// A convolution of non-overlapping patches of a channels-last input
+    /// (CPU only; see `patchify`).
+    Patchify {
+        input: usize,
+        weight: usize,
+        bias: Option<usize>,
+        output: usize,
+        kernel: [i64; 2],
+    },
+    /// `add(mul(s, x), r)` over channels-last values (CPU only; see
+    /// `scale_residual`): two nodes.
+    ScaleResidual {
+        scale: usize,
+        input: usize,
+        residual: usize,
         output: usize,
     },
     /// `mean.dim` over the planes of `[n, c, h, w]` (CPU only; see
@@ -166,376 +211,6 @@ pub(crate) enum SymOut {
     None,
 }
 
-/// What a target is, before resolution against a device.
-pub(crate) enum Target {
-    /// An operator of the dispatcher (`aten::add.Tensor`, or a plugin's own).
-    Aten(String),
-    Builtin(&'static str),
-    Other,
-}
-
-const BUILTINS: [&str; 7] = ["getitem", "add", "sub", "mul", "floordiv", "mod", "neg"];
-
-/// Classifies a serialized target: `torch.ops.aten.add.Tensor` is `aten::add.Tensor`
-/// (`.default` is no overload), and an operator of another namespace (a plugin's
-/// own, `torch.ops.emu.fused_add_relu.default`) is `emu::fused_add_relu`, looked
-/// up in the dispatcher alike; `_operator.getitem` and `<built-in function
-/// getitem>` are builtins.
-pub(crate) fn classify(target: &str) -> Target {
-    let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if let Some((ns, rest)) = target
-        .strip_prefix("torch.ops.")
-        .and_then(|t| t.split_once('.'))
-        .filter(|(ns, rest)| ident(ns) && !rest.is_empty())
-    {
-        return Target::Aten(match rest.rsplit_once('.') {
-            Some((name, "default")) => format!("{ns}::{name}"),
-            Some((name, ov)) => format!("{ns}::{name}.{ov}"),
-            None => format!("{ns}::{rest}"),
-        });
-    }
-    let b = target
-        .strip_prefix("_operator.")
-        .or_else(|| target.strip_prefix("operator."))
-        .or_else(|| {
-            target
-                .strip_prefix("<built-in function ")
-                .and_then(|t| t.strip_suffix('>'))
-        });
-    match b.and_then(|b| BUILTINS.iter().find(|x| **x == b)) {
-        Some(b) => Target::Builtin(b),
-        None => Target::Other,
-    }
-}
-
-/// The `sym_*` queries handled without the dispatcher (they return ints).
-fn size_query(op: &str) -> Option<SizeOf> {
-    Some(match op {
-        "aten::sym_size.int" => SizeOf::Size,
-        "aten::sym_stride.int" => SizeOf::Stride,
-        "aten::sym_numel" => SizeOf::Numel,
-        "aten::sym_storage_offset" => SizeOf::Offset,
-        _ => return None,
-    })
-}
-
-/// The operator a node names, or why it has none.
-pub(crate) fn resolve(node: &Node) -> Result<Option<OperatorHandle>> {
-    match classify(&node.target) {
-        Target::Aten(name) if size_query(&name).is_some() => Ok(None),
-        Target::Aten(name) => match Dispatcher::global().find(&name) {
-            Some(h) if h.def().is_some() => Ok(Some(h)),
-            _ => bail!("operator '{name}' is not defined in Opal"),
-        },
-        Target::Builtin(_) => Ok(None),
-        Target::Other => bail!(
-            "target '{}' is not an ATen operator or a supported builtin",
-            node.target
-        ),
-    }
-}
-
-struct Slots {
-    map: HashMap<String, usize>,
-    n: usize,
-}
-
-impl Slots {
-    fn define(&mut self, name: &str) -> Result<usize> {
-        if self.map.contains_key(name) {
-            bail!("value '{name}' is defined twice");
-        }
-        self.map.insert(name.to_string(), self.n);
-        self.n += 1;
-        Ok(self.n - 1)
-    }
-
-    fn get(&self, name: &str) -> Result<usize> {
-        self.map.get(name).copied().ok_or_else(|| {
-            Error::new(format!(
-                "names '{name}', which no graph input or earlier node defines"
-            ))
-        })
-    }
-
-    fn sym(&self, r: &SymRef) -> Result<SymVal> {
-        Ok(match r {
-            SymRef::Int(i) => SymVal::Const(*i),
-            SymRef::Name(n) => SymVal::Slot(self.get(n)?),
-        })
-    }
-}
-
-/// The schema type without alias annotations, and whether it is optional:
-/// `Tensor(a!)` is (`Tensor`, false), `int[1]?` is (`int[1]`, true).
-fn base_type(ty: &str) -> (String, bool) {
-    let mut out = String::with_capacity(ty.len());
-    let mut depth = 0;
-    for c in ty.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-    }
-    match out.strip_suffix('?') {
-        Some(b) => (b.to_string(), true),
-        None => (out, false),
-    }
-}
-
-fn scalar_or(ty: &str, s: Scalar, plain: IValue) -> IValue {
-    if ty == "Scalar" {
-        IValue::Scalar(s)
-    } else {
-        plain
-    }
-}
-
-/// The constant value or the fill of one argument, converted for its schema type.
-fn convert(
-    arg: &Arg,
-    def: &ArgDef,
-    slots: &Slots,
-    device: Device,
-) -> Result<(IValue, Option<Fill>)> {
-    let (ty, _) = base_type(def.ty);
-    let is_list = ty.ends_with(']');
-    let c = |v| Ok((v, None));
-    // A number where a tensor is expected (`mul.Tensor(x, 0.5)`): PyTorch passes it
-    // as a wrapped number, a 0-dim CPU tensor that promotes like a scalar.
-    let number = match arg {
-        Arg::Int(i) => Some(Scalar::Int(*i)),
-        Arg::Float(f) => Some(Scalar::Float(*f)),
-        Arg::Bool(b) => Some(Scalar::Bool(*b)),
-        _ => None,
-    };
-    if let (Some(s), "Tensor") = (number, ty.as_str()) {
-        return c(IValue::Tensor(Tensor::wrapped_number(&s)?));
-    }
-    match arg {
-        Arg::None => c(IValue::None),
-        Arg::Tensor(n) => Ok((IValue::None, Some(Fill::Value(slots.get(n)?)))),
-        Arg::OptTensor(None) => c(IValue::None),
-        Arg::OptTensor(Some(n)) => Ok((IValue::None, Some(Fill::Value(slots.get(n)?)))),
-        Arg::Tensors(ns) => {
-            let ids = ns
-                .iter()
-                .map(|n| slots.get(n))
-                .collect::<Result<Vec<_>>>()?;
-            let fill = if ty.starts_with("Tensor?") {
-                Fill::OptTensors(ids.into_iter().map(Some).collect())
-            } else {
-                Fill::Tensors(ids)
-            };
-            Ok((IValue::None, Some(fill)))
-        }
-        Arg::OptTensors(ns) => {
-            let ids = ns
-                .iter()
-                .map(|n| n.as_ref().map(|n| slots.get(n)).transpose())
-                .collect::<Result<Vec<_>>>()?;
-            Ok((IValue::None, Some(Fill::OptTensors(ids))))
-        }
-        Arg::Int(i) if is_list => c(IValue::IntList(vec![*i])),
-        Arg::Int(i) if ty == "float" => c(IValue::Double(*i as f64)),
-        Arg::Int(i) => c(scalar_or(&ty, Scalar::Int(*i), IValue::Int(*i))),
-        Arg::Float(f) => c(scalar_or(&ty, Scalar::Float(*f), IValue::Double(*f))),
-        Arg::Bool(b) => c(scalar_or(&ty, Scalar::Bool(*b), IValue::Bool(*b))),
-        Arg::Ints(v) if ty.starts_with("float") => {
-            c(IValue::DoubleList(v.iter().map(|&i| i as f64).collect()))
-        }
-        Arg::Ints(v) => c(IValue::IntList(v.clone())),
-        Arg::Floats(v) => c(IValue::DoubleList(v.clone())),
-        Arg::Bools(v) => c(IValue::BoolList(v.clone())),
-        Arg::Str(s) => c(IValue::Str(s.clone())),
-        Arg::Strs(v) => c(IValue::StrList(v.clone())),
-        Arg::SymInt(r) => match slots.sym(r)? {
-            SymVal::Const(i) => convert(&Arg::Int(i), def, slots, device),
-            SymVal::Slot(s) if is_list => {
-                Ok((IValue::None, Some(Fill::Ints(vec![SymVal::Slot(s)]))))
-            }
-            SymVal::Slot(s) if ty == "Tensor" => Ok((IValue::None, Some(Fill::WrappedInt(s)))),
-            SymVal::Slot(s) => Ok((IValue::None, Some(Fill::Value(s)))),
-        },
-        Arg::SymInts(rs) => {
-            let vals = rs
-                .iter()
-                .map(|r| slots.sym(r))
-                .collect::<Result<Vec<_>>>()?;
-            if vals.iter().all(|v| matches!(v, SymVal::Const(_))) {
-                let ints = vals
-                    .iter()
-                    .map(|v| match v {
-                        SymVal::Const(i) => *i,
-                        SymVal::Slot(_) => 0,
-                    })
-                    .collect();
-                c(IValue::IntList(ints))
-            } else {
-                Ok((IValue::None, Some(Fill::Ints(vals))))
-            }
-        }
-        Arg::ScalarType(d) => c(IValue::DType(*d)),
-        Arg::MemoryFormat(m) => c(IValue::MemoryFormat(*m)),
-        Arg::Layout(l) => c(IValue::Layout(*l)),
-        // The export ran on one device; the program runs on the runner's.
-        Arg::Device(_) => c(IValue::Device(device)),
-    }
-}
-
-fn int_arg(node: &Node, i: usize) -> Result<&Arg> {
-    node.inputs.get(i).map(|a| &a.arg).ok_or_else(|| {
-        Error::new(format!(
-            "needs {} arguments, has {}",
-            i + 1,
-            node.inputs.len()
-        ))
-    })
-}
-
-fn sym_arg(node: &Node, i: usize, slots: &Slots) -> Result<SymVal> {
-    match int_arg(node, i)? {
-        Arg::Int(v) => Ok(SymVal::Const(*v)),
-        Arg::SymInt(r) => slots.sym(r),
-        other => bail!("argument {i} must be an int, got {other:?}"),
-    }
-}
-
-fn single_out(node: &Node, slots: &mut Slots) -> Result<usize> {
-    match node.outputs.as_slice() {
-        [Out::Tensor(n)] | [Out::SymInt(SymRef::Name(n))] => slots.define(n),
-        _ => bail!("expected one named output, got {:?}", node.outputs),
-    }
-}
-
-fn compile_builtin(b: &str, node: &Node, slots: &mut Slots) -> Result<Kind> {
-    if b == "getitem" {
-        let src = match (int_arg(node, 0)?, int_arg(node, 1)?) {
-            (Arg::Tensors(ns), Arg::Int(i)) => {
-                let idx = usize::try_from(*i)
-                    .ok()
-                    .filter(|&i| i < ns.len())
-                    .ok_or_else(|| {
-                        Error::new(format!("index {i} is out of range for {} values", ns.len()))
-                    })?;
-                slots.get(&ns[idx])?
-            }
-            (a, i) => bail!("getitem of {a:?} at {i:?} is not supported"),
-        };
-        return Ok(Kind::Alias {
-            src,
-            dst: single_out(node, slots)?,
-        });
-    }
-    let bin = |op| -> Result<(IntOp, SymVal, SymVal)> {
-        Ok((op, sym_arg(node, 0, slots)?, sym_arg(node, 1, slots)?))
-    };
-    let (op, a, b) = match b {
-        // neg(a) = 0 - a.
-        "neg" => (IntOp::Sub, SymVal::Const(0), sym_arg(node, 0, slots)?),
-        "add" => bin(IntOp::Add)?,
-        "sub" => bin(IntOp::Sub)?,
-        "mul" => bin(IntOp::Mul)?,
-        "floordiv" => bin(IntOp::FloorDiv)?,
-        _ => bin(IntOp::Mod)?,
-    };
-    Ok(Kind::Int {
-        op,
-        a,
-        b,
-        dst: single_out(node, slots)?,
-    })
-}
-
-fn compile_size(what: SizeOf, node: &Node, slots: &mut Slots) -> Result<Kind> {
-    let src = match int_arg(node, 0)? {
-        Arg::Tensor(n) => slots.get(n)?,
-        other => bail!("expected a tensor, got {other:?}"),
-    };
-    let dim = match what {
-        SizeOf::Size | SizeOf::Stride => match int_arg(node, 1)? {
-            Arg::Int(d) => *d,
-            other => bail!("expected an int dim, got {other:?}"),
-        },
-        _ => 0,
-    };
-    Ok(Kind::Size {
-        src,
-        dim,
-        what,
-        dst: single_out(node, slots)?,
-    })
-}
-
-fn compile_op(
-    op: OperatorHandle,
-    node: &Node,
-    slots: &mut Slots,
-    device: Device,
-    traced_bytes: u64,
-) -> Result<Kind> {
-    let def = op
-        .def()
-        .ok_or_else(|| Error::new(format!("operator '{}' is not defined", op.name())))?;
-    for a in &node.inputs {
-        if !def.args.iter().any(|d| d.name == a.name) {
-            bail!("'{}' has no argument '{}'", def.name, a.name);
-        }
-    }
-    let mut template = Vec::with_capacity(def.args.len());
-    let mut fills = Vec::new();
-    for (i, d) in def.args.iter().enumerate() {
-        let (v, fill) = match node.inputs.iter().find(|a| a.name == d.name) {
-            Some(a) => convert(&a.arg, d, slots, device)
-                .map_err(|e| e.context(format!("argument '{}'", d.name)))?,
-            None => match d.default {
-                Some(f) => (f(), None),
-                None => bail!(
-                    "argument '{}' of '{}' has no value and no schema default",
-                    d.name,
-                    def.name
-                ),
-            },
-        };
-        template.push(v);
-        if let Some(f) = fill {
-            fills.push((i, f));
-        }
-    }
-    if node.outputs.len() != def.returns.len() {
-        bail!(
-            "has {} outputs but '{}' returns {}",
-            node.outputs.len(),
-            def.name,
-            def.returns.len()
-        );
-    }
-    let binds = node
-        .outputs
-        .iter()
-        .map(|o| {
-            Ok(match o {
-                Out::None | Out::Int(_) | Out::SymInt(SymRef::Int(_)) => Bind::Drop,
-                Out::Tensor(n) | Out::SymInt(SymRef::Name(n)) => Bind::Slot(slots.define(n)?),
-                Out::Tensors(ns) => Bind::List(
-                    ns.iter()
-                        .map(|n| slots.define(n))
-                        .collect::<Result<Vec<_>>>()?,
-                ),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Kind::Op {
-        op,
-        template,
-        fills,
-        binds,
-        traced_bytes,
-    })
-}
-
 impl Kind {
     /// Every slot this step reads.
     pub(crate) fn reads(&self, out: &mut Vec<usize>) {
@@ -564,6 +239,33 @@ impl Kind {
                 out.extend(weight);
             }
             Kind::PlaneScale { planes, scales, .. } => out.extend([*planes, *scales]),
+            Kind::ScaleResidual {
+                scale,
+                input,
+                residual,
+                ..
+            } => out.extend([*scale, *input, *residual]),
+            Kind::Conv1x1 {
+                input,
+                weight,
+                bias,
+                ..
+            }
+            | Kind::DepthwiseNhwc {
+                input,
+                weight,
+                bias,
+                ..
+            }
+            | Kind::Patchify {
+                input,
+                weight,
+                bias,
+                ..
+            } => {
+                out.extend([*input, *weight]);
+                out.extend(bias);
+            }
             Kind::LayerNorm {
                 input,
                 weight,
@@ -602,6 +304,10 @@ impl Kind {
             Kind::SafeSoftmax { output, .. }
             | Kind::RmsNorm { output, .. }
             | Kind::PlaneScale { output, .. }
+            | Kind::Conv1x1 { output, .. }
+            | Kind::DepthwiseNhwc { output, .. }
+            | Kind::Patchify { output, .. }
+            | Kind::ScaleResidual { output, .. }
             | Kind::PlaneMean { output, .. }
             | Kind::LayerNorm { output, .. } => out.push(*output),
         }
@@ -637,6 +343,7 @@ enum Fused {
     Pointwise(crate::pointwise::Group),
     Softmax(crate::safe_softmax::Group),
     RmsNorm(crate::rms_norm::Group),
+    ScaleResidual(crate::scale_residual::Group),
 }
 
 /// Compiles `p` for `device`; the first node that cannot run is an error naming it.
@@ -674,6 +381,11 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         for g in crate::safe_softmax::groups(p) {
             if claim(&g.members) {
                 fused.insert(g.members.start, Fused::Softmax(g));
+            }
+        }
+        for g in crate::scale_residual::groups(p) {
+            if claim(&g.members) {
+                fused.insert(g.members.start, Fused::ScaleResidual(g));
             }
         }
         for g in crate::pointwise::groups(p) {
@@ -717,6 +429,15 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                             input: slots.get(&g.input)?,
                             output: slots.define(&g.output)?,
                             dim: g.dim,
+                        }
+                    }
+                    Fused::ScaleResidual(g) => {
+                        skip_to = g.members.end;
+                        Kind::ScaleResidual {
+                            scale: slots.get(&g.scale)?,
+                            input: slots.get(&g.input)?,
+                            residual: slots.get(&g.residual)?,
+                            output: slots.define(&g.output)?,
                         }
                     }
                     Fused::RmsNorm(g) => {
@@ -775,6 +496,44 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     planes: slots.get(&sc.planes)?,
                     scales: slots.get(&sc.scales)?,
                     output: single_out(node, &mut slots)?,
+                });
+            }
+            let conv = (device == Device::cpu())
+                .then(|| crate::conv1x1::lower(p, node))
+                .flatten();
+            if let Some(c) = conv {
+                resolve(node)?;
+                return Ok(Kind::Conv1x1 {
+                    input: slots.get(&c.input)?,
+                    weight: slots.get(&c.weight)?,
+                    bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
+                    output: single_out(node, &mut slots)?,
+                });
+            }
+            let dw = (device == Device::cpu())
+                .then(|| crate::depthwise_nhwc::lower(p, node))
+                .flatten();
+            if let Some(c) = dw {
+                resolve(node)?;
+                return Ok(Kind::DepthwiseNhwc {
+                    input: slots.get(&c.input)?,
+                    weight: slots.get(&c.weight)?,
+                    bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
+                    output: single_out(node, &mut slots)?,
+                    geom: c.geom,
+                });
+            }
+            let patches = (device == Device::cpu())
+                .then(|| crate::patchify::lower(p, node))
+                .flatten();
+            if let Some(c) = patches {
+                resolve(node)?;
+                return Ok(Kind::Patchify {
+                    input: slots.get(&c.input)?,
+                    weight: slots.get(&c.weight)?,
+                    bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
+                    output: single_out(node, &mut slots)?,
+                    kernel: c.kernel,
                 });
             }
             let mean = (device == Device::cpu())
@@ -861,36 +620,4 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         outputs,
         max_stack,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets_map_to_dispatcher_names() {
-        let name = |t| match classify(t) {
-            Target::Aten(n) => n,
-            Target::Builtin(b) => format!("builtin {b}"),
-            Target::Other => "other".into(),
-        };
-        assert_eq!(name("torch.ops.aten.addmm.default"), "aten::addmm");
-        assert_eq!(name("torch.ops.aten.add.Tensor"), "aten::add.Tensor");
-        assert_eq!(name("_operator.getitem"), "builtin getitem");
-        assert_eq!(name("<built-in function add>"), "builtin add");
-        assert_eq!(name("torch.ops.mylib.op.default"), "mylib::op");
-        assert_eq!(
-            name("torch.ops.emu.fused_add_relu.out"),
-            "emu::fused_add_relu.out"
-        );
-        assert_eq!(name("math.sqrt"), "other");
-    }
-
-    #[test]
-    fn schema_types_lose_their_annotations() {
-        assert_eq!(base_type("Tensor(a!)"), ("Tensor".into(), false));
-        assert_eq!(base_type("int[1]?"), ("int[1]".into(), true));
-        assert_eq!(base_type("Tensor(a)[]"), ("Tensor[]".into(), false));
-        assert_eq!(base_type("Tensor?[]"), ("Tensor?[]".into(), false));
-    }
 }
