@@ -4,7 +4,7 @@
 //! YAML files read.
 //!
 //! Owns: file I/O of generation and turning load/emit problems into the same located
-//! diagnostics the CLI prints. Must not: contain naming or emission logic (see
+//! diagnostics the CLI prints; its [`Error`] is also `autocast::Builder`'s. Must not: contain naming or emission logic (see
 //! `crate::ident`, `crate::emit`) or loading rules (see `crate::load`).
 //!
 //! In `build.rs` (then `mod ops { include!(concat!(env!("OUT_DIR"), "/ops/mod.rs")); }`

@@ -1,5 +1,9 @@
 //! Source locations carried by every model item so diagnostics can point back into
 //! the YAML.
+//!
+//! Owns: the [`Loc`] type and its fixed places ([`Loc::SYNTHETIC`], [`Loc::START`]).
+//! Must not: compute locations from text (that is `crate::parse::outline` and the
+//! schema lexer's `LocMap`).
 
 /// A byte range in one source file, with the 1-based line and column of its start.
 ///
