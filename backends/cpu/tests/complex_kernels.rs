@@ -339,3 +339,12 @@ fn scatters_of_complex_values_accumulate_and_keep_order() {
         vec![(0.0, 1.0), (3.0, 0.0), (2.0, 0.0), (0.0, 2.0)]
     );
 }
+
+#[test]
+fn dot_of_complex_vectors_does_not_conjugate() {
+    // torch.dot multiplies as given (vdot would conjugate the first vector).
+    let a = c128(&[(1.0, 2.0), (3.0, -1.0)], &[2]);
+    let b = c128(&[(0.0, 2.0), (1.0, 1.0)], &[2]);
+    let r = linalg::dot(&a, &b).unwrap();
+    assert_eq!((r.sizes(), parts(&r)), (&[][..], vec![(0.0, 4.0)]));
+}
