@@ -1,5 +1,5 @@
 //! Complex tensors on the CPU backend: what PyTorch refuses for complex numbers
-//! (order, rounding, in-place magnitudes, reductions into real dtypes) is an `Err`
+//! (order, rounding, in-place magnitudes) is an `Err`
 //! naming the op and the dtype, and in-place / out= forms keep their dtype rules.
 //! The values of the supported ops are checked against PyTorch by the golden
 //! cases of `tests/fixtures/golden-core/g` (`cargo test -p opal-tests --test integration golden::`).
@@ -48,14 +48,26 @@ fn ordering_and_extremes_are_refused() {
 }
 
 #[test]
-fn rounding_division_in_place_abs_and_real_reductions_are_refused() {
+fn rounding_division_and_in_place_abs_are_refused() {
     let a = c64(&[(1.0, 2.0), (3.0, -1.0)], &[2]);
     refused(
         binary::div_tensor_mode(&a, &a, Some("floor")),
         Some("floor"),
     );
     refused(unary::abs_(&a), Some("abs_"));
-    refused(sum::sum(&a, Some(DType::F32)), Some("sum"));
+}
+
+#[test]
+fn reductions_into_a_real_dtype_keep_the_real_parts() {
+    // PyTorch casts to a real `dtype=` first: sum(dtype=float32) of
+    // [1+2i, 3-1i] is 4, mean(dtype=float64) 2.
+    let a = c64(&[(1.0, 2.0), (3.0, -1.0)], &[2]);
+    let s = sum::sum(&a, Some(DType::F32)).unwrap();
+    assert_eq!((s.dtype(), s.to_vec::<f32>().unwrap()), (DType::F32, vec![4.0]));
+    let m = sum::mean_dim(&a, Some(&[0]), false, Some(DType::F64)).unwrap();
+    assert_eq!((m.dtype(), m.to_vec::<f64>().unwrap()), (DType::F64, vec![2.0]));
+    // An integer `dtype=` keeps mean's own rule: it needs a floating result.
+    assert!(sum::mean_dim(&a, Some(&[0]), false, Some(DType::I64)).is_err());
 }
 
 #[test]

@@ -328,7 +328,8 @@ fn sum_impl(
 /// A linear reduction of a complex input (or of a real one into a complex
 /// `dtype=`): `reduce` runs on the real and the imaginary parts, in the real
 /// component dtype of `rd`, and the two results are joined. A complex input
-/// reduced into a real dtype is refused, as in PyTorch.
+/// reduced into a real `dtype=` is cast to it first, dropping the imaginary
+/// parts, as PyTorch does.
 pub(super) fn by_parts(
     self_: &Tensor,
     rd: DType,
@@ -337,10 +338,10 @@ pub(super) fn by_parts(
     reduce: impl Fn(&Tensor, DType) -> Result<Tensor>,
 ) -> Result<Tensor> {
     if !rd.is_complex() {
-        return Err(OpalError::msg(format!(
-            "{op}: a complex input (dtype {}) cannot be reduced into the real dtype {rd}",
-            self_.dtype()
-        )));
+        let r = reduce(&crate::copy::to_dtype(self_, rd)?, rd)?;
+        return write_result(dest, r.sizes(), rd, op, |o| {
+            crate::copy::copy_into(o, &r, op)
+        });
     }
     let input = crate::copy::to_dtype(self_, rd)?;
     let (re, im) = crate::copy::complex_parts(&input, op)?;
