@@ -252,8 +252,8 @@ fn fused_steps_that_write_over_their_input_match_the_unfused_graph() {
 fn direct_convolution_and_layer_scale_steps_match_the_operator_calls() {
     // MobileNetV3's 1x1 convolutions, ConvNeXt's depthwise ones of
     // channels-last images, its downsampling ones and its layer scales with
-    // their residuals run as their own loops on the CPU; emu runs each node as
-    // the operator.
+    // their residuals run as their own loops on the CPU, and ViT's batched
+    // input projections as one product; emu runs each node as the operator.
     for (name, what, least) in [
         ("mobilenet_v3_tiny", "aten::convolution (1x1)", 40),
         (
@@ -267,6 +267,7 @@ fn direct_convolution_and_layer_scale_steps_match_the_operator_calls() {
             "aten::convolution (patches, channels-last)",
             2,
         ),
+        ("vit_tiny", "aten::bmm (one matrix)", 2),
     ] {
         let path = shared_dir().join(format!("{name}.pt2"));
         let io_path = shared_dir().join(format!("{name}.io.safetensors"));

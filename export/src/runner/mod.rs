@@ -140,6 +140,7 @@ impl Runner {
                     Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
                     Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
                     Kind::ScaleResidual { .. } => "fused layer scale and residual".to_string(),
+                    Kind::SharedRhsBmm { .. } => "aten::bmm (one matrix)".to_string(),
                     Kind::Patchify { .. } => {
                         "aten::convolution (patches, channels-last)".to_string()
                     }
@@ -517,6 +518,16 @@ impl Runner {
                         &tensor(get(*weight)?)?,
                         b.as_ref(),
                     )
+                })();
+                single = Some((*output, y));
+            }
+            Kind::SharedRhsBmm {
+                input,
+                matrix,
+                output,
+            } => {
+                let y = (|| {
+                    crate::shared_rhs_bmm::run(&tensor(get(*input)?)?, &tensor(get(*matrix)?)?)
                 })();
                 single = Some((*output, y));
             }
