@@ -128,14 +128,14 @@ pub(crate) enum Kind {
         output: usize,
         geom: crate::depthwise_nhwc::Geometry,
     },
-    /// A convolution of non-overlapping patches of a channels-last input
-    /// (CPU only; see `patchify`).
+    /// A convolution of non-overlapping patches (CPU only; see `patchify`).
     Patchify {
         input: usize,
         weight: usize,
         bias: Option<usize>,
         output: usize,
         kernel: [i64; 2],
+        nhwc: bool,
     },
     /// `bmm` of a batch by one matrix expanded over it, as one product (CPU
     /// only; see `shared_rhs_bmm`).
@@ -555,6 +555,7 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
                     output: single_out(node, &mut slots)?,
                     kernel: c.kernel,
+                    nhwc: c.nhwc,
                 });
             }
             let mean = (device == Device::cpu())

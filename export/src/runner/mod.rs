@@ -141,9 +141,7 @@ impl Runner {
                     Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
                     Kind::ScaleResidual { .. } => "fused layer scale and residual".to_string(),
                     Kind::SharedRhsBmm { .. } => "aten::bmm (one matrix)".to_string(),
-                    Kind::Patchify { .. } => {
-                        "aten::convolution (patches, channels-last)".to_string()
-                    }
+                    Kind::Patchify { .. } => "aten::convolution (patches)".to_string(),
                     Kind::DepthwiseNhwc { .. } => {
                         "aten::convolution (depthwise, channels-last)".to_string()
                     }
@@ -509,11 +507,13 @@ impl Runner {
                 bias,
                 output,
                 kernel,
+                nhwc,
             } => {
                 let y = (|| {
                     let b = bias.map(|b| tensor(get(b)?)).transpose()?;
                     crate::patchify::run(
                         *kernel,
+                        *nhwc,
                         &tensor(get(*input)?)?,
                         &tensor(get(*weight)?)?,
                         b.as_ref(),
