@@ -1,7 +1,7 @@
 //! A convolution whose stride equals its kernel (non-overlapping patches, no
 //! padding, one group) as one product on the CPU: ViT's patch embedding and
-//! ConvNeXt's stem over NCHW images (the patches of both images in one
-//! product, instead of a column matrix and a product per image), and, over an
+//! ConvNeXt's stem over NCHW images (each image's patches one product, in
+//! the weight's own order, without the operator's column matrix), and, over an
 //! input stored channels-last, ConvNeXt's downsampling layers. Those (2x2,
 //! stride 2) read a permuted view of a layer norm's `[n, h, w, c]` result: the
 //! operator copied it to NCHW, built its column matrix and wrote an NCHW result that
@@ -122,38 +122,46 @@ pub(crate) fn run(
     let cout = w.sizes()[0];
     let u = |v: i64| v as usize;
     if nchw {
-        // One row per output position, in the kernel's own (channel, row,
-        // column) order: `c * k[0]` runs of `k[1]` values of the image rows.
+        // Image by image (one image's patches live at a time): one row per
+        // output position, in the kernel's own (channel, row, column) order,
+        // `c * k[0]` runs of `k[1]` values of the image rows; the product's
+        // positions-by-channels result is written out NCHW.
+        let kernel = w.reshape(&[cout, c * k[0] * k[1]])?.t()?;
+        let (pos, kk) = (u(oh * ow), u(c * k[0] * k[1]));
+        let mut out = vec![0.0f32; u(n * cout) * pos];
         let xr = x.read::<f32>()?;
         let xs = xr
             .as_slice()
             .ok_or_else(|| Error::new("a patch convolution input is not contiguous"))?;
-        let mut patches = Vec::with_capacity(u(n * oh * ow * c * k[0] * k[1]));
-        for b in 0..u(n) {
+        for (img, ob) in out.chunks_exact_mut(u(cout) * pos).enumerate() {
+            let mut patches = Vec::with_capacity(pos * kk);
             for oy in 0..u(oh) {
                 for ox in 0..u(ow) {
                     for ch in 0..u(c) {
                         for i in 0..u(k[0]) {
-                            let row = ((b * u(c) + ch) * u(h) + oy * u(k[0]) + i) * u(wd);
+                            let row = ((img * u(c) + ch) * u(h) + oy * u(k[0]) + i) * u(wd);
                             patches.extend_from_slice(&xs[row + ox * u(k[1])..][..u(k[1])]);
                         }
                     }
                 }
             }
+            let patches = Tensor::from_vec(patches, &[pos as i64, kk as i64])?;
+            let y = match b {
+                Some(b) => opal::ops::addmm(b, &patches, &kernel)?,
+                None => opal::ops::mm(&patches, &kernel)?,
+            };
+            let yr = y.read::<f32>()?;
+            let ys = yr
+                .as_slice()
+                .ok_or_else(|| Error::new("a product result is not contiguous"))?;
+            for (q, row) in ys.chunks_exact(u(cout)).enumerate() {
+                for (o, &v) in row.iter().enumerate() {
+                    ob[o * pos + q] = v;
+                }
+            }
         }
         drop(xr);
-        let patches = Tensor::from_vec(patches, &[n * oh * ow, c * k[0] * k[1]])?;
-        let kernel = w.reshape(&[cout, c * k[0] * k[1]])?.t()?;
-        let y = match b {
-            Some(b) => opal::ops::addmm(b, &patches, &kernel)?,
-            None => opal::ops::mm(&patches, &kernel)?,
-        };
-        // Positions by channels to NCHW.
-        return Ok(y
-            .reshape(&[n, oh * ow, cout])?
-            .permute(&[0, 2, 1])?
-            .contiguous()?
-            .reshape(&[n, cout, oh, ow])?);
+        return Ok(Tensor::from_vec(out, &[n, cout, oh, ow])?);
     }
     // One row per output position: its patch, `k[0]` runs of `k[1] * c`
     // stored values, in (row, column, channel) order.
