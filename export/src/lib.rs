@@ -63,6 +63,7 @@ mod runner;
 mod safe_softmax;
 mod scale_residual;
 mod schema;
+mod shared_rhs_bmm;
 mod views;
 mod weights;
 

@@ -1,8 +1,10 @@
 //! A convolution whose stride equals its kernel (non-overlapping patches, no
-//! padding, one group) over an input stored channels-last, as one product on
-//! the CPU. ConvNeXt's downsampling layers are such (2x2, stride 2) and read
-//! a permuted view of a layer norm's `[n, h, w, c]` result: the operator
-//! copied it to NCHW, built its column matrix and wrote an NCHW result that
+//! padding, one group) as one product on the CPU: ViT's patch embedding and
+//! ConvNeXt's stem over NCHW images (each image's patches one product, in
+//! the weight's own order, without the operator's column matrix), and, over an
+//! input stored channels-last, ConvNeXt's downsampling layers. Those (2x2,
+//! stride 2) read a permuted view of a layer norm's `[n, h, w, c]` result: the
+//! operator copied it to NCHW, built its column matrix and wrote an NCHW result that
 //! the next depthwise convolution and layer norm then read through permuted
 //! views. Here each patch is `kh` contiguous runs of the stored rows, the
 //! product `patches x kernel` is the result channels-last, returned as the
@@ -14,7 +16,7 @@
 
 use crate::depthwise_nhwc::{stored_nhwc, traced_channels_last};
 use crate::error::{Error, Result};
-use crate::graph::{arg, f32_static, is, out, tensor_arg};
+use crate::graph::{arg, f32_contiguous, f32_static, is, out, tensor_arg};
 use crate::schema::{Arg, Node, Program};
 use opal::ops::TensorOps;
 use opal::{DType, Tensor};
@@ -26,6 +28,8 @@ pub(crate) struct Conv {
     pub bias: Option<String>,
     /// The kernel's size, which is also the stride.
     pub kernel: [i64; 2],
+    /// The input and output are traced channels-last (else contiguous NCHW).
+    pub nhwc: bool,
 }
 
 fn ints<'a>(node: &'a Node, name: &str) -> Option<&'a [i64]> {
@@ -43,8 +47,14 @@ pub(crate) fn lower(p: &Program, node: &Node) -> Option<Conv> {
     }
     let x = tensor_arg(node, "input")?;
     let w = tensor_arg(node, "weight")?;
-    let c = traced_channels_last(p, x)?;
-    traced_channels_last(p, out(node)?)?;
+    let y = out(node)?;
+    let (c, nhwc) = match (traced_channels_last(p, x), traced_channels_last(p, y)) {
+        (Some(c), Some(_)) => (c, true),
+        _ => {
+            let (xs, ys) = (f32_contiguous(p, x)?, f32_contiguous(p, y)?);
+            (xs.len() == 4 && ys.len() == 4).then_some((xs[1], false))?
+        }
+    };
     let (ws, _) = f32_static(p, w)?;
     let plain = matches!(arg(node, "transposed"), Some(Arg::Bool(false)))
         && matches!(arg(node, "groups"), Some(Arg::Int(1)))
@@ -64,6 +74,7 @@ pub(crate) fn lower(p: &Program, node: &Node) -> Option<Conv> {
         weight: w.to_string(),
         bias,
         kernel: [ws[2], ws[3]],
+        nhwc,
     })
 }
 
@@ -71,9 +82,20 @@ pub(crate) fn lower(p: &Program, node: &Node) -> Option<Conv> {
 /// channels-last values when `x` is stored so (f32, CPU) and the weight is
 /// `[cout, c, k[0], k[1]]`, the result a channels-last view; otherwise the
 /// operator's.
-pub(crate) fn run(k: [i64; 2], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+pub(crate) fn run(
+    k: [i64; 2],
+    nhwc: bool,
+    x: &Tensor,
+    w: &Tensor,
+    b: Option<&Tensor>,
+) -> Result<Tensor> {
     let s = x.sizes();
-    let fast = stored_nhwc(x)
+    let nchw = !nhwc
+        && x.dim() == 4
+        && x.dtype() == DType::F32
+        && x.is_contiguous()
+        && x.device().is_cpu();
+    let fast = (nchw || (nhwc && stored_nhwc(x)))
         && k[0] > 0
         && k[1] > 0
         && s[2] >= k[0]
@@ -99,6 +121,48 @@ pub(crate) fn run(k: [i64; 2], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Re
     let (oh, ow) = (h / k[0], wd / k[1]);
     let cout = w.sizes()[0];
     let u = |v: i64| v as usize;
+    if nchw {
+        // Image by image (one image's patches live at a time): one row per
+        // output position, in the kernel's own (channel, row, column) order,
+        // `c * k[0]` runs of `k[1]` values of the image rows; the product's
+        // positions-by-channels result is written out NCHW.
+        let kernel = w.reshape(&[cout, c * k[0] * k[1]])?.t()?;
+        let (pos, kk) = (u(oh * ow), u(c * k[0] * k[1]));
+        let mut out = vec![0.0f32; u(n * cout) * pos];
+        let xr = x.read::<f32>()?;
+        let xs = xr
+            .as_slice()
+            .ok_or_else(|| Error::new("a patch convolution input is not contiguous"))?;
+        for (img, ob) in out.chunks_exact_mut(u(cout) * pos).enumerate() {
+            let mut patches = Vec::with_capacity(pos * kk);
+            for oy in 0..u(oh) {
+                for ox in 0..u(ow) {
+                    for ch in 0..u(c) {
+                        for i in 0..u(k[0]) {
+                            let row = ((img * u(c) + ch) * u(h) + oy * u(k[0]) + i) * u(wd);
+                            patches.extend_from_slice(&xs[row + ox * u(k[1])..][..u(k[1])]);
+                        }
+                    }
+                }
+            }
+            let patches = Tensor::from_vec(patches, &[pos as i64, kk as i64])?;
+            let y = match b {
+                Some(b) => opal::ops::addmm(b, &patches, &kernel)?,
+                None => opal::ops::mm(&patches, &kernel)?,
+            };
+            let yr = y.read::<f32>()?;
+            let ys = yr
+                .as_slice()
+                .ok_or_else(|| Error::new("a product result is not contiguous"))?;
+            for (q, row) in ys.chunks_exact(u(cout)).enumerate() {
+                for (o, &v) in row.iter().enumerate() {
+                    ob[o * pos + q] = v;
+                }
+            }
+        }
+        drop(xr);
+        return Ok(Tensor::from_vec(out, &[n, cout, oh, ow])?);
+    }
     // One row per output position: its patch, `k[0]` runs of `k[1] * c`
     // stored values, in (row, column, channel) order.
     let run_len = u(k[1] * c);
@@ -173,20 +237,25 @@ mod tests {
                     1,
                 )
                 .unwrap();
-                let got = run(k, &x, &wt, b).unwrap();
+                let got = run(k, true, &x, &wt, b).unwrap();
                 assert!(stored_nhwc(&got));
                 crate::graph::assert_close(
                     &got.contiguous().unwrap(),
                     &want.contiguous().unwrap(),
                     1e-5,
                 );
-                // An NCHW input takes the operator.
-                let got = run(k, &x.contiguous().unwrap(), &wt, b).unwrap();
+                // An NCHW input where the trace has channels-last takes the
+                // operator; one traced NCHW has its own loop, NCHW out.
+                let xc = x.contiguous().unwrap();
+                let got = run(k, true, &xc, &wt, b).unwrap();
                 crate::graph::assert_close(
                     &got.contiguous().unwrap(),
                     &want.contiguous().unwrap(),
                     1e-6,
                 );
+                let got = run(k, false, &xc, &wt, b).unwrap();
+                assert!(got.is_contiguous());
+                crate::graph::assert_close(&got, &want.contiguous().unwrap(), 1e-5);
             }
         }
     }

@@ -284,10 +284,11 @@ fn makes_new_tensors(kind: &Kind) -> bool {
 }
 
 /// Lets each fused step with one output write it over one of its inputs: an
-/// input made as a new tensor by an earlier step of the plan, read by no other
-/// step (so no view of it exists either), freed by this step, and neither a
-/// graph input, a stored or folded value (`kept`: the runner hands those to
-/// every run) nor a graph output.
+/// input made as a new tensor by an earlier step of the plan (or a view of one
+/// that only the view reads), read by no other step (so no other view of it
+/// exists), freed by this step, and neither a graph input, a stored or
+/// folded value (`kept`: the runner hands those to every run) nor a graph
+/// output.
 pub(crate) fn donate(plan: &mut Plan, kept: &[usize]) {
     let mut reads = vec![0usize; plan.slots];
     let mut fresh = vec![false; plan.slots];
@@ -306,13 +307,31 @@ pub(crate) fn donate(plan: &mut Plan, kept: &[usize]) {
             }
         }
     }
-    for &k in kept {
+    let never: Vec<usize> = plan
+        .outputs
+        .iter()
+        .filter_map(|o| match o {
+            SymOut::Slot(s) => Some(*s),
+            _ => None,
+        })
+        .chain(kept.iter().copied())
+        .collect();
+    for &k in &never {
         fresh[k] = false;
     }
-    for o in &plan.outputs {
-        if let SymOut::Slot(s) = o {
-            fresh[*s] = false;
+    // A view of a new tensor that nothing else reads holds that tensor's only
+    // handle once the view's step frees it (a GELU after a product reads the
+    // product through a view).
+    for s in &plan.steps {
+        if let Kind::View { src, dst, .. } = &s.kind {
+            if fresh[*src] && reads[*src] == 1 && s.frees.contains(src) {
+                fresh[*dst] = true;
+            }
         }
+    }
+    // A view that is itself kept or a graph output is never taken.
+    for &k in &never {
+        fresh[k] = false;
     }
     for step in &mut plan.steps {
         let Kind::Pointwise {

@@ -251,9 +251,9 @@ fn fused_steps_that_write_over_their_input_match_the_unfused_graph() {
 #[test]
 fn direct_convolution_and_layer_scale_steps_match_the_operator_calls() {
     // MobileNetV3's 1x1 convolutions, ConvNeXt's depthwise ones of
-    // channels-last images, its downsampling ones and its layer scales with
-    // their residuals run as their own loops on the CPU; emu runs each node as
-    // the operator.
+    // channels-last images, its patch ones (ViT's too) and its layer scales with
+    // their residuals run as their own loops on the CPU, and ViT's batched
+    // input projections as one product; emu runs each node as the operator.
     for (name, what, least) in [
         ("mobilenet_v3_tiny", "aten::convolution (1x1)", 40),
         (
@@ -262,11 +262,9 @@ fn direct_convolution_and_layer_scale_steps_match_the_operator_calls() {
             3,
         ),
         ("convnext_tiny_cfg", "fused layer scale and residual", 3),
-        (
-            "convnext_tiny_cfg",
-            "aten::convolution (patches, channels-last)",
-            2,
-        ),
+        ("convnext_tiny_cfg", "aten::convolution (patches)", 3),
+        ("vit_tiny", "aten::convolution (patches)", 1),
+        ("vit_tiny", "aten::bmm (one matrix)", 2),
     ] {
         let path = shared_dir().join(format!("{name}.pt2"));
         let io_path = shared_dir().join(format!("{name}.io.safetensors"));

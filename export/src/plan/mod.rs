@@ -128,14 +128,21 @@ pub(crate) enum Kind {
         output: usize,
         geom: crate::depthwise_nhwc::Geometry,
     },
-    /// A convolution of non-overlapping patches of a channels-last input
-    /// (CPU only; see `patchify`).
+    /// A convolution of non-overlapping patches (CPU only; see `patchify`).
     Patchify {
         input: usize,
         weight: usize,
         bias: Option<usize>,
         output: usize,
         kernel: [i64; 2],
+        nhwc: bool,
+    },
+    /// `bmm` of a batch by one matrix expanded over it, as one product (CPU
+    /// only; see `shared_rhs_bmm`).
+    SharedRhsBmm {
+        input: usize,
+        matrix: usize,
+        output: usize,
     },
     /// `add(mul(s, x), r)` over channels-last values (CPU only; see
     /// `scale_residual`): two nodes.
@@ -245,6 +252,7 @@ impl Kind {
                 residual,
                 ..
             } => out.extend([*scale, *input, *residual]),
+            Kind::SharedRhsBmm { input, matrix, .. } => out.extend([*input, *matrix]),
             Kind::Conv1x1 {
                 input,
                 weight,
@@ -307,6 +315,7 @@ impl Kind {
             | Kind::Conv1x1 { output, .. }
             | Kind::DepthwiseNhwc { output, .. }
             | Kind::Patchify { output, .. }
+            | Kind::SharedRhsBmm { output, .. }
             | Kind::ScaleResidual { output, .. }
             | Kind::PlaneMean { output, .. }
             | Kind::LayerNorm { output, .. } => out.push(*output),
@@ -395,6 +404,7 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
         }
     }
     let cpu_readers = (device == Device::cpu()).then(|| crate::graph::readers(p));
+    let made_by = (device == Device::cpu()).then(|| crate::shared_rhs_bmm::producers(p));
     let mut skip_to = 0;
     for (i, node) in p.nodes.iter().enumerate() {
         if i < skip_to {
@@ -523,6 +533,17 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     geom: c.geom,
                 });
             }
+            let shared = made_by
+                .as_ref()
+                .and_then(|m| crate::shared_rhs_bmm::lower(p, node, m));
+            if let Some(b) = shared {
+                resolve(node)?;
+                return Ok(Kind::SharedRhsBmm {
+                    input: slots.get(&b.input)?,
+                    matrix: slots.get(&b.matrix)?,
+                    output: single_out(node, &mut slots)?,
+                });
+            }
             let patches = (device == Device::cpu())
                 .then(|| crate::patchify::lower(p, node))
                 .flatten();
@@ -534,6 +555,7 @@ pub(crate) fn compile(p: &Program, device: Device) -> Result<Plan> {
                     bias: c.bias.as_deref().map(|b| slots.get(b)).transpose()?,
                     output: single_out(node, &mut slots)?,
                     kernel: c.kernel,
+                    nhwc: c.nhwc,
                 });
             }
             let mean = (device == Device::cpu())

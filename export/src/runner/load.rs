@@ -139,8 +139,8 @@ impl Runner {
     }
 
     /// Copies each stored transposed matrix that only products read as their
-    /// right operand (`mm` / `addmm`'s `mat2`: a linear layer's weight after
-    /// its `permute` was folded at load) into row-major order, once: the
+    /// right operand (`mm` / `addmm`'s `mat2`, a shared-matrix `bmm`'s: a
+    /// linear layer's weight after its `permute` was folded at load) into row-major order, once: the
     /// product kernels then read its rows in place instead of packing them on
     /// every run. Same values and memory; a matrix anything else reads keeps
     /// its layout.
@@ -151,6 +151,12 @@ impl Runner {
         for step in &self.plan.steps {
             buf.clear();
             step.kind.reads(&mut buf);
+            if let Kind::SharedRhsBmm { matrix, .. } = &step.kind {
+                mat2[*matrix] = true;
+                if let Some(k) = buf.iter().position(|x| x == matrix) {
+                    buf.swap_remove(k);
+                }
+            }
             if let Kind::Op { op, fills, .. } = &step.kind {
                 let pos = op
                     .def()

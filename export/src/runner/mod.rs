@@ -140,9 +140,8 @@ impl Runner {
                     Kind::PlaneMean { .. } => "aten::mean.dim (planes)".to_string(),
                     Kind::Conv1x1 { .. } => "aten::convolution (1x1)".to_string(),
                     Kind::ScaleResidual { .. } => "fused layer scale and residual".to_string(),
-                    Kind::Patchify { .. } => {
-                        "aten::convolution (patches, channels-last)".to_string()
-                    }
+                    Kind::SharedRhsBmm { .. } => "aten::bmm (one matrix)".to_string(),
+                    Kind::Patchify { .. } => "aten::convolution (patches)".to_string(),
                     Kind::DepthwiseNhwc { .. } => {
                         "aten::convolution (depthwise, channels-last)".to_string()
                     }
@@ -508,15 +507,27 @@ impl Runner {
                 bias,
                 output,
                 kernel,
+                nhwc,
             } => {
                 let y = (|| {
                     let b = bias.map(|b| tensor(get(b)?)).transpose()?;
                     crate::patchify::run(
                         *kernel,
+                        *nhwc,
                         &tensor(get(*input)?)?,
                         &tensor(get(*weight)?)?,
                         b.as_ref(),
                     )
+                })();
+                single = Some((*output, y));
+            }
+            Kind::SharedRhsBmm {
+                input,
+                matrix,
+                output,
+            } => {
+                let y = (|| {
+                    crate::shared_rhs_bmm::run(&tensor(get(*input)?)?, &tensor(get(*matrix)?)?)
                 })();
                 single = Some((*output, y));
             }
