@@ -63,9 +63,15 @@ fn reductions_into_a_real_dtype_keep_the_real_parts() {
     // [1+2i, 3-1i] is 4, mean(dtype=float64) 2.
     let a = c64(&[(1.0, 2.0), (3.0, -1.0)], &[2]);
     let s = sum::sum(&a, Some(DType::F32)).unwrap();
-    assert_eq!((s.dtype(), s.to_vec::<f32>().unwrap()), (DType::F32, vec![4.0]));
+    assert_eq!(
+        (s.dtype(), s.to_vec::<f32>().unwrap()),
+        (DType::F32, vec![4.0])
+    );
     let m = sum::mean_dim(&a, Some(&[0]), false, Some(DType::F64)).unwrap();
-    assert_eq!((m.dtype(), m.to_vec::<f64>().unwrap()), (DType::F64, vec![2.0]));
+    assert_eq!(
+        (m.dtype(), m.to_vec::<f64>().unwrap()),
+        (DType::F64, vec![2.0])
+    );
     // An integer `dtype=` keeps mean's own rule: it needs a floating result.
     assert!(sum::mean_dim(&a, Some(&[0]), false, Some(DType::I64)).is_err());
 }
