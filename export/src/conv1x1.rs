@@ -176,11 +176,7 @@ mod tests {
     #[test]
     fn matches_the_operator_on_every_plane_size() {
         crate::program::init_backends().unwrap();
-        let seq = |n: i64, k: usize, s: f32| -> Vec<f32> {
-            (0..n as usize)
-                .map(|i| ((i * k) % 13) as f32 * s - 1.5)
-                .collect()
-        };
+        let seq = crate::test_values::seq;
         for (n, cin, cout, h, w) in [
             (2, 8, 24, 16, 16),
             (2, 24, 8, 8, 8),

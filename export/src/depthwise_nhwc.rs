@@ -126,11 +126,7 @@ mod tests {
     #[test]
     fn matches_the_operator_for_channels_last_and_other_inputs() {
         crate::program::init_backends().unwrap();
-        let seq = |n: i64, k: usize, s: f32| -> Vec<f32> {
-            (0..n as usize)
-                .map(|i| ((i * k) % 13) as f32 * s - 1.5)
-                .collect()
-        };
+        let seq = crate::test_values::seq;
         for (n, ch, hw, k, stride, pad, dil) in [
             (2, 16, 8, 7, 1, 3, 1),
             (2, 32, 4, 7, 1, 3, 1),

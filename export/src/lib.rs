@@ -64,6 +64,8 @@ mod safe_softmax;
 mod scale_residual;
 mod schema;
 mod shared_rhs_bmm;
+#[cfg(test)]
+mod test_values;
 mod views;
 mod weights;
 

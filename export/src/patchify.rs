@@ -204,11 +204,7 @@ mod tests {
     #[test]
     fn matches_the_operator_for_channels_last_and_other_inputs() {
         crate::program::init_backends().unwrap();
-        let seq = |n: i64, k: usize, f: f32| -> Vec<f32> {
-            (0..n as usize)
-                .map(|i| ((i * k) % 13) as f32 * f - 1.5)
-                .collect()
-        };
+        let seq = crate::test_values::seq;
         for (n, c, cout, h, w, k) in [
             (2, 16, 32, 8, 8, [2, 2]),
             (2, 32, 64, 4, 4, [2, 2]),

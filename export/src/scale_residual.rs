@@ -132,11 +132,7 @@ mod tests {
     #[test]
     fn matches_the_two_operators() {
         crate::program::init_backends().unwrap();
-        let seq = |n: i64, k: usize, f: f32| -> Vec<f32> {
-            (0..n as usize)
-                .map(|i| ((i * k) % 17) as f32 * f - 2.0)
-                .collect()
-        };
+        let seq = crate::test_values::seq;
         let (n, c, h, w) = (2, 16, 4, 3);
         let nhwc = |k| {
             Tensor::from_vec(seq(n * h * w * c, k, 0.3), &[n, h, w, c])

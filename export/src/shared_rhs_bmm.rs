@@ -98,11 +98,7 @@ mod tests {
     #[test]
     fn matches_the_batched_product_of_the_expanded_matrix() {
         crate::program::init_backends().unwrap();
-        let seq = |n: i64, k: usize, f: f32| -> Vec<f32> {
-            (0..n as usize)
-                .map(|i| ((i * k) % 13) as f32 * f - 1.5)
-                .collect()
-        };
+        let seq = crate::test_values::seq;
         let (b, m, k, n) = (17, 2, 32, 96);
         // Stored [m, b, k] and seen as [b, m, k], as the trace's permuted input.
         let a = Tensor::from_vec(seq(b * m * k, 7, 0.25), &[m, b, k])
