@@ -27,6 +27,16 @@ fn part<R>(p: *const R, l: &Batch, i: usize, im: isize) -> MatRef<R> {
     }
 }
 
+/// [`part`] of a result written by the GEMMs.
+fn part_mut<R>(p: *mut R, l: &Batch, i: usize, im: isize) -> MatMut<R> {
+    let MatRef { ptr, rs, cs } = part(p.cast_const(), l, i, im);
+    MatMut {
+        ptr: ptr.cast_mut(),
+        rs,
+        cs,
+    }
+}
+
 /// `beta * c + alpha * a @ b` of complex `a` and `b` (same dtype, `Complex<R>`)
 /// into a new contiguous tensor of `out_shape`; `c` (broadcastable to it) is
 /// skipped when absent or `beta == 0`, as PyTorch skips it (its NaNs included).
@@ -53,26 +63,14 @@ where
     for i in 0..lo.bsz {
         let (ar, ai) = (part(pa, &la, i, 0), part(pa, &la, i, 1));
         let (br, bi) = (part(pb, &lb, i, 0), part(pb, &lb, i, 1));
-        let (or, oi) = (part(po, &lo, i, 0), part(po, &lo, i, 1));
-        let (or, oi) = (
-            MatMut {
-                ptr: or.ptr.cast_mut(),
-                rs: or.rs,
-                cs: or.cs,
-            },
-            MatMut {
-                ptr: oi.ptr.cast_mut(),
-                rs: oi.rs,
-                cs: oi.cs,
-            },
-        );
-        // SAFETY: `acc` borrows the three tensors until the products have run. The
-        // caller checked the shapes, so every (row, col) of batch `i` addressed
-        // through a tensor's own strides is one of its complex elements, and a
-        // part's real element is that element's first or second component. `prod`
-        // is fresh and shares no storage with `a` or `b`; its two parts are
-        // disjoint element sets, each written by its own calls (distinct elements:
-        // `prod` is contiguous, so its strides are non-zero where sizes exceed 1).
+        let (or, oi) = (part_mut(po, &lo, i, 0), part_mut(po, &lo, i, 1));
+        // `acc` borrows the three tensors until the products have run. The caller
+        // checked the shapes, so every (row, col) of batch `i` addressed through a
+        // tensor's own strides is one of its complex elements, and a part's real
+        // element is that element's first or second component. `prod` is fresh
+        // and shares no storage with `a` or `b`; its two parts are disjoint element
+        // sets (contiguous: non-zero strides where sizes exceed 1).
+        // SAFETY: the four GEMMs read and write only the elements above.
         unsafe {
             gemm_float(m, n, k, or, ar, br, one, None, true);
             gemm_float(m, n, k, or, ai, bi, -one, Some(one), true);
